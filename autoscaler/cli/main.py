@@ -1,0 +1,115 @@
+"""The ``kale`` command: one entry point, thin subcommands over library functions.
+
+Exit codes are a contract: 0 success, 2 user error (bad file, bad flag, invalid config; a
+one-line message, never a traceback), 1 internal error. Subcommands live in their own
+modules and are imported only when invoked, so ``kale validate`` never pays for torch.
+Every option can also be set from an environment variable ``KALE_<COMMAND>_<OPTION>``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+
+import click
+
+from autoscaler.errors import UserError
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USER = 2
+
+# name -> "module:attribute"; the attribute is a click.Command or click.Group.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("autoscaler.cli.validate:validate", "Check ElasticTrainingJob YAML files."),
+    "trace": ("autoscaler.cli.trace:trace", "Generate and inspect arrival-rate traces."),
+    "broker": ("autoscaler.cli.kafka:broker", "Run the embedded Kafka broker (tansu)."),
+    "replay": ("autoscaler.cli.kafka:replay", "Produce records to Kafka at a trace's rate."),
+    "meter": ("autoscaler.cli.kafka:meter", "Measure a topic's arrival rate, lag and age."),
+    "throughput": ("autoscaler.cli.throughput:throughput", "Fit and use throughput models."),
+    "forecast": ("autoscaler.cli.forecast:forecast", "Forecast, backtest and plot traffic."),
+    "simulate": ("autoscaler.cli.simulate:simulate", "Replay a trace against policies."),
+    "demo": ("autoscaler.cli.demo:demo", "Run the end-to-end demo on the embedded default."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module_name, attr = entry[0].split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith(module_name):
+                return _not_available(cmd_name, entry[1])
+            raise
+        return getattr(module, attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _not_available(name: str, help_text: str) -> click.Command:
+    @click.command(name=name, help=help_text + " (not built yet)")
+    def _missing() -> None:
+        raise UserError(f"'kale {name}' is not available in this version")
+
+    return _missing
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kale-autoscaler", prog_name="kale")
+def cli() -> None:
+    """Kale: forecast-driven elastic GPU autoscaling for online training on Kafka."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI and return the documented exit code (the console script exits with it)."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        cli.main(args=args, prog_name="kale", standalone_mode=False, auto_envvar_prefix="KALE")
+    except UserError as err:
+        for line in err.problems:
+            click.echo(line if line.startswith("kale") else f"kale: error: {line}", err=True)
+        return EXIT_USER
+    except click.exceptions.Exit as ex:
+        return ex.exit_code
+    except click.Abort:
+        click.echo("kale: aborted", err=True)
+        return 130
+    except click.ClickException as err:
+        hint = ""
+        ctx = getattr(err, "ctx", None)
+        if ctx is not None:
+            hint = f" (see '{ctx.command_path} --help')"
+        click.echo(f"kale: error: {err.format_message()}{hint}", err=True)
+        return EXIT_USER if err.exit_code == 2 else err.exit_code or EXIT_USER
+    except KeyboardInterrupt:
+        click.echo("kale: interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: exit 1, say what
+        if os.environ.get("KALE_DEBUG"):
+            traceback.print_exc()
+        click.echo(
+            f"kale: internal error: {type(exc).__name__}: {exc} (set KALE_DEBUG=1 for a traceback)",
+            err=True,
+        )
+        return EXIT_INTERNAL
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -22,6 +22,8 @@ class UserError(KaleError):
     def __init__(self, message: str, problems: list[str] | None = None) -> None:
         super().__init__(message)
         self.problems: list[str] = problems if problems is not None else [message]
+        # Lines already in `FILE: path: reason` form are printed without a "kale: error:" prefix.
+        self.bare = problems is not None
 
 
 class MetricUnavailable(KaleError):

@@ -80,8 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=args, prog_name="kale", standalone_mode=False, auto_envvar_prefix="KALE")
     except UserError as err:
-        for line in err.problems:
-            click.echo(line if line.startswith("kale") else f"kale: error: {line}", err=True)
+        if len(err.problems) > 1 or err.bare:
+            for line in err.problems:  # one line per problem, as `FILE: path: reason`
+                click.echo(line, err=True)
+        else:
+            click.echo(f"kale: error: {err.problems[0]}", err=True)
         return EXIT_USER
     except click.exceptions.Exit as ex:
         return ex.exit_code
@@ -100,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
-    except Exception as exc:  # noqa: BLE001 - the last line of defence: exit 1, say what
+    except Exception as exc:
         if os.environ.get("KALE_DEBUG"):
             traceback.print_exc()
         click.echo(

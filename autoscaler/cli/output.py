@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Sequence
@@ -17,10 +18,8 @@ def _clean(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_clean(v) for v in value]
     if hasattr(value, "item") and not isinstance(value, str | bytes):
-        try:
+        with contextlib.suppress(ValueError, AttributeError):
             value = value.item()
-        except (ValueError, AttributeError):
-            pass
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value

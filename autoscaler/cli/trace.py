@@ -1,0 +1,126 @@
+"""``kale trace``: make and inspect the arrival-rate traces everything else consumes."""
+
+from __future__ import annotations
+
+import warnings
+
+import click
+
+from autoscaler.cli.output import emit_json, table
+from autoscaler.durations import parse_duration
+from autoscaler.errors import UserError
+from autoscaler.traces import Trace, load_trace, save_trace, trace_info
+
+
+class DurationType(click.ParamType):
+    """A click parameter for ``90s``/``5m``/``1h`` (a bare number means seconds)."""
+
+    name = "duration"
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = DurationType()
+
+
+def load_trace_cli(path: str) -> Trace:
+    """Load a trace, showing gap-filling warnings as one line on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trace = load_trace(path)
+    for w in caught:
+        click.echo(f"kale: warning: {w.message}", err=True)
+    return trace
+
+
+@click.group()
+def trace() -> None:
+    """Generate and inspect arrival-rate traces (CSV: timestamp,value in samples/s)."""
+
+
+@trace.command("generate")
+@click.option("--days", type=click.FloatRange(min=0, min_open=True), default=28, show_default=True)
+@click.option(
+    "--interval",
+    type=DURATION,
+    default="60s",
+    show_default=True,
+    help="Step: seconds or a duration (60, 5m, 1h).",
+)
+@click.option(
+    "--peak-trough",
+    type=click.FloatRange(min=1),
+    default=20,
+    show_default=True,
+    help="Max/min of the mean daily profile.",
+)
+@click.option(
+    "--peak",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1000,
+    show_default=True,
+    help="Nominal evening peak in samples/s.",
+)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option(
+    "--start",
+    default="2026-01-05T00:00:00Z",
+    show_default=True,
+    help="First timestamp (a Monday by default).",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the trace's summary as JSON.")
+def generate(
+    days: float,
+    interval: float,
+    peak_trough: float,
+    peak: float,
+    seed: int,
+    start: str,
+    output: str,
+    as_json: bool,
+) -> None:
+    """Write a realistic synthetic trace (daily + weekly seasonality, trend, bursts, noise)."""
+    from autoscaler.tracegen import generate_trace
+
+    if interval <= 0:
+        raise UserError("--interval: must be positive")
+    try:
+        series = generate_trace(
+            days=days,
+            interval_s=interval,
+            peak_trough=peak_trough,
+            seed=seed,
+            peak=peak,
+            start=start,
+        )
+    except ValueError as exc:
+        raise UserError(f"trace generate: {exc}") from None
+    save_trace(series, output)
+    info = trace_info(Trace(series=series, interval_s=interval, path=output))
+    if as_json:
+        emit_json({"output": output, **info})
+    else:
+        click.echo(
+            f"wrote {output}: {info['rows']} rows, {info['interval_s']:g} s interval, "
+            f"peak/trough {info['peak_trough_ratio'] or float('nan'):.1f}"
+        )
+
+
+@trace.command("info")
+@click.argument("file", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def info(file: str, as_json: bool) -> None:
+    """Summarise a trace: size, range, peak/trough ratio, seasonality."""
+    data = trace_info(load_trace_cli(file))
+    if as_json:
+        emit_json(data)
+        return
+    rows = [(k, v) for k, v in data.items() if not isinstance(v, dict)]
+    click.echo(table(rows, ["field", "value"]))

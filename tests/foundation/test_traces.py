@@ -1,0 +1,183 @@
+"""Trace loading, generation and summary: the series everything else consumes."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from autoscaler.cli.main import main
+from autoscaler.errors import UserError
+from autoscaler.tracegen import generate_trace
+from autoscaler.traces import Trace, TraceGapWarning, load_trace, save_trace, trace_info
+
+GOOD = "timestamp,value\n2026-01-01T00:00:00Z,1.5\n2026-01-01T00:01:00Z,2\n2026-01-01T00:02:00Z,0\n"
+
+# (id, file content, expected message fragment after "FILE")
+BAD_TRACES = [
+    ("wrong-header", "time,rate\n2026-01-01T00:00:00Z,1\n", ":1: header must be 'timestamp,value'"),
+    (
+        "bad-timestamp",
+        "timestamp,value\nyesterday,1\n2026-01-01T00:01:00Z,2\n",
+        ":2: timestamp 'yesterday' is not ISO-8601",
+    ),
+    (
+        "bad-number",
+        "timestamp,value\n2026-01-01T00:00:00Z,abc\n",
+        ":2: value 'abc' is not a number",
+    ),
+    (
+        "negative",
+        "timestamp,value\n2026-01-01T00:00:00Z,1\n2026-01-01T00:01:00Z,-2\n",
+        ":3: value -2 is negative",
+    ),
+    (
+        "nan",
+        "timestamp,value\n2026-01-01T00:00:00Z,nan\n2026-01-01T00:01:00Z,2\n",
+        ":2: value is nan, expected a finite rate",
+    ),
+    (
+        "duplicate",
+        "timestamp,value\n2026-01-01T00:00:00Z,1\n2026-01-01T00:00:00Z,2\n",
+        ":3: duplicate timestamp",
+    ),
+    (
+        "backwards",
+        "timestamp,value\n2026-01-01T00:01:00Z,1\n2026-01-01T00:00:00Z,2\n",
+        ":3: timestamp 2026-01-01T00:00:00Z goes back in time",
+    ),
+    (
+        "irregular",
+        "timestamp,value\n2026-01-01T00:00:00Z,1\n2026-01-01T00:01:00Z,1\n2026-01-01T00:02:30Z,1\n",
+        ":4: irregular interval",
+    ),
+    ("extra-column", "timestamp,value\n2026-01-01T00:00:00Z,1,3\n", ":2: expected 2 columns"),
+    ("one-row", "timestamp,value\n2026-01-01T00:00:00Z,1\n", "needs at least 2 rows, found 1"),
+    ("empty", "", "empty file"),
+]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"), [r[1:] for r in BAD_TRACES], ids=[r[0] for r in BAD_TRACES]
+)
+def test_bad_trace_names_file_line_and_reason(tmp_path, content, expected):
+    path = tmp_path / "t.csv"
+    path.write_text(content)
+    with pytest.raises(UserError) as exc:
+        load_trace(path)
+    assert str(exc.value).startswith(str(path))
+    assert expected in str(exc.value)
+
+
+def test_good_trace_loads_on_a_regular_utc_grid(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text(GOOD)
+    trace = load_trace(path)
+    assert trace.interval_s == 60
+    assert trace.series.tolist() == [1.5, 2.0, 0.0]
+    assert str(trace.series.index.tz) == "UTC"
+
+
+def test_gaps_are_interpolated_with_a_warning_that_counts_them(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "timestamp,value\n2026-01-01T00:00:00Z,0\n2026-01-01T00:03:00Z,3\n2026-01-01T00:04:00Z,4\n"
+    )
+    with pytest.warns(TraceGapWarning, match="2 missing step"):
+        trace = load_trace(path)
+    assert trace.series.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert trace.filled_steps == 2
+
+
+@pytest.mark.parametrize("interval", [60, 300, 1800, 3600])
+def test_any_interval_round_trips_through_csv(tmp_path, interval):
+    series = generate_trace(days=3, interval_s=interval, seed=2)
+    path = tmp_path / "t.csv"
+    save_trace(series, path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trace = load_trace(path)
+    assert trace.interval_s == interval
+    assert len(trace.series) == 3 * 86400 // interval
+    np.testing.assert_allclose(trace.series.to_numpy(), series.to_numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("ratio", [5.0, 20.0, 30.0])
+def test_generated_trace_has_the_requested_peak_trough_ratio(ratio):
+    series = generate_trace(days=14, interval_s=300, peak_trough=ratio, seed=4)
+    info = trace_info(Trace(series=series, interval_s=300))
+    assert info["peak_trough_ratio"] == pytest.approx(ratio, rel=1e-6)
+    assert info["seasonality_strength"] > 0.6
+    assert info["daily_period_steps"] == 288
+
+
+def test_generated_trace_is_deterministic_per_seed_and_weekends_differ():
+    a = generate_trace(days=14, interval_s=600, seed=7)
+    b = generate_trace(days=14, interval_s=600, seed=7)
+    c = generate_trace(days=14, interval_s=600, seed=8)
+    assert a.equals(b) and not a.equals(c)
+    early = a.between_time("07:00", "11:00")
+    weekend = early[early.index.day_of_week >= 5].mean()
+    weekday = early[early.index.day_of_week < 5].mean()
+    assert weekend > 1.2 * weekday  # weekends rise from early morning
+
+
+def test_noise_only_series_reports_no_seasonality():
+    rng = np.random.default_rng(0)
+    from autoscaler.traces import series_from_values
+
+    info = trace_info(
+        Trace(series=series_from_values(rng.gamma(50, 1, 4 * 1440), 60), interval_s=60)
+    )
+    assert info["detected_periods"] == {}
+
+
+def test_cli_generate_then_info_json(tmp_path, capsys):
+    out = tmp_path / "t.csv"
+    assert (
+        main(
+            [
+                "trace",
+                "generate",
+                "--days",
+                "3",
+                "--interval",
+                "300",
+                "--peak-trough",
+                "10",
+                "--seed",
+                "1",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["trace", "info", str(out), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    for field in (
+        "rows",
+        "start",
+        "end",
+        "interval_s",
+        "min",
+        "max",
+        "mean",
+        "peak_trough_ratio",
+        "daily_period_steps",
+        "seasonality_strength",
+    ):
+        assert field in info
+    assert info["rows"] == 3 * 288 and info["interval_s"] == 300
+    assert info["peak_trough_ratio"] == pytest.approx(10, rel=1e-6)
+
+
+def test_cli_info_on_bad_file_exits_2_with_one_line(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    path.write_text("timestamp,value\n2026-01-01T00:00:00Z,-1\n2026-01-01T00:01:00Z,1\n")
+    assert main(["trace", "info", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"kale: error: {path}:2: value -1 is negative (samples/s must be ≥ 0)"]

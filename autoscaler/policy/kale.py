@@ -54,6 +54,8 @@ class KaleSettings:
     """A resize costs this × downtime × workers in GPU-seconds (lost work re-served)."""
     surprise_margin: float = 0.05
     """Reactive plan sizes for the observed rate × (1 + margin)."""
+    rise_tolerance: float = 0.1
+    """A forecast rise counts once the central forecast exceeds capacity by this share."""
     hold_fraction: float = 0.5
     """After a scale-up, scale-in waits this share of the hold window it was sized for."""
     fallback_window_s: float = 3600.0
@@ -103,6 +105,9 @@ class KalePolicy:
         fc = self.source.window(obs.step, past, self.n)
         reason: dict[str, Any] = {"lead_s": self.lead_steps * sz.interval_s}
         load = self._planning_load(fc, past, obs, state, reason)
+        # The central forecast says when the load actually rises (the upper band is noisier).
+        central = load if fc is None or len(fc) < self.n else np.minimum(
+            np.maximum(np.asarray(fc.mean, dtype=float), 0.0), load)
         # A resize's own backlog may use the whole SLO while it drains: answering it with
         # another resize is the cascade the seed warns about. Draining ends once the age is
         # back under the steady limit.
@@ -116,18 +121,19 @@ class KalePolicy:
         stay_v = self._violation(obs.backlog, load, np.full(self.n, psz.rate(cur)), allowed)
         decision: Decision | None = None
         if stay_v is not None:
-            decision = self._scale_up(obs, cur, load, stay_v, reason)
-        elif cur > sz.min_workers:
+            decision = self._scale_up(obs, cur, load, central, stay_v, reason)
+        if decision is None and cur > sz.min_workers:
             if obs.step < state.get("hold_until", -1):
                 reason["scale_in_held"] = "inside the hold window the last scale-up sized for"
             else:
                 decision = self._scale_down(obs, cur, load, reason)
         if decision is None:
-            reason.update(action="hold", why="current size keeps the SLO over the horizon")
+            reason.update(action="hold", why=reason.pop(
+                "waiting", "current size keeps the SLO over the horizon"))
             decision = Decision(cur, sz.ps_for(cur), reason)
         if decision.workers != obs.workers:
             state["draining"] = True
-            if decision.workers > obs.workers:
+            if decision.workers > obs.workers and sz.rescale_s > 0:  # free resizes can't saw
                 hold = decision.reason.get("hold_s", 0.0) + sz.rescale_s
                 state["hold_until"] = obs.step + int(hold * self.settings.hold_fraction
                                                      / sz.interval_s)
@@ -199,6 +205,10 @@ class KalePolicy:
             cap = self._resize_capacity(w, start)
             if start:
                 cap[:start] = self.plan_sizing.rate(cur)
+            # Sustainable at the window's end: a size that only survives its window by filling
+            # the SLO's slack would force the next resize with no room left for it.
+            if cap[upto - 1] <= load[upto - 1] and load[upto - 1] > 0:
+                return False
             return self._violation(obs.backlog, load, cap, allowed, upto) is None
 
         if not ok(hi):
@@ -211,8 +221,9 @@ class KalePolicy:
                 lo = mid + 1
         return lo
 
-    def _scale_up(self, obs: Observation, cur: int, load: np.ndarray, stay_v: int,
-                  reason: dict[str, Any]) -> Decision:
+    def _scale_up(self, obs: Observation, cur: int, load: np.ndarray, central: np.ndarray,
+                  stay_v: int, reason: dict[str, Any]) -> Decision | None:
+        """Resize up now, or None when waiting is still safe (a rise is further out)."""
         sz = self.sizing
         peak = self.plan_sizing.peak_workers
         reason["stay_violates_at_s"] = stay_v * sz.interval_s
@@ -220,15 +231,22 @@ class KalePolicy:
             reason.update(action="hold", why="at the throughput peak: more workers cannot help",
                           bound="peak")
             return Decision(cur, sz.ps_for(cur), reason)
-        slack = self.settings.up_slack_steps
-        if stay_v >= self.lead_steps + slack:
+        # Slack for timing errors of the forecast; free resizes need none.
+        slack = min(self.settings.up_slack_steps, math.ceil(self.d_steps))
+        # The new size must be in force when the load rises above the current capacity, not
+        # merely before the backlog becomes a violation: waiting for the latter spends the
+        # SLO's slack on the forecast being right.
+        above = np.flatnonzero(central > self.plan_sizing.rate(cur)
+                               * (1.0 + self.settings.rise_tolerance))
+        rise_at = int(above[0]) if above.size else self.n
+        reason["rise_in_s"] = rise_at * sz.interval_s
+        if min(stay_v, rise_at) >= self.lead_steps + slack:
             # Not urgent: act now only if a resize started a little later could not cope.
             later = self._smallest_feasible(obs, load, cur + 1, peak, self.n, start=slack,
                                             cur=cur)
             if later is not None:
-                reason.update(action="hold", why="a rise is forecast; resizing later still "
-                              "keeps the SLO")
-                return Decision(cur, sz.ps_for(cur), reason)
+                reason["waiting"] = "a rise is forecast; resizing later still keeps the SLO"
+                return None
         best: tuple[float, int, int] | None = None
         for upto in self.windows:
             w = self._smallest_feasible(obs, load, cur + 1, peak, upto)

@@ -1,0 +1,192 @@
+"""Kale's planner: ahead of the peak, no sawtooth, no cascade, reactive when forecasts fail."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoscaler.policy import JobSizing, Observation
+from autoscaler.policy.forecasts import PrecomputedSource, TrueFuture
+from autoscaler.policy.kale import KalePolicy, linear_sizing, madu_policy, oracle_policy
+from autoscaler.policy.queue import allowed_backlog, backlog_path, oldest_age
+
+DT = 60.0
+
+
+def sizing(*, rescale_s: float = 300.0, slo_s: float = 600.0, max_workers: int = 32) -> JobSizing:
+    # 100 samples/s per worker up to 20 workers, then contention: a peak at w = 20.
+    def f(w: int) -> float:
+        return 100.0 * w if w <= 20 else 2000.0 - 20.0 * (w - 20)
+
+    return JobSizing.from_function(f, min_workers=1, max_workers=max_workers, ratio=4,
+                                   interval_s=DT, rescale_s=rescale_s, slo_s=slo_s)
+
+
+def obs(step: int, rates: np.ndarray, workers: int, *, backlog: float = 0.0,
+        resizing: bool = False) -> Observation:
+    past = rates[:step]
+    return Observation(step=step, time_s=step * DT, arrivals=past, workers=workers,
+                       ps=math.ceil(workers / 4), backlog=backlog,
+                       oldest_age_s=oldest_age(backlog, past, DT), processed_rate=0.0,
+                       resizing=resizing)
+
+
+# -- the queue model, by hand -------------------------------------------------------------
+def test_backlog_path_is_the_lindley_recursion():
+    # inflow − service per step (×60 s): +60, +60, −180, +0  → 60, 120, 0 (not −60), 0
+    path = backlog_path(0.0, np.array([2.0, 2.0, 0.0, 1.0]), np.array([1.0, 1.0, 3.0, 1.0]), DT)
+    assert path.tolist() == [60.0, 120.0, 0.0, 0.0]
+
+
+def test_allowed_backlog_counts_recent_arrivals():
+    # 10/s forever: within 120 s of any step end, 1200 samples arrived.
+    allowed = allowed_backlog(np.full(5, 10.0), np.full(3, 10.0), DT, 120.0)
+    assert allowed.tolist() == pytest.approx([1200.0, 1200.0, 1200.0])
+
+
+def test_oldest_age_walks_back_over_arrivals():
+    # last step 10/s (600 samples), before it 5/s: 900 samples back = 60 s + 300/5 = 120 s
+    assert oldest_age(900.0, np.array([5.0, 5.0, 10.0]), DT) == pytest.approx(120.0)
+    assert oldest_age(0.0, np.array([5.0]), DT) == 0.0
+
+
+def test_workers_for_is_exact_at_the_boundary_and_stops_at_the_peak():
+    sz = sizing()
+    assert sz.workers_for(500.0) == (6, False)  # f(5) = 500 is not > 500
+    assert sz.workers_for(499.9) == (5, False)
+    assert sz.workers_for(5000.0) == (20, True)
+    assert sz.peak_workers == 20
+
+
+# -- behaviour ------------------------------------------------------------------------------
+def step_load(n: int = 200, at: int = 100, low: float = 300.0, high: float = 1500.0):
+    rates = np.full(n, low)
+    rates[at:] = high
+    return rates
+
+
+def test_scales_up_before_the_load_arrives():
+    rates = step_load()
+    policy = oracle_policy(sizing(), rates)
+    state: dict = {}
+    first_up = None
+    for t in range(40, 100):
+        d = policy.decide(obs(t, rates, 4), state)
+        if d.workers > 4:
+            first_up = t
+            break
+    assert first_up is not None
+    lead = 300 / DT + 1
+    assert first_up <= 100 - lead  # resize is done before the step arrives
+    assert d.workers >= 16 and d.ps == math.ceil(d.workers / 4)
+    assert d.reason["action"] == "scale_up" and d.reason["lead_s"] == 360.0
+
+
+def test_holds_when_the_current_size_keeps_the_slo():
+    rates = np.full(200, 300.0)
+    d = oracle_policy(sizing(), rates).decide(obs(100, rates, 4), {})
+    assert d.workers == 4 and d.reason["action"] == "hold"
+
+
+def test_scales_in_when_the_forecast_stays_low_but_not_before_a_rise():
+    sz = sizing()
+    low = np.full(300, 200.0)
+    d = oracle_policy(sz, low).decide(obs(100, low, 16), {})
+    assert d.workers < 16 and d.reason["action"] == "scale_down"
+    # the same low load, but a rise back to 1500/s 20 minutes later: keep the size
+    dip = low.copy()
+    dip[112:] = 1500.0
+    d = oracle_policy(sz, dip).decide(obs(100, dip, 16), {})
+    assert d.workers == 16
+
+
+def test_backlog_left_by_a_resize_does_not_trigger_another_resize():
+    # A 5-minute resize just ended at 10 workers (1000/s) with 800/s arriving: the 240,000
+    # samples of backlog drain at 200/s within the SLO, so the planner must not resize again.
+    rates = np.full(200, 800.0)
+    policy = oracle_policy(sizing(), rates)
+    state: dict = {}
+    policy.decide(obs(95, rates, 10, resizing=True), state)
+    d = policy.decide(obs(100, rates, 10, backlog=240_000.0), state)
+    assert d.workers == 10, d.reason
+
+
+def test_holds_when_a_resize_would_break_the_slo_that_staying_keeps():
+    # 400,000 samples at 900/s: the oldest is 444 s old; a 5-minute resize would push it past
+    # the SLO, while 10 workers (1000/s) slowly drain it: staying is the better plan.
+    rates = np.full(200, 900.0)
+    d = oracle_policy(sizing(), rates).decide(obs(100, rates, 10, backlog=400_000.0), {})
+    assert d.workers == 10 and d.reason["violating_steps"] == 0
+
+
+def test_drains_a_backlog_the_current_size_cannot():
+    # 240,000 samples at 1050/s (oldest 229 s old): 10 workers (1000/s) fall further behind
+    # and soon leave no room for a resize, while one now still fits in the SLO: add workers.
+    rates = np.full(200, 1050.0)
+    d = oracle_policy(sizing(), rates).decide(obs(100, rates, 10, backlog=240_000.0), {})
+    assert d.workers > 10
+
+
+def test_reactive_plan_when_the_observed_rate_leaves_the_forecast_band():
+    sz = sizing()
+    rates = np.full(200, 300.0)
+    rates[99] = 1200.0  # a surge the forecast did not see
+    flat = np.full((200, 60), 300.0)
+    policy = KalePolicy(sz, PrecomputedSource(flat, flat * 0.9, flat * 1.1))
+    state: dict = {}
+    policy.decide(obs(99, rates, 4), state)
+    d = policy.decide(obs(100, rates, 4), state)
+    assert "reactive" in d.reason and d.workers >= 13
+
+
+def test_never_exceeds_the_peak_or_max_workers():
+    rates = np.full(200, 10_000.0)
+    d = oracle_policy(sizing(), rates).decide(obs(100, rates, 4), {})
+    assert d.workers == 20 and d.reason.get("bound") == "peak"
+
+
+def test_resize_in_progress_is_not_interrupted():
+    rates = step_load()
+    d = oracle_policy(sizing(), rates).decide(obs(98, rates, 4, resizing=True), {})
+    assert d.workers == 4 and d.reason["why"] == "resize in progress"
+
+
+def test_no_forecast_falls_back_to_the_recent_peak():
+    class Nothing:
+        def window(self, step, past, horizon):
+            return None
+
+    rates = np.full(200, 300.0)
+    rates[80] = 1200.0
+    d = KalePolicy(sizing(), Nothing()).decide(obs(100, rates, 4), {})
+    assert d.workers >= 13 and "unavailable" in d.reason["forecast"]
+
+
+def test_madu_plans_with_a_linear_fit_and_over_allocates():
+    sz = sizing()
+    lin = linear_sizing(sz)
+    assert lin.rate(10) < sz.rate(10)  # the post-peak decline drags the slope down
+    rates = np.full(200, 1000.0)
+    kale = oracle_policy(sz, rates).decide(obs(100, rates, 1), {})
+    madu = madu_policy(sz, TrueFuture(rates)).decide(obs(100, rates, 1), {})
+    assert madu.workers > kale.workers
+
+
+# -- property: free instant resizes + perfect forecast + no SLO slack = the lower bound -----
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(min_value=0.0, max_value=1900.0).filter(lambda x: x % 100 != 0),
+                min_size=10, max_size=40))
+def test_with_instant_resizes_and_a_perfect_forecast_kale_is_the_lower_bound(loads):
+    sz = sizing(rescale_s=0.0, slo_s=DT)  # the one-step margin leaves no slack
+    rates = np.array(loads)
+    policy = oracle_policy(sz, rates)
+    state: dict = {}
+    w = sz.min_workers
+    for t in range(len(rates)):
+        d = policy.decide(obs(t, rates, w), state)
+        w = d.workers
+        assert w == sz.workers_for(rates[t])[0], (t, rates[t], d.reason)

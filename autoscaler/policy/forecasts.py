@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -90,3 +90,83 @@ class PrecomputedSource:
             return None
         return ForecastWindow(self.mean[row, :horizon], self.low[row, :horizon],
                               self.high[row, :horizon], source=self.name)
+
+
+class ForecasterSource:
+    """Drives a :class:`forecasting.base.Forecaster` from a run's observations.
+
+    The planner calls :meth:`window` every step with the arrivals seen so far. This source
+    fits the forecaster on the first call (once enough history exists), refits it on a
+    schedule (online learning, default daily, from the data seen so far), and predicts every
+    ``predict_every`` steps a little further than the planner's horizon, slicing that forecast
+    in between — a transformer forward per step would dominate a month-long simulation.
+    Forecasts are shared through ``cache`` so policies on the same job (kale, madu) reuse them.
+    """
+
+    def __init__(self, factory: Callable[[], Any], *, start: Any, interval_s: float,
+                 predict_every: int = 10, refit_every_s: float | None = 86400.0,
+                 context_days: float = 21.0, name: str = "forecast",
+                 fit_cache: Callable[[Any, Any], Any] | None = None) -> None:
+        import pandas as pd
+
+        self.factory = factory
+        self.start = pd.Timestamp(start)
+        if self.start.tzinfo is None:
+            self.start = self.start.tz_localize("UTC")
+        self.interval_s = interval_s
+        self.predict_every = max(1, int(predict_every))
+        self.refit_every_s = refit_every_s
+        self.context_steps = max(2, int(context_days * 86400 / interval_s))
+        self.name = name
+        self.fit_cache = fit_cache
+        self.model: Any = None
+        self.fitted_at: int | None = None
+        self.failures: list[str] = []
+        self._origin: int | None = None
+        self._fc: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _series(self, past: np.ndarray, end: int) -> Any:
+        import pandas as pd
+
+        lo = max(0, end - self.context_steps)
+        index = pd.date_range(self.start + pd.Timedelta(seconds=lo * self.interval_s),
+                              periods=end - lo, freq=pd.Timedelta(seconds=self.interval_s))
+        return pd.Series(np.asarray(past[lo:end], dtype=float), index=index)
+
+    def _fit(self, past: np.ndarray, step: int) -> None:
+        series = self._series(past, step)
+        model = self.factory()
+        if self.fit_cache is not None:
+            model = self.fit_cache(model, series)
+        else:
+            model.fit(series)
+        self.model, self.fitted_at = model, step
+
+    def window(self, step: int, past: np.ndarray, horizon: int) -> ForecastWindow | None:
+        due = (self.fitted_at is not None and self.refit_every_s is not None
+               and (step - self.fitted_at) * self.interval_s >= self.refit_every_s)
+        if self.model is None or due:
+            try:
+                self._fit(past, step)
+            except Exception as exc:  # no forecast: the planner goes reactive
+                self.failures.append(f"step {step}: {type(exc).__name__}: {exc}")
+                if self.model is None:
+                    return None
+            self._origin = None
+        # Origins on a fixed grid: every policy sharing this source asks for the same ones.
+        origin = step - step % self.predict_every
+        if origin != self._origin or self._fc is None:
+            need = horizon + self.predict_every
+            try:
+                fc = self.model.predict(need, history=self._series(past, origin))
+            except Exception as exc:  # a failed predict is a missing forecast
+                self.failures.append(f"step {step}: {type(exc).__name__}: {exc}")
+                return None
+            self._origin = origin
+            self._fc = (np.asarray(fc.mean, dtype=float), np.asarray(fc.p10, dtype=float),
+                        np.asarray(fc.p90, dtype=float))
+        k = step - (self._origin or 0)
+        mean, low, high = (a[k : k + horizon] for a in self._fc)
+        if len(mean) < horizon:
+            return None
+        return ForecastWindow(mean, low, high, source=self.name)

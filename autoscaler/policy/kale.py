@@ -355,3 +355,50 @@ def madu_policy(sizing: JobSizing, source: ForecastSource, *,
     """MADU: the same forecaster and planner, but sizing with a linear throughput fit."""
     return KalePolicy(sizing, source, name="madu", settings=settings,
                       planning_sizing=linear_sizing(sizing, fit_range=fit_range))
+
+
+# -- factories used by the simulator's policy registry -------------------------------------
+def _settings_for(sizing: JobSizing, job: Any) -> KaleSettings:
+    horizon_s = 3600.0
+    spec = getattr(getattr(job, "job", job), "spec", None)
+    if spec is not None:
+        horizon_s = float(spec.forecast.horizon)
+    return KaleSettings(horizon_steps=max(1, round(horizon_s / sizing.interval_s)))
+
+
+def _shared_source(sizing: JobSizing, forecaster_factory: Any,
+                   forecast_cache: dict[str, Any] | None) -> ForecastSource:
+    """One forecast source per job, shared by every policy that forecasts (kale, madu).
+
+    ``forecaster_factory`` is a zero-argument callable returning a :class:`ForecastSource`;
+    without one, a seasonal-naive forecaster (with a fallback for short history) is used.
+    """
+    cache = forecast_cache if forecast_cache is not None else {}
+    if "source" not in cache:
+        if forecaster_factory is not None:
+            cache["source"] = forecaster_factory()
+        else:
+            from autoscaler.policy.forecasts import ForecasterSource
+            from forecasting.registry import make_forecaster
+
+            cache["source"] = ForecasterSource(
+                lambda: make_forecaster("fallback", primary="seasonal_naive"),
+                start="2026-01-05T00:00:00Z", interval_s=sizing.interval_s,
+                name="seasonal_naive")
+    return cache["source"]
+
+
+def make_kale(*, sizing: JobSizing, job: Any = None, forecaster_factory: Any = None,
+              forecast_cache: dict[str, Any] | None = None) -> KalePolicy:
+    return KalePolicy(sizing, _shared_source(sizing, forecaster_factory, forecast_cache),
+                      settings=_settings_for(sizing, job))
+
+
+def make_madu(*, sizing: JobSizing, job: Any = None, forecaster_factory: Any = None,
+              forecast_cache: dict[str, Any] | None = None) -> KalePolicy:
+    return madu_policy(sizing, _shared_source(sizing, forecaster_factory, forecast_cache),
+                       settings=_settings_for(sizing, job))
+
+
+def make_oracle(*, sizing: JobSizing, future: np.ndarray, job: Any = None) -> KalePolicy:
+    return oracle_policy(sizing, future, settings=_settings_for(sizing, job))

@@ -1,0 +1,114 @@
+"""Policy names → policy objects, for the simulator and the CLI.
+
+The baselines live in :mod:`autoscaler.sim.baselines`. Kale's own planner, the MADU baseline
+and the oracle live with the planner in :mod:`autoscaler.policy.kale`, imported only when one
+of them is asked for; that module provides ``make_kale``, ``make_madu`` and ``make_oracle``,
+each taking keyword arguments among ``sizing``, ``job``, ``forecaster_factory``,
+``forecast_cache``, ``trace_start`` (the timestamp of step 0, for seasonal forecasters) and
+(oracle only) ``future``. Only the keywords a factory declares are
+passed (and none that is ``None``, so the factory's own defaults apply), so the planner's
+signatures may grow without touching this file.
+
+``future`` is the full true arrival series (warm-up included). It goes to the oracle alone:
+its whole point is to measure what perfect forecasts would be worth. Every other policy gets
+only the observations the engine builds, which never include the step being decided.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from autoscaler.errors import UserError
+from autoscaler.policy.types import JobSizing, Policy
+from autoscaler.sim.baselines import AutopilotPolicy, HpaPolicy, KedaPolicy, StaticPolicy
+
+PLANNER_MODULE = "autoscaler.policy.kale"
+PLANNERS = ("kale", "madu", "oracle")
+BASELINES: dict[str, Callable[..., Policy]] = {
+    "hpa": HpaPolicy,
+    "keda": KedaPolicy,
+    "autopilot": AutopilotPolicy,
+    "static": StaticPolicy,
+}
+NAMES = ("kale", "hpa", "keda", "autopilot", "madu", "static", "oracle")
+DEFAULT_POLICIES = ("kale", "hpa", "keda", "autopilot", "madu", "static")
+
+
+class PolicyUnavailable(UserError):
+    """A known policy whose implementation is not installed yet."""
+
+
+def parse_names(text: str) -> list[str]:
+    """``"kale,hpa"`` → ``["kale", "hpa"]``; unknown or repeated names are user errors."""
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UserError(f"--policies: expected a comma-separated list of {', '.join(NAMES)}")
+    for n in names:
+        if n not in NAMES:
+            raise UserError(f"--policies: unknown policy {n!r}; valid names: {', '.join(NAMES)}")
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise UserError(f"--policies: {', '.join(dupes)} given more than once")
+    return names
+
+
+def _planner_factory(name: str) -> Callable[..., Policy]:
+    try:
+        module = importlib.import_module(PLANNER_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name and PLANNER_MODULE.startswith(exc.name):
+            raise PolicyUnavailable(f"policy {name!r} is not available yet") from None
+        raise
+    factory = getattr(module, f"make_{name}", None)
+    if factory is None:
+        raise PolicyUnavailable(f"policy {name!r} is not available yet")
+    return factory
+
+
+def make_policy(
+    name: str,
+    *,
+    sizing: JobSizing,
+    job: Any = None,
+    forecaster_factory: Any = None,
+    forecast_cache: dict[str, Any] | None = None,
+    future: np.ndarray | None = None,
+    trace_start: Any = None,
+    partitions: int | None = None,
+    lag_threshold: float | None = None,
+) -> Policy:
+    """Build the policy called ``name`` for one job.
+
+    ``partitions`` and ``lag_threshold`` tune KEDA (defaults: ``max_workers`` partitions,
+    :func:`~autoscaler.sim.baselines.default_lag_threshold`).
+    """
+    if name not in NAMES:
+        raise UserError(f"unknown policy {name!r}; valid names: {', '.join(NAMES)}")
+    if name == "keda":
+        return KedaPolicy(sizing, lag_threshold=lag_threshold, partitions=partitions)
+    if name in BASELINES:
+        return BASELINES[name](sizing)
+    factory = _planner_factory(name)
+    offered: dict[str, Any] = {
+        "sizing": sizing,
+        "job": job,
+        "forecaster_factory": forecaster_factory,
+        "forecast_cache": forecast_cache,
+        "trace_start": trace_start,
+    }
+    if name == "oracle":
+        if future is None:
+            raise UserError("policy 'oracle' needs the true future arrival series")
+        offered["future"] = np.asarray(future, dtype=float)
+    offered = {k: v for k, v in offered.items() if v is not None or k == "sizing"}
+    params = inspect.signature(factory).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        kwargs = offered
+    else:
+        kwargs = {k: v for k, v in offered.items() if k in params}
+    return factory(**kwargs)

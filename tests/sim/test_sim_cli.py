@@ -1,0 +1,207 @@
+"""``kale simulate``: the JSON contract, the report, multi-job runs and one-line user errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from autoscaler.cli import main as cli_main
+from autoscaler.tracegen import generate_trace
+from autoscaler.traces import save_trace
+
+METRICS = {
+    "slo_violation_rate",
+    "cumulative_delay_min",
+    "downtime_min",
+    "rescale_count",
+    "gpu_hours",
+    "mean_workers",
+    "max_delay_min",
+    "p99_delay_min",
+}
+
+
+def _job(name, model="models/m.json", priority=0, annotations=None, min_workers=1):
+    return {
+        "apiVersion": "kale.dev/v1",
+        "kind": "ElasticTrainingJob",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {
+            "priority": priority,
+            "source": {"kafka": {"bootstrapServers": ["127.0.0.1:9092"], "topic": "clicks",
+                                "consumerGroup": "g"}},
+            "training": {"mode": "sync", "globalBatchSize": 4096, "workersPerPS": 4,
+                         "minWorkers": min_workers, "maxWorkers": 64},
+            "slo": {"maxDelay": "10m"},
+            "rescale": {"duration": "5m"},
+            "throughput": {"model": model},
+            "forecast": {"interval": "5m", "horizon": "1h"},
+            "target": {"kind": "DryRun"},
+        },
+    }
+
+
+@pytest.fixture
+def files(tmp_path):
+    from throughput.model import ThroughputModel
+
+    (tmp_path / "models").mkdir()
+    ThroughputModel(family="fixed-ratio", mode="sync", theta=(0.05, 2.0, 0.002),
+                    global_batch=4096, ratio=4, min_workers=1,
+                    max_workers=64).save(tmp_path / "models" / "m.json")
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(_job("ctr")))
+    trace = tmp_path / "t.csv"
+    save_trace(generate_trace(days=3, interval_s=300, seed=7), trace)
+    return tmp_path, str(job), str(trace)
+
+
+def _run(capsys, *args):
+    code = cli_main.main(["simulate", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_json_has_every_metric_for_every_policy_and_the_lower_bound(files, capsys):
+    _, job, trace = files
+    code, out, err = _run(capsys, "--trace", trace, "--job", job, "--policies",
+                          "hpa,keda,autopilot,static", "--warmup-days", "1",
+                          "--scale-peak", "0.8", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert set(data["policies"]) == {"hpa", "keda", "autopilot", "static"}
+    for metrics in data["policies"].values():
+        assert set(metrics) >= METRICS
+        assert metrics["gpu_hours"] >= data["lower_bound_gpu_hours"] * 0.5
+    assert data["lower_bound_gpu_hours"] > 0
+    assert data["steps"] == 2 * 288 and data["warmup_steps"] == 288
+    assert data["interval_s"] == 300 and data["rescale_s"] == 300 and data["slo_s"] == 600
+    assert data["peak_workers"] == 32
+
+
+def test_scale_peak_puts_the_trace_maximum_at_k_times_the_peak_throughput(files, capsys):
+    _, job, trace = files
+    from autoscaler.traces import load_trace
+
+    top = float(load_trace(trace).series.max())
+    code, out, _ = _run(capsys, "--trace", trace, "--job", job, "--policies", "static",
+                        "--warmup-days", "1", "--scale-peak", "0.5", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["scale"] * top == pytest.approx(0.5 * data["peak_throughput"])
+
+
+def test_flags_override_the_jobs_rescale_and_slo_and_resample_refines_the_grid(files, capsys):
+    _, job, trace = files
+    code, out, err = _run(capsys, "--trace", trace, "--job", job, "--policies", "static",
+                          "--warmup-days", "1", "--rescale", "2m", "--slo", "15m",
+                          "--resample", "1m", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["rescale_s"] == 120 and data["slo_s"] == 900
+    assert data["interval_s"] == 60 and data["steps"] == 2 * 1440
+
+
+def test_the_report_is_one_self_contained_html_page(files, capsys):
+    tmp, job, trace = files
+    report = tmp / "out" / "r.html"
+    code, _, err = _run(capsys, "--trace", trace, "--job", job, "--policies", "hpa,static",
+                        "--warmup-days", "1", "--report", str(report))
+    assert code == 0, err
+    page = report.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>")
+    assert '<script src="http' not in page and "<script src=" not in page
+    assert "Plotly.newPlot" in page and len(page) > 1_000_000  # the bundle is inline
+    assert "lower bound" in page and "SLO" in page
+
+
+def test_the_table_is_printed_without_json(files, capsys):
+    _, job, trace = files
+    code, out, _ = _run(capsys, "--trace", trace, "--job", job, "--policies", "static",
+                        "--warmup-days", "1")
+    assert code == 0
+    assert out.splitlines()[0].split()[:2] == ["policy", "violations"]
+    assert any(line.startswith("lower_bound") for line in out.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # an unknown name lists the valid ones
+        (["--policies", "hpa,frob"], "valid names: kale, hpa"),
+        # nothing left after the warm-up
+        (["--policies", "hpa", "--warmup-days", "3"], "--warmup-days"),
+        # a resample step that does not divide the interval
+        (["--policies", "hpa", "--resample", "7m"], "--resample"),
+        # the multi-job flags belong together
+        (["--policies", "hpa", "--quota-gpus", "3"], "--quota-gpus is only used with --jobs"),
+    ],
+)
+def test_user_errors_are_one_line(files, capsys, args, message):
+    _, job, trace = files
+    code, _, err = _run(capsys, "--trace", trace, "--job", job, *args)
+    assert code == 2
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_missing_files_are_user_errors(files, capsys):
+    tmp, job, trace = files
+    code, _, err = _run(capsys, "--trace", str(tmp / "nope.csv"), "--job", job,
+                        "--policies", "hpa")
+    assert code == 2 and "nope.csv" in err
+    code, _, err = _run(capsys, "--trace", trace, "--job", str(tmp / "nope.yaml"),
+                        "--policies", "hpa")
+    assert code == 2 and "nope.yaml" in err
+    (tmp / "models" / "m.json").write_text("{not json")
+    code, _, err = _run(capsys, "--trace", trace, "--job", job, "--policies", "hpa")
+    assert code == 2 and "m.json" in err
+
+
+def test_planners_that_are_not_built_yet_are_a_user_error(files, capsys, monkeypatch):
+    from autoscaler.sim import policies
+
+    monkeypatch.setattr(policies, "PLANNER_MODULE", "autoscaler.policy._not_there_for_tests")
+    _, job, trace = files
+    code, _, err = _run(capsys, "--trace", trace, "--job", job, "--policies", "hpa,madu",
+                        "--warmup-days", "1")
+    assert code == 2 and "policy 'madu' is not available yet" in err
+
+
+def test_several_jobs_share_a_quota_that_is_never_exceeded(files, capsys):
+    tmp, _, trace = files
+    jobs = tmp / "jobs"
+    jobs.mkdir()
+    other = tmp / "other.csv"
+    save_trace(generate_trace(days=3, interval_s=300, seed=8), other)
+    (jobs / "a.yaml").write_text(yaml.safe_dump(_job("a", "../models/m.json", priority=1,
+                                                     min_workers=2)))
+    (jobs / "b.yaml").write_text(yaml.safe_dump(_job(
+        "b", "../models/m.json",
+        annotations={"kale.dev/trace": "../other.csv", "kale.dev/scale-peak": "0.6"})))
+    code, out, err = _run(capsys, "--jobs", str(jobs), "--quota-gpus", "24", "--trace", trace,
+                          "--scale-peak", "0.8", "--policies", "hpa,autopilot,static",
+                          "--warmup-days", "1", "--json",
+                          "--report", str(tmp / "multi.html"))
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["quota_gpus"] == 24 and set(data["jobs"]) == {"a", "b"}
+    assert data["jobs"]["b"]["trace"].endswith("other.csv")
+    assert data["jobs"]["a"]["priority"] == 1
+    for summary in data["policies"].values():
+        assert summary["max_gpus_in_use"] <= 24 and not summary["quota_exceeded"]
+        assert set(summary["jobs"]) == {"a", "b"}
+        assert set(summary["jobs"]["a"]) >= METRICS
+    assert '<script src="http' not in (tmp / "multi.html").read_text(encoding="utf-8")
+
+
+def test_multi_job_needs_a_quota_and_a_trace(files, capsys):
+    tmp, _, _ = files
+    jobs = tmp / "jobs"
+    jobs.mkdir()
+    (jobs / "a.yaml").write_text(yaml.safe_dump(_job("a", "../models/m.json")))
+    code, _, err = _run(capsys, "--jobs", str(jobs), "--policies", "hpa")
+    assert code == 2 and "--quota-gpus" in err
+    code, _, err = _run(capsys, "--jobs", str(jobs), "--quota-gpus", "8", "--policies", "hpa")
+    assert code == 2 and "kale.dev/trace" in err

@@ -40,6 +40,21 @@ TABLE_COLUMNS = (
 )
 
 
+def _forecaster_factory(loaded: LoadedJob, start: pd.Timestamp, dt: float,
+                        opts: dict[str, Any]) -> Any:
+    """Forecast sources for kale/madu: the job's model, refitted on its schedule, fits cached."""
+    from autoscaler.sim.forecasting import default_cache_dir, source_factory
+
+    fc = loaded.job.spec.forecast
+    cache = opts.get("cache")
+    return source_factory(
+        opts.get("model") or fc.model, start=start, interval_s=dt,
+        horizon_steps=max(1, round(fc.horizon / dt)),
+        refit_s=opts.get("refit") or fc.refit,
+        predict_every=int(opts.get("predict_every") or 10),
+        cache_dir=Path(cache) if cache else default_cache_dir())
+
+
 def _load_model(loaded: LoadedJob) -> Any:
     from throughput.errors import ThroughputError
     from throughput.model import ThroughputModel
@@ -111,6 +126,14 @@ def _print_table(
               help="Simulate on this step (interpolating a coarser trace's rate).")
 @click.option("--partitions", type=click.IntRange(min=1), default=None,
               help="Topic partitions capping KEDA (default: maxWorkers).")
+@click.option("--forecaster", "forecaster", default=None,
+              help="Forecasting model for kale/madu (default: the job's spec.forecast.model).")
+@click.option("--refit", type=DURATION, default=None,
+              help="Refit the forecaster this often (default: the job's spec.forecast.refit).")
+@click.option("--predict-every", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Steps between forecasts (the planner slices the latest one in between).")
+@click.option("--fit-cache", type=click.Path(file_okay=False), default=None,
+              help="Folder caching forecaster fits (default: $KALE_CACHE_DIR or ~/.cache/kale).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--report", type=click.Path(dir_okay=False), default=None,
               help="Write a self-contained HTML report here.")
@@ -126,11 +149,23 @@ def simulate(
     slo: float | None,
     resample_s: float | None,
     partitions: int | None,
+    forecaster: str | None,
+    refit: float | None,
+    predict_every: int,
+    fit_cache: str | None,
     as_json: bool,
     report: str | None,
 ) -> None:
     """Replay a trace against autoscaling policies and compare SLO, downtime and GPU-hours."""
     names = parse_names(policies)
+    forecast_opts = {"model": forecaster, "refit": refit, "predict_every": predict_every,
+                     "cache": fit_cache}
+    if forecaster is not None:
+        from forecasting.registry import MODEL_NAMES
+
+        if forecaster not in MODEL_NAMES:
+            raise UserError(f"--forecaster: unknown model {forecaster!r}; valid names: "
+                            f"{', '.join(MODEL_NAMES)}")
     if resample_s is not None and resample_s <= 0:
         raise UserError("--resample: must be positive")
     if jobs_dir is not None:
@@ -146,13 +181,14 @@ def simulate(
     if trace_path is None or job_path is None:
         raise UserError("need --trace and --job (or --jobs DIR --quota-gpus N)")
     _simulate_single(trace_path, job_path, names, warmup_days, scale_peak, rescale, slo,
-                     resample_s, partitions, as_json, report)
+                     resample_s, partitions, as_json, report, forecast_opts)
 
 
 def _simulate_single(
     trace_path: str, job_path: str, names: list[str], warmup_days: float,
     scale_peak: float | None, rescale: float | None, slo: float | None,
     resample_s: float | None, partitions: int | None, as_json: bool, report: str | None,
+    forecast_opts: dict[str, Any],
 ) -> None:
     from autoscaler.sim.engine import lower_bound_workers
     from autoscaler.sim.runner import compare, scale_to_peak, warmup_steps_for
@@ -166,7 +202,9 @@ def _simulate_single(
     update, close = _progress(steps * len(names), "simulate")
     try:
         comp = compare(sizing, values, names, warmup_steps=warm, job=loaded.job,
-                       partitions=partitions, trace_start=start, progress=update)
+                       partitions=partitions, trace_start=start, progress=update,
+                       forecaster_factory=_forecaster_factory(loaded, start, dt,
+                                                              forecast_opts))
     finally:
         close()
     out = {

@@ -367,7 +367,8 @@ def _settings_for(sizing: JobSizing, job: Any) -> KaleSettings:
 
 
 def _shared_source(sizing: JobSizing, forecaster_factory: Any,
-                   forecast_cache: dict[str, Any] | None) -> ForecastSource:
+                   forecast_cache: dict[str, Any] | None, trace_start: Any = None
+                   ) -> ForecastSource:
     """One forecast source per job, shared by every policy that forecasts (kale, madu).
 
     ``forecaster_factory`` is a zero-argument callable returning a :class:`ForecastSource`;
@@ -383,21 +384,24 @@ def _shared_source(sizing: JobSizing, forecaster_factory: Any,
 
             cache["source"] = ForecasterSource(
                 lambda: make_forecaster("fallback", primary="seasonal_naive"),
-                start="2026-01-05T00:00:00Z", interval_s=sizing.interval_s,
+                start=trace_start if trace_start is not None else "2026-01-05T00:00:00Z",
+                interval_s=sizing.interval_s,
                 name="seasonal_naive")
     return cache["source"]
 
 
 def make_kale(*, sizing: JobSizing, job: Any = None, forecaster_factory: Any = None,
-              forecast_cache: dict[str, Any] | None = None) -> KalePolicy:
-    return KalePolicy(sizing, _shared_source(sizing, forecaster_factory, forecast_cache),
-                      settings=_settings_for(sizing, job))
+              forecast_cache: dict[str, Any] | None = None, trace_start: Any = None
+              ) -> KalePolicy:
+    source = _shared_source(sizing, forecaster_factory, forecast_cache, trace_start)
+    return KalePolicy(sizing, source, settings=_settings_for(sizing, job))
 
 
 def make_madu(*, sizing: JobSizing, job: Any = None, forecaster_factory: Any = None,
-              forecast_cache: dict[str, Any] | None = None) -> KalePolicy:
-    return madu_policy(sizing, _shared_source(sizing, forecaster_factory, forecast_cache),
-                       settings=_settings_for(sizing, job))
+              forecast_cache: dict[str, Any] | None = None, trace_start: Any = None
+              ) -> KalePolicy:
+    source = _shared_source(sizing, forecaster_factory, forecast_cache, trace_start)
+    return madu_policy(sizing, source, settings=_settings_for(sizing, job))
 
 
 def make_oracle(*, sizing: JobSizing, future: np.ndarray, job: Any = None) -> KalePolicy:

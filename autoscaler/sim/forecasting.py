@@ -1,0 +1,93 @@
+"""Forecasts for simulated runs: which model, how often it is refitted, and a cache of fits.
+
+The planner sees forecasts through :class:`autoscaler.policy.forecasts.ForecasterSource`, fed
+only the arrivals before each decision step. Refits follow the job's schedule (online learning,
+``spec.forecast.refit``, default daily) on the data seen so far. Fitting a transformer two dozen
+times per run is the expensive part of a simulation, so fitted models are cached on disk,
+keyed by the model, its options and the exact history it was fitted on: a second run of the
+same comparison fits nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from autoscaler.policy.forecasts import ForecasterSource
+
+log = logging.getLogger(__name__)
+
+
+def default_cache_dir() -> Path:
+    """``$KALE_CACHE_DIR`` or ``~/.cache/kale``, with a ``fits`` folder."""
+    base = os.environ.get("KALE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kale")
+    return Path(base) / "fits"
+
+
+def _key(model: str, options: dict[str, Any], series: pd.Series) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps({"model": model, "options": options}, sort_keys=True,
+                        default=str).encode())
+    h.update(str(series.index[0]).encode())
+    h.update(str(series.index.freq or "").encode())
+    h.update(np.ascontiguousarray(series.to_numpy(dtype=float)).tobytes())
+    return h.hexdigest()[:32]
+
+
+def cached_fit(cache_dir: Path | None, model: str,
+               options: dict[str, Any]) -> Callable[[Any, pd.Series], Any]:
+    """A ``fit_cache`` hook: load a fit of the same model on the same history, or fit and save."""
+
+    def fit(forecaster: Any, series: pd.Series) -> Any:
+        if cache_dir is None or not hasattr(forecaster, "save"):
+            return forecaster.fit(series)
+        path = cache_dir / f"{model}-{_key(model, options, series)}.fit"
+        if path.exists():
+            try:
+                return type(forecaster).load(path)
+            except Exception as exc:  # a stale or foreign cache entry: refit
+                log.warning("ignoring fit cache %s: %s", path, exc)
+        forecaster.fit(series)
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            forecaster.save(path)
+        except OSError as exc:
+            log.warning("cannot write fit cache %s: %s", path, exc)
+        return forecaster
+
+    return fit
+
+
+def source_factory(model: str, *, start: Any, interval_s: float, horizon_steps: int,
+                   refit_s: float | None = 86400.0, predict_every: int = 10,
+                   cache_dir: Path | None = None, seed: int = 0,
+                   options: dict[str, Any] | None = None) -> Callable[[], ForecasterSource]:
+    """A zero-argument factory of forecast sources (what the policy registry expects).
+
+    The model runs inside the fallback wrapper, so a history too short for it (or a failed
+    fit) falls back to seasonal naive and says why instead of stopping the simulation.
+    """
+    from forecasting.registry import make_forecaster
+
+    opts = {"horizon": horizon_steps + predict_every, "seed": seed, **(options or {})}
+
+    def make() -> Any:
+        if model == "seasonal_naive":
+            return make_forecaster("fallback", primary="seasonal_naive", secondary="seasonal_naive")
+        return make_forecaster("fallback", primary=model, **opts)
+
+    def factory() -> ForecasterSource:
+        return ForecasterSource(make, start=pd.Timestamp(start), interval_s=interval_s,
+                                predict_every=predict_every, refit_every_s=refit_s, name=model,
+                                fit_cache=cached_fit(cache_dir, f"fallback-{model}", opts))
+
+    return factory

@@ -1,0 +1,249 @@
+"""``kale broker``, ``kale replay``, ``kale meter``: thin commands over ``autoscaler.sources``.
+
+Each maps flags to one library call and Kafka failures to a one-line user error (exit 2):
+a broker that cannot be reached or a missing topic is something the user can fix, and the
+library already bounds every wait, so these commands never hang.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from autoscaler.cli.output import emit_json, table
+from autoscaler.durations import parse_duration
+from autoscaler.errors import MetricUnavailable, UserError
+
+
+class Duration(click.ParamType):
+    """A duration flag (``10``, ``90s``, ``5m``), converted to seconds."""
+
+    name = "duration"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = Duration()
+
+
+def _bootstrap(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``HOST:PORT[,HOST:PORT...]`` with ports 1-65535."""
+    for server in value.split(","):
+        host, _, port = server.strip().rpartition(":")
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise click.BadParameter(f"expected HOST:PORT (e.g. 127.0.0.1:9092), got {server!r}")
+    return value
+
+
+def _positive(name: str) -> Any:
+    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value is not None and value <= 0:
+            raise click.BadParameter(f"{name} must be positive, got {value}")
+        return value
+
+    return check
+
+
+# -- kale broker -------------------------------------------------------------------------
+
+
+@click.command(name="broker")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=None, help="Port (default: a free one)."
+)
+@click.option(
+    "--log",
+    "log_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write tansu's output here (default: a temporary file).",
+)
+def broker(port: int | None, log_path: Path | None) -> None:
+    """Run the embedded Kafka broker (tansu, in-memory) on 127.0.0.1 until Ctrl-C.
+
+    Prints ``bootstrap: 127.0.0.1:PORT`` once it answers Kafka requests.
+    """
+    from autoscaler.sources.broker import BrokerStartError, EmbeddedBroker
+
+    stop = threading.Event()
+    previous = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        try:
+            embedded = EmbeddedBroker(port=port, log_path=log_path).start()
+        except BrokerStartError as exc:
+            raise UserError(f"cannot start the broker: {exc}") from exc
+        try:
+            click.echo(f"bootstrap: {embedded.bootstrap}")
+            click.get_text_stream("stdout").flush()
+            click.echo(f"kale: tansu log: {embedded.log_path} (Ctrl-C to stop)", err=True)
+            while not stop.wait(0.5):
+                if not embedded.running():
+                    raise UserError(f"the broker exited unexpectedly; log: {embedded.log_path}")
+        finally:
+            embedded.stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+# -- kale replay -------------------------------------------------------------------------
+
+
+@click.command(name="replay")
+@click.option(
+    "--trace", "trace_path", required=True, type=click.Path(path_type=Path), help="Trace file."
+)
+@click.option(
+    "--bootstrap", required=True, callback=_bootstrap, help="Kafka bootstrap server, HOST:PORT."
+)
+@click.option("--topic", required=True, help="Topic to produce to (created if missing).")
+@click.option(
+    "--speedup",
+    type=float,
+    default=1.0,
+    show_default=True,
+    callback=_positive("--speedup"),
+    help="Trace seconds per wall second.",
+)
+@click.option(
+    "--scale",
+    type=float,
+    default=1.0,
+    show_default=True,
+    callback=_positive("--scale"),
+    help="Multiply the trace's rate by this.",
+)
+@click.option("--duration", type=DURATION, default=None, help="Stop after this wall time.")
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Partitions when the topic is created.",
+)
+@click.option(
+    "--timestamps",
+    type=click.Choice(["wall", "trace"]),
+    default="wall",
+    show_default=True,
+    help="Record timestamps: send time, or the trace time each record stands for.",
+)
+@click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def replay(
+    trace_path: Path,
+    bootstrap: str,
+    topic: str,
+    speedup: float,
+    scale: float,
+    duration: float | None,
+    partitions: int,
+    timestamps: str,
+    progress: bool,
+    as_json: bool,
+) -> None:
+    """Produce records to Kafka at a trace's rate (time compressed by --speedup)."""
+    from autoscaler.sources import kafka_io
+    from autoscaler.sources.replay import replay as run_replay
+    from autoscaler.traces import load_trace
+
+    trace = load_trace(trace_path)
+    if duration is not None and duration <= 0:
+        raise click.BadParameter("must be positive", param_hint="--duration")
+    try:
+        kafka_io.ensure_topic(bootstrap, topic, partitions)
+        summary = run_replay(
+            trace.series,
+            bootstrap,
+            topic,
+            speedup=speedup,
+            scale=scale,
+            duration_s=duration,
+            progress=progress,
+            timestamps=timestamps,  # type: ignore[arg-type]
+            interval_s=trace.interval_s,
+        )
+    except MetricUnavailable as exc:
+        raise UserError(str(exc)) from exc
+    except ValueError as exc:
+        raise UserError(f"{trace_path}: {exc}") from exc
+    if as_json:
+        emit_json(summary.as_dict())
+        return
+    click.echo(
+        f"sent {summary.records_sent} records to {topic} in {summary.wall_s:.1f}s "
+        f"({summary.achieved_rate:.1f}/s; trace {summary.trace_start} .. {summary.trace_end})"
+    )
+    if summary.records_failed:
+        click.echo(f"kale: warning: {summary.records_failed} records failed", err=True)
+
+
+# -- kale meter --------------------------------------------------------------------------
+
+
+@click.command(name="meter")
+@click.option(
+    "--bootstrap", required=True, callback=_bootstrap, help="Kafka bootstrap server, HOST:PORT."
+)
+@click.option("--topic", required=True, help="Topic to measure.")
+@click.option("--group", required=True, help="Consumer group whose progress to measure.")
+@click.option(
+    "--window",
+    type=DURATION,
+    default="10s",
+    show_default=True,
+    help="Rate window (or the time since the last stored sample, with --history).",
+)
+@click.option(
+    "--history",
+    "history_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="SQLite history file (kept across runs; backfilled from the broker on first use).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the sample as JSON.")
+def meter(
+    bootstrap: str,
+    topic: str,
+    group: str,
+    window: float,
+    history_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Measure a topic's arrival rate and a group's consumption rate, lag and oldest age."""
+    from autoscaler.sources.history import HistoryError
+    from autoscaler.sources.meter import KafkaMeter
+
+    if window <= 0:
+        raise click.BadParameter("must be positive", param_hint="--window")
+    try:
+        with KafkaMeter(bootstrap, topic, group, history_path=history_path, window_s=window) as m:
+            sample = m.sample()
+    except (MetricUnavailable, HistoryError) as exc:
+        raise UserError(str(exc)) from exc
+    if as_json:
+        emit_json({"topic": topic, "group": group, **sample.as_dict()})
+        return
+    rows = [
+        ("arrival_rate", f"{sample.arrival_rate:.2f}/s"),
+        ("consumption_rate", f"{sample.consumption_rate:.2f}/s"),
+        ("lag", sample.lag),
+        ("oldest_unconsumed_age_s", f"{sample.oldest_unconsumed_age_s:.1f}"),
+        ("partitions", sample.partitions),
+        ("window_s", f"{sample.window_s:.1f}"),
+    ]
+    click.echo(table(rows, headers=[f"{topic} / {group}", "value"]))

@@ -1,0 +1,336 @@
+"""The Kafka meter: what a topic's traffic and one consumer group's progress look like now.
+
+Why this module exists: the controller sizes a job from the *arrival rate* (what the
+forecaster learns from), and checks it against what the job actually *consumes*, how far
+behind it is (*lag*) and how old the oldest unconsumed record is (the SLO's delay). KEDA's
+rule holds here: the meter only measures; deciding is the policy's job.
+
+How a snapshot is taken (all bounded by timeouts; see ``docs/kafka.md``):
+
+* partition count from the topic metadata (a missing topic is :class:`TopicMissing`, because
+  Kafka would answer zeros for it rather than an error);
+* committed offsets of the group from the admin API (``list_group_offsets``); a partition
+  with no commit counts from its log start, i.e. everything retained is unconsumed;
+* one Fetch per partition from the committed position: its response carries the real high
+  watermark (tansu's ListOffsets(latest) does not, see :func:`kafka_io.fetch_heads`) and,
+  when there is lag, the first unconsumed record, whose CreateTime gives the oldest age.
+
+Rates are counter differences over a window: Δ(sum of high watermarks)/Δt is the arrival
+rate, Δ(sum of committed offsets)/Δt the consumption rate. The baseline is the newest stored
+snapshot at least ``window_s`` old (from the SQLite history, so it survives restarts, or from
+memory); when there is none, or it is older than ``max_baseline_age_s``, ``sample()`` takes a
+snapshot, waits ``window_s`` and takes another.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from kafka import TopicPartition
+
+from autoscaler.errors import MetricUnavailable
+from autoscaler.sources import kafka_io
+from autoscaler.sources.history import HistoryStore, StoredSnapshot
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Raw counters of one topic and group at one instant."""
+
+    time: float
+    """Wall time (s since the epoch) just after the high watermarks were read."""
+    highwater: dict[int, int]
+    """Partition -> high watermark (next offset to be written)."""
+    committed: dict[int, int]
+    """Partition -> committed offset of the group; the log start where none is committed."""
+    oldest_timestamp_s: float | None
+    """CreateTime of the oldest unconsumed record over all partitions (None: no lag)."""
+
+    @property
+    def partitions(self) -> int:
+        return len(self.highwater)
+
+    @property
+    def end_total(self) -> int:
+        return sum(self.highwater.values())
+
+    @property
+    def committed_total(self) -> int:
+        return sum(self.committed.values())
+
+    @property
+    def lag(self) -> int:
+        # Clamped per partition: a commit past the high watermark is not negative lag.
+        return sum(max(0, hw - self.committed.get(p, hw)) for p, hw in self.highwater.items())
+
+
+@dataclass(frozen=True, slots=True)
+class MeterSample:
+    """One measurement, as the controller and ``kale meter --json`` see it."""
+
+    time: float
+    """Wall time of the measurement (s since the epoch)."""
+    arrival_rate: float
+    """Records/s written to the topic over the window."""
+    consumption_rate: float
+    """Records/s committed by the group over the window."""
+    lag: int
+    """Records written but not committed by the group, summed over partitions."""
+    oldest_unconsumed_age_s: float
+    """Age of the oldest unconsumed record (now − its CreateTime); 0 when there is no lag."""
+    partitions: int
+    """Partition count of the topic (a consumer group cannot use more workers)."""
+    end_offsets_total: int
+    """Sum of high watermarks (the cumulative record counter)."""
+    committed_total: int
+    """Sum of committed offsets (log start for partitions with no commit)."""
+    window_s: float
+    """Length of the window the rates were measured over."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class KafkaMeter:
+    """Measures one topic for one consumer group; keeps a history if given a path.
+
+    ``now`` and ``sleep`` are injectable so tests (and the simulator) control time. With a
+    history file, the first use backfills the topic's past arrival rate from the records
+    still on the broker (see :mod:`autoscaler.sources.backfill`) when the file knows nothing
+    of the topic yet.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        history_path: str | Path | None = None,
+        window_s: float = 10.0,
+        *,
+        now: Clock = time.time,
+        sleep: Sleep = time.sleep,
+        max_baseline_age_s: float | None = None,
+        backfill: bool = True,
+        backfill_interval_s: float = 60.0,
+        backfill_samples: int | None = None,
+        timeout_s: float = kafka_io.REQUEST_TIMEOUT_MS / 1000,
+    ) -> None:
+        if window_s <= 0:
+            raise ValueError(f"window_s must be positive, got {window_s}")
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.group = group
+        self.window_s = float(window_s)
+        self.max_baseline_age_s = (
+            float(max_baseline_age_s) if max_baseline_age_s is not None else 10 * self.window_s
+        )
+        self.timeout_s = timeout_s
+        self._now = now
+        self._sleep = sleep
+        self._backfill_wanted = backfill
+        self._backfill_interval_s = backfill_interval_s
+        self._backfill_samples = backfill_samples
+        self.history: HistoryStore | None = (
+            HistoryStore(history_path) if history_path is not None else None
+        )
+        self._admin: Any = None
+        self._last: Snapshot | None = None  # baseline when there is no history
+
+    # -- measuring -----------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """Read partition count, committed offsets, high watermarks and the oldest record."""
+        try:
+            return self._snapshot()
+        except kafka_io.BrokerUnavailable:
+            # Start over with a fresh admin client next time (the broker may come back
+            # on another connection state than the one this client is stuck in).
+            kafka_io.close_quietly(self._admin)
+            self._admin = None
+            raise
+
+    def _snapshot(self) -> Snapshot:
+        admin = self._admin_client()
+        bootstrap = self.bootstrap
+        partitions = kafka_io.topic_partitions(admin, bootstrap, self.topic)
+        tps = [TopicPartition(self.topic, p) for p in range(partitions)]
+        with kafka_io.translate_errors(bootstrap, self.timeout_s):
+            offsets = admin.list_group_offsets({self.group: None}).get(self.group, {})
+        committed = {
+            tp.partition: int(meta.offset)
+            for tp, meta in offsets.items()
+            if tp.topic == self.topic and meta.offset is not None and meta.offset >= 0
+        }
+        missing = [tp for tp in tps if tp.partition not in committed]
+        if missing:
+            # No commit yet: count from the log start (ListOffsets(earliest) is right on
+            # tansu; only "latest" is off).
+            probe = kafka_io.probe_consumer(bootstrap)
+            try:
+                with kafka_io.translate_errors(bootstrap, self.timeout_s):
+                    starts = probe.beginning_offsets(missing, timeout_ms=self.timeout_s * 1000)
+            finally:
+                kafka_io.close_quietly(probe)
+            committed.update({tp.partition: int(off) for tp, off in starts.items()})
+        heads = kafka_io.fetch_heads(
+            bootstrap, {tp: committed[tp.partition] for tp in tps}, timeout_s=self.timeout_s
+        )
+        taken = self._now()
+        stamps = [h.first_timestamp_ms for h in heads.values() if h.first_timestamp_ms is not None]
+        lagging = any(h.highwater > committed[tp.partition] for tp, h in heads.items())
+        oldest = min(stamps) / 1000.0 if stamps and lagging else None
+        return Snapshot(
+            time=taken,
+            highwater={tp.partition: h.highwater for tp, h in heads.items()},
+            committed=committed,
+            oldest_timestamp_s=oldest,
+        )
+
+    def sample(self) -> MeterSample:
+        """One measurement: rates over the window, lag and oldest age now.
+
+        Raises :class:`kafka_io.BrokerUnavailable` or :class:`kafka_io.TopicMissing` (both
+        ``MetricUnavailable``) instead of hanging or reporting zeros; a plain
+        ``MetricUnavailable`` when the offsets went backwards within the window.
+        """
+        self._maybe_backfill()
+        current = self.snapshot()
+        baseline = self._baseline(current)
+        if baseline is None:
+            self._store(current, None)
+            self._sleep(max(0.0, current.time + self.window_s - self._now()))
+            baseline, current = current, self.snapshot()
+            if current.end_total < baseline.end_total:
+                # The counters went backwards within one window (an in-memory broker
+                # restarted, or the topic was re-created): no rate can be known. Keep the
+                # new snapshot as the next baseline and say so; never report zero load.
+                self._store(current, None)
+                self._last = current
+                raise MetricUnavailable(
+                    f"offsets of {self.topic} went backwards during the window "
+                    f"(broker restarted or topic re-created); measure again"
+                )
+        measured = self._measure(baseline, current)
+        self._store(current, measured)
+        self._last = current
+        return measured
+
+    def _baseline(self, current: Snapshot) -> Snapshot | StoredSnapshot | None:
+        """The newest snapshot at least window_s old and at most max_baseline_age_s old."""
+        newest_allowed = current.time - self.window_s
+        candidate: Snapshot | StoredSnapshot | None = None
+        if self.history is not None:
+            candidate = self.history.latest(self.topic, self.group, at_or_before=newest_allowed)
+        elif self._last is not None and self._last.time <= newest_allowed:
+            candidate = self._last
+        if candidate is None or current.time - candidate.time > self.max_baseline_age_s:
+            return None
+        committed = candidate.committed_total
+        if candidate.end_total > current.end_total or (
+            committed is not None and committed > current.committed_total
+        ):
+            # Counters went backwards: the topic was re-created or an in-memory broker
+            # restarted (tansu memory:// loses offsets). The old baseline means nothing now.
+            return None
+        return candidate
+
+    def _measure(self, baseline: Snapshot | StoredSnapshot, current: Snapshot) -> MeterSample:
+        dt = current.time - baseline.time
+        arrival = (current.end_total - baseline.end_total) / dt if dt > 0 else 0.0
+        base_committed = baseline.committed_total
+        consumption = (
+            (current.committed_total - base_committed) / dt
+            if dt > 0 and base_committed is not None
+            else 0.0
+        )
+        age = 0.0
+        if current.oldest_timestamp_s is not None and current.lag > 0:
+            age = max(0.0, current.time - current.oldest_timestamp_s)
+        return MeterSample(
+            time=current.time,
+            arrival_rate=max(0.0, arrival),
+            consumption_rate=max(0.0, consumption),
+            lag=current.lag,
+            oldest_unconsumed_age_s=age,
+            partitions=current.partitions,
+            end_offsets_total=current.end_total,
+            committed_total=current.committed_total,
+            window_s=dt,
+        )
+
+    # -- history -------------------------------------------------------------------------
+
+    def _store(self, snap: Snapshot, measured: MeterSample | None) -> None:
+        if self.history is None:
+            return
+        age = measured.oldest_unconsumed_age_s if measured is not None else None
+        self.history.append(
+            StoredSnapshot(
+                topic=self.topic,
+                group=self.group,
+                time=snap.time,
+                end_total=snap.end_total,
+                committed_total=snap.committed_total,
+                arrival_rate=measured.arrival_rate if measured is not None else None,
+                consumption_rate=measured.consumption_rate if measured is not None else None,
+                lag=snap.lag,
+                oldest_age_s=age,
+                partitions=snap.partitions,
+                source="meter",
+            )
+        )
+
+    def _maybe_backfill(self) -> None:
+        if not self._backfill_wanted or self.history is None:
+            return
+        self._backfill_wanted = False  # once per meter, whatever happens
+        if self.history.has_topic(self.topic):
+            return
+        from autoscaler.sources.backfill import SAMPLES_PER_PARTITION, backfill
+
+        result = backfill(
+            self.bootstrap,
+            self.topic,
+            self.history,
+            interval_s=self._backfill_interval_s,
+            samples_per_partition=self._backfill_samples or SAMPLES_PER_PARTITION,
+            now=self._now,
+            timeout_s=max(self.timeout_s, 30.0),
+        )
+        log.info("backfilled %s: %s", self.topic, result)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def _admin_client(self) -> Any:
+        if self._admin is None:
+            self._admin = kafka_io.admin_client(self.bootstrap, client_id="kale-meter")
+        return self._admin
+
+    def close(self) -> None:
+        kafka_io.close_quietly(self._admin)
+        self._admin = None
+        if self.history is not None:
+            self.history.close()
+
+    def __enter__(self) -> KafkaMeter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,254 @@
+"""``kale forecast``: backtest, fit, predict and plot the workload forecasters.
+
+Thin on purpose: parse flags, call :mod:`forecasting`, print. ``predict``, ``fit`` and ``plot``
+wrap the chosen model in the fallback wrapper (a too-short trace still gets a forecast, and
+stderr says which model ran and why); ``backtest`` scores each model as it is.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from autoscaler.cli.output import emit_json, table
+from autoscaler.cli.trace import load_trace_cli
+from autoscaler.errors import UserError
+
+
+def _models(text: str) -> list[str]:
+    from forecasting.registry import ALL_NAMES
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UserError("--models: give at least one model name")
+    bad = [n for n in names if n not in ALL_NAMES]
+    if bad:
+        raise UserError(f"--models: unknown model {bad[0]!r} (choose from {', '.join(ALL_NAMES)})")
+    return names
+
+
+def _model(name: str) -> str:
+    if "," in name:
+        raise UserError(f"--model: give one model, got {name!r}")
+    return _models(name)[0].replace("--models", "--model")
+
+
+def _model_kwargs(horizon: int, device: str, seed: int, epochs: int | None = None) -> dict:
+    out = {"horizon": horizon, "device": device, "seed": seed, "progress": sys.stderr.isatty()}
+    if epochs is not None:
+        out["epochs"] = epochs
+    return out
+
+
+def _progress():
+    if not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    def wrap(items, name):
+        return tqdm(items, desc=f"backtest {name}", unit="fold", leave=False)
+
+    return wrap
+
+
+def _build(model: str, horizon: int, device: str, seed: int, epochs: int | None,
+           fallback: bool):
+    from forecasting.registry import make_forecaster
+
+    kwargs = _model_kwargs(horizon, device, seed, epochs)
+    if fallback and model != "fallback":
+        return make_forecaster("fallback", primary=model, **kwargs)
+    return make_forecaster(model, **kwargs)
+
+
+def _say_fallback(model) -> None:
+    summary = model.fit_summary
+    if summary.get("fallback"):
+        click.echo(f"kale: warning: using {summary.get('model')}: {summary.get('reason')}",
+                   err=True)
+
+
+def _fit_or_load(trace_series: pd.Series, model: str, model_file: str | None, horizon: int,
+                 device: str, seed: int, epochs: int | None, no_fallback: bool):
+    from forecasting.base import Forecaster, ForecastError, InsufficientHistoryError
+
+    if model_file:
+        try:
+            return Forecaster.load(model_file)
+        except (OSError, ForecastError) as exc:
+            raise UserError(f"--model-file: {exc}") from None
+    fc = _build(model, horizon, device, seed, epochs, fallback=not no_fallback)
+    try:
+        fc.fit(trace_series)
+    except (InsufficientHistoryError, ValueError) as exc:
+        raise UserError(f"--trace: {exc}") from None
+    _say_fallback(fc)
+    return fc
+
+
+device_option = click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu",
+                             show_default=True, help="Where kale trains (cuda falls back to "
+                             "cpu with a warning when no GPU is there).")
+seed_option = click.option("--seed", type=int, default=0, show_default=True,
+                           help="Seed for kale's training.")
+epochs_option = click.option("--epochs", type=click.IntRange(min=1), default=None,
+                             help="Cap on kale's training epochs (default 30; early stopping "
+                             "usually ends sooner).")
+horizon_option = click.option("--horizon", type=click.IntRange(min=1), default=60,
+                              show_default=True, help="Steps to forecast.")
+trace_option = click.option("--trace", "trace_path", type=click.Path(), required=True,
+                            help="Trace CSV (timestamp,value).")
+
+
+@click.group()
+def forecast() -> None:
+    """Forecast a trace's arrival rate, backtest the models, plot a forecast."""
+
+
+@forecast.command("backtest")
+@trace_option
+@click.option("--models", default="kale,seasonal_naive,ets,stl_ets,dlinear", show_default=True,
+              help="Comma-separated model names.")
+@horizon_option
+@click.option("--folds", type=click.IntRange(min=1), default=7, show_default=True,
+              help="Forecast origins, spread evenly over the test window.")
+@click.option("--test-days", type=click.FloatRange(min=0, min_open=True), default=7.0,
+              show_default=True, help="Length of the test window at the end of the trace.")
+@device_option
+@seed_option
+@epochs_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def backtest_cmd(trace_path: str, models: str, horizon: int, folds: int, test_days: float,
+                 device: str, seed: int, epochs: int | None, as_json: bool) -> None:
+    """Fit each model once before the test window, forecast at each origin, score."""
+    from forecasting.backtest import backtest, origin_positions
+    from forecasting.registry import make_forecaster
+
+    names = _models(models)
+    trace = load_trace_cli(trace_path)
+    try:
+        origin_positions(len(trace.series), trace.interval_s, horizon=horizon, folds=folds,
+                         test_days=test_days)
+    except ValueError as exc:
+        raise UserError(f"--test-days/--horizon: {exc}") from None
+    kwargs = _model_kwargs(horizon, device, seed, epochs)
+    factories = {n: (lambda n=n: make_forecaster(n, **kwargs)) for n in names}
+    result = backtest(trace.series, factories, horizon=horizon, folds=folds,
+                      test_days=test_days, progress=_progress())
+    out = result.to_dict()
+    if as_json:
+        emit_json(out)
+        return
+    keys = ("mase", "smape", "mae", "rmse", "p90_coverage", "pinball", "fit_seconds",
+            "predict_ms")
+    rows = [[name, *[m.get(k) for k in keys], m.get("error") or m.get("model_used", name)]
+            for name, m in out["models"].items()]
+    click.echo(table(rows, ["model", *keys, "ran"]))
+    click.echo(f"{out['folds']} origins over the last {test_days:g} days, horizon {horizon}, "
+               f"fitted on data before {out['fit_end']}")
+
+
+@forecast.command("fit")
+@trace_option
+@click.option("--model", "model", default="kale", show_default=True)
+@horizon_option
+@device_option
+@seed_option
+@epochs_option
+@click.option("--no-fallback", is_flag=True, help="Fail instead of using a simpler model.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
+              help="Model file to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print the fit summary as JSON.")
+def fit_cmd(trace_path: str, model: str, horizon: int, device: str, seed: int,
+            epochs: int | None, no_fallback: bool, output: str, as_json: bool) -> None:
+    """Fit a model on the whole trace and save it (``predict --model-file`` reads it)."""
+    name = _model(model)
+    trace = load_trace_cli(trace_path)
+    fc = _fit_or_load(trace.series, name, None, horizon, device, seed, epochs, no_fallback)
+    fc.save(output)
+    if as_json:
+        emit_json({"output": output, "fit_summary": fc.fit_summary})
+    else:
+        click.echo(f"wrote {output}: {fc.active_model}, fitted in "
+                   f"{fc.fit_summary.get('fit_seconds', 0):.1f} s on {len(trace.series)} steps")
+
+
+@forecast.command("predict")
+@trace_option
+@click.option("--model", "model", default="kale", show_default=True)
+@click.option("--model-file", type=click.Path(dir_okay=False),
+              help="Use a model saved by 'kale forecast fit' instead of fitting.")
+@horizon_option
+@device_option
+@seed_option
+@epochs_option
+@click.option("--no-fallback", is_flag=True, help="Fail instead of using a simpler model.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def predict_cmd(trace_path: str, model: str, model_file: str | None, horizon: int, device: str,
+                seed: int, epochs: int | None, no_fallback: bool, as_json: bool) -> None:
+    """Forecast the steps after the end of the trace."""
+    from forecasting.base import ForecastError
+
+    name = _model(model)
+    trace = load_trace_cli(trace_path)
+    fc = _fit_or_load(trace.series, name, model_file, horizon, device, seed, epochs,
+                      no_fallback)
+    try:
+        result = fc.predict(horizon, history=trace.series)
+    except (ForecastError, ValueError) as exc:
+        raise UserError(f"--trace: {exc}") from None
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    frame = result.to_frame()
+    rows = [[ts.isoformat().replace("+00:00", "Z"), r["mean"], r["p10"], r["p50"], r["p90"]]
+            for ts, r in frame.iterrows()]
+    click.echo(table(rows, ["timestamp", "mean", "p10", "p50", "p90"]))
+
+
+@forecast.command("plot")
+@trace_option
+@click.option("--model", "model", default="kale", show_default=True)
+@horizon_option
+@click.option("--origin", help="Forecast from this ISO time (fitted on data before it); "
+              "default: the end of the trace.")
+@click.option("--history-days", type=click.FloatRange(min=0, min_open=True), default=3.0,
+              show_default=True, help="How much history to draw.")
+@device_option
+@seed_option
+@epochs_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
+              help="Picture to write: .png or .html.")
+def plot_cmd(trace_path: str, model: str, horizon: int, origin: str | None,
+             history_days: float, device: str, seed: int, epochs: int | None,
+             output: str) -> None:
+    """Draw recent history, the forecast and its p10–p90 band (and the actual, if known)."""
+    from forecasting.plot import FORMATS, plot_forecast
+
+    if Path(output).suffix.lower() not in FORMATS:
+        raise UserError(f"-o/--output: {output}: use a .png or .html file")
+    name = _model(model)
+    trace = load_trace_cli(trace_path)
+    series = trace.series
+    cut = len(series)
+    if origin:
+        try:
+            ts = pd.Timestamp(origin)
+        except ValueError:
+            raise UserError(f"--origin: {origin!r} is not an ISO-8601 time") from None
+        ts = ts.tz_localize("UTC") if ts.tz is None else ts.tz_convert("UTC")
+        cut = int(series.index.searchsorted(ts))
+        if cut < 2 or cut >= len(series):
+            raise UserError(f"--origin: {origin} is outside the trace "
+                            f"({series.index[0]} .. {series.index[-1]})")
+    history = series.iloc[:cut]
+    fc = _fit_or_load(history, name, None, horizon, device, seed, epochs, no_fallback=False)
+    result = fc.predict(horizon, history=history)
+    shown = history[history.index > history.index[-1] - pd.Timedelta(days=history_days)]
+    actual = series.iloc[cut: cut + horizon]
+    plot_forecast(shown, result, output, actual=actual,
+                  title=f"{Path(trace_path).name}: {result.model}, {horizon} steps")
+    click.echo(f"wrote {output}")

@@ -1,0 +1,166 @@
+"""Benchmark of the workload predictor: every model, backtested on generated and real traces.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/forecast.py                       # all traces, table + verdict
+    .venv/bin/python benchmarks/forecast.py --traces nasa_1m --json-out bench.json
+    .venv/bin/python benchmarks/forecast.py --device cuda         # kale trained on a GPU
+
+Per trace: ``forecasting.backtest.backtest`` with horizon 60 steps, 7 folds, 7 test days
+(each model fitted once before the test window). Traces: generated 1-minute (28 days, three
+seeds and peak/trough ratios), 30-minute (42 days) and 1-hour (28 and 56 days) ones, the real
+NASA July 1995 trace (1 minute) from ``../shared/data`` when present, and the same NASA trace
+averaged to 30 minutes and 1 hour (real traffic at the coarser intervals). The verdict checks
+the targets of the forecasting issue: kale has the lowest MASE, at most 0.8x seasonal naive's,
+p90 coverage within 0.85-0.95, fit <= 120 s (28 days of 1-minute data), predict <= 50 ms.
+Not a test: numbers are printed, nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+import pandas as pd  # noqa: E402
+
+from autoscaler.tracegen import generate_trace  # noqa: E402
+from autoscaler.traces import load_trace  # noqa: E402
+from forecasting.backtest import backtest  # noqa: E402
+from forecasting.registry import MODEL_NAMES, make_forecaster  # noqa: E402
+
+NASA = ROOT.parent / "shared" / "data" / "nasa_http_jul1995_1min.csv"
+HORIZON, FOLDS, TEST_DAYS = 60, 7, 7.0
+FIT_LIMIT_S, PREDICT_LIMIT_MS = 120.0, 50.0
+COVERAGE = (0.85, 0.95)
+MASE_RATIO = 0.8
+
+
+def _nasa(interval_s: int) -> Callable[[], pd.Series]:
+    def load() -> pd.Series:
+        series = load_trace(NASA).series
+        if interval_s == 60:
+            return series
+        out = series.resample(pd.Timedelta(seconds=interval_s)).mean()
+        return out.iloc[1:-1]  # the first and last buckets are partial
+
+    return load
+
+
+TRACES: dict[str, tuple[str, Callable[[], pd.Series]]] = {
+    "gen_1m_s1": ("generated, 1 min, 28 d, peak/trough 20",
+                  lambda: generate_trace(days=28, interval_s=60, seed=1)),
+    "gen_1m_s2": ("generated, 1 min, 28 d, peak/trough 8",
+                  lambda: generate_trace(days=28, interval_s=60, seed=2, peak_trough=8)),
+    "gen_1m_s3": ("generated, 1 min, 28 d, peak/trough 30, more noise",
+                  lambda: generate_trace(days=28, interval_s=60, seed=3, peak_trough=30,
+                                         noise=0.08)),
+    "gen_30m": ("generated, 30 min, 42 d",
+                lambda: generate_trace(days=42, interval_s=1800, seed=4)),
+    "gen_1h_28d": ("generated, 1 h, 28 d", lambda: generate_trace(days=28, interval_s=3600,
+                                                                  seed=5)),
+    "gen_1h_56d": ("generated, 1 h, 56 d", lambda: generate_trace(days=56, interval_s=3600,
+                                                                  seed=6)),
+    "nasa_1m": ("real: NASA HTTP Jul 1995, 1 min, 27.6 d", _nasa(60)),
+    "nasa_30m": ("real: NASA HTTP Jul 1995, averaged to 30 min", _nasa(1800)),
+    "nasa_1h": ("real: NASA HTTP Jul 1995, averaged to 1 h", _nasa(3600)),
+}
+
+
+def verdict(name: str, models: dict[str, dict], interval_s: float) -> dict[str, object]:
+    """Which targets hold on one trace."""
+    kale = models.get("kale", {})
+    ok_models = {k: v for k, v in models.items() if v.get("mase") is not None}
+    best = min(ok_models, key=lambda k: ok_models[k]["mase"]) if ok_models else None
+    sn = models.get("seasonal_naive", {}).get("mase")
+    out: dict[str, object] = {
+        "kale_lowest_mase": best == "kale",
+        "best_model": best,
+        "kale_vs_seasonal_naive": (kale["mase"] / sn) if kale.get("mase") and sn else None,
+        "p90_coverage": kale.get("p90_coverage"),
+        "fit_seconds": kale.get("fit_seconds"),
+        "predict_ms": kale.get("predict_ms"),
+    }
+    ratio = out["kale_vs_seasonal_naive"]
+    cov = kale.get("p90_coverage")
+    out["checks"] = {
+        "lowest_mase": best == "kale",
+        "mase_le_0.8x_seasonal_naive": ratio is not None and ratio <= MASE_RATIO,
+        "p90_coverage_0.85_0.95": cov is not None and COVERAGE[0] <= cov <= COVERAGE[1],
+        "predict_le_50ms": (kale.get("predict_ms") or 1e9) <= PREDICT_LIMIT_MS,
+    }
+    if interval_s == 60:
+        out["checks"]["fit_le_120s"] = (kale.get("fit_seconds") or 1e9) <= FIT_LIMIT_S
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--traces", default=",".join(TRACES), help="comma-separated trace names")
+    ap.add_argument("--models", default=",".join(MODEL_NAMES))
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json-out", help="also write the full results here")
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    names = [m for m in args.models.split(",") if m]
+    results: dict[str, dict] = {}
+    for trace_name in [t for t in args.traces.split(",") if t]:
+        label, load = TRACES[trace_name]
+        if trace_name.startswith("nasa") and not NASA.exists():
+            print(f"\n## {trace_name}: skipped ({NASA} not found)")
+            continue
+        series = load()
+        interval = float((series.index[1] - series.index[0]).total_seconds())
+        factories = {m: (lambda m=m: make_forecaster(m, horizon=HORIZON, device=args.device,
+                                                     seed=args.seed)) for m in names}
+        res = backtest(series, factories, horizon=HORIZON, folds=FOLDS, test_days=TEST_DAYS)
+        data = res.to_dict()
+        data["label"] = label
+        data["interval_s"] = interval
+        data["days"] = len(series) * interval / 86400
+        kale_summary = res.models["kale"].fit_summary if "kale" in res.models else {}
+        data["kale_fit_summary"] = {k: kale_summary.get(k) for k in (
+            "device", "epochs_run", "best_epoch", "val_pinball_backbone", "val_pinball",
+            "median_correction_kept", "conformal_k_lo", "conformal_k_hi", "train_seconds",
+            "decomposition_seconds", "time_budget_hit", "profile", "backbone_ridge")}
+        data["verdict"] = verdict(trace_name, data["models"], interval)
+        results[trace_name] = data
+        print(f"\n## {trace_name} — {label} ({len(series)} steps)")
+        print(f"{'model':15s} {'MASE':>6s} {'sMAPE':>6s} {'p90cov':>6s} {'pinball':>9s} "
+              f"{'fit s':>7s} {'pred ms':>8s}")
+        for m, v in data["models"].items():
+            if v.get("error"):
+                print(f"{m:15s} error: {v['error']}")
+                continue
+            print(f"{m:15s} {v['mase']:6.3f} {v['smape']:6.1f} {v['p90_coverage']:6.2f} "
+                  f"{v['pinball']:9.4g} {v['fit_seconds']:7.1f} {v['predict_ms']:8.1f}")
+        v = data["verdict"]
+        ratio = v["kale_vs_seasonal_naive"]
+        print(f"kale: best={v['best_model']} ratio_to_seasonal_naive="
+              f"{ratio if ratio is None else round(ratio, 3)} "
+              f"checks={ {k: ('ok' if ok else 'FAIL') for k, ok in v['checks'].items()} }")
+        print(f"kale fit: {data['kale_fit_summary']}")
+        sys.stdout.flush()
+    failing = {t: [k for k, ok in d["verdict"]["checks"].items() if not ok]
+               for t, d in results.items()}
+    print("\n## verdict")
+    for t, bad in failing.items():
+        print(f"{t:12s} {'all targets hold' if not bad else 'FAILS: ' + ', '.join(bad)}")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(results, indent=2, default=str))
+        print(f"wrote {args.json_out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""What the kale network sees, built with numpy only (torch stays in ``model.py``).
+
+Everything is in log space, ``z = log(y + c)``: traffic noise and day-to-day swings are
+multiplicative, so a level correction learned at night carries over to the evening peak.
+
+Channels per step (all causal, so training windows and live predictions are built the same
+way — an STL trend or residual is two-sided and would leak the future into training inputs):
+
+* ``season``: the seasonal profile from the STL/MSTL decomposition (:mod:`forecasting.decompose`),
+  known for any past or future step;
+* ``d = z - season``: the deseasonalised series (trend + residual);
+* trailing means of ``d`` over 1, 2, 4, … steps (the level at several time scales).
+
+The **backbone** is the decomposition forecast: season(t+h) + a per-step linear function of
+those trailing means (ridge, closed form). The transformer learns quantiles of what the
+backbone gets wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from forecasting.decompose import estimate_profile
+
+DAY_S = 86400.0
+N_CAL = 4
+
+
+def calendar(seconds: np.ndarray) -> np.ndarray:
+    """sin/cos of the time of day and of the day of week (Monday = 0) for epoch seconds."""
+    s = np.asarray(seconds, dtype=float)
+    tod = np.mod(s, DAY_S) / DAY_S
+    dow = (np.mod(np.floor_divide(s, DAY_S) + 3.0, 7.0) + tod) / 7.0  # 1970-01-01 = Thursday
+    return np.stack([np.sin(2 * np.pi * tod), np.cos(2 * np.pi * tod),
+                     np.sin(2 * np.pi * dow), np.cos(2 * np.pi * dow)], axis=-1).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Window sizes (in steps) of the network's inputs and outputs."""
+
+    horizon: int
+    p_long: int
+    n_long: int
+    p_short: int
+    n_short: int
+    p_out: int
+    level_windows: tuple[int, ...]
+
+    @property
+    def long_len(self) -> int:
+        return self.p_long * self.n_long
+
+    @property
+    def short_len(self) -> int:
+        return self.p_short * self.n_short
+
+    @property
+    def n_out(self) -> int:
+        return math.ceil(self.horizon / self.p_out)
+
+    @property
+    def out_len(self) -> int:
+        return self.n_out * self.p_out
+
+    @property
+    def need(self) -> int:
+        """History steps one forecast reads."""
+        return max(self.long_len, self.short_len, max(self.level_windows))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Geometry:
+        return cls(**{**d, "level_windows": tuple(d["level_windows"])})
+
+    @classmethod
+    def choose(cls, *, horizon: int, day: int | None, available: int, long_tokens: int = 24,
+               short_tokens: int = 8, out_tokens: int = 12,
+               context: int | None = None) -> Geometry:
+        """Long context: a day or 4·horizon (whichever is longer) as ≤ ``long_tokens`` patches,
+        shortened when the history would leave too few training windows; short context: the
+        last few patches at finer resolution; output: ≤ ``out_tokens`` patches of the horizon.
+        """
+        want = context or max(day or 0, 4 * horizon)
+        want = max(8, min(want, max(8, (available - horizon) // 3)))
+        p_long = max(1, math.ceil(want / long_tokens))
+        n_long = math.ceil(want / p_long)
+        p_short = max(1, p_long // 8)
+        n_short = min(short_tokens, max(1, (p_long * n_long) // p_short))
+        p_out = max(1, math.ceil(horizon / out_tokens))
+        longest = p_long * n_long
+        windows = [w for w in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+                   if w < longest]
+        if day and day < longest:
+            windows.append(day)
+        windows.append(longest)
+        return cls(horizon=horizon, p_long=p_long, n_long=n_long, p_short=p_short,
+                   n_short=n_short, p_out=p_out, level_windows=tuple(sorted(set(windows))))
+
+
+def trailing_means(d: np.ndarray, windows: tuple[int, ...], origins: np.ndarray) -> np.ndarray:
+    """(len(origins), len(windows)): mean of d[o - w : o] for each origin o and window w."""
+    c = np.concatenate([[0.0], np.cumsum(d, dtype=float)])
+    o = origins[:, None]
+    w = np.asarray(windows)[None, :]
+    return (c[o] - c[o - w]) / w
+
+
+def level_features(means: np.ndarray) -> np.ndarray:
+    """Backbone inputs: each trailing mean relative to the longest one, plus a constant."""
+    rel = means[:, :-1] - means[:, -1:]
+    return np.hstack([rel, np.ones((len(means), 1))])
+
+
+RIDGE_GRID = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
+
+
+def _solve(gram: np.ndarray, xty: np.ndarray, lam: float) -> np.ndarray:
+    reg = lam * np.trace(gram) / len(gram) * np.eye(len(gram))
+    reg[-1, -1] = 0.0  # the intercept is not shrunk
+    return np.linalg.solve(gram + reg, xty)
+
+
+def fit_backbone(d: np.ndarray, geom: Geometry, origins: np.ndarray,
+                 folds: int = 5) -> tuple[np.ndarray, float]:
+    """Per-horizon-step ridge weights: d[o+h] - longest mean ≈ features(o) @ W[:, h].
+
+    The penalty is chosen by blocked cross-validation over time (``folds`` contiguous
+    chunks of origins, each scored by a fit on the others with a horizon-wide gap): with a
+    few hundred overlapping hourly windows an unpenalised fit chases noise, with tens of
+    thousands of minute windows it should not be shrunk.
+    """
+    means = trailing_means(d, geom.level_windows, origins)
+    x = level_features(means)
+    idx = origins[:, None] + np.arange(geom.horizon)[None, :]
+    y = d[idx] - means[:, -1:]
+    chunks = np.array_split(np.arange(len(origins)), folds)
+    errors = dict.fromkeys(RIDGE_GRID, 0.0)
+    for chunk in chunks:
+        if len(chunk) == 0:
+            continue
+        lo, hi = origins[chunk[0]] - geom.horizon, origins[chunk[-1]] + geom.horizon
+        keep = (origins < lo) | (origins > hi)
+        if keep.sum() < x.shape[1] + 1:
+            continue
+        gram, xty = x[keep].T @ x[keep], x[keep].T @ y[keep]
+        for lam in RIDGE_GRID:
+            errors[lam] += float(np.sum(np.abs(x[chunk] @ _solve(gram, xty, lam) - y[chunk])))
+    best = min(RIDGE_GRID, key=lambda lam: (errors[lam], -lam))
+    return _solve(x.T @ x, x.T @ y, best), best
+
+
+def cv_residuals(z: np.ndarray, trend: np.ndarray, periods: dict[str, int], geom: Geometry,
+                 origins: np.ndarray, ridge: float, *, folds: int = 5, day_start: int = 0,
+                 max_fit: int = 20000) -> tuple[np.ndarray, np.ndarray]:
+    """Out-of-sample backbone errors for every origin, by blocked cross-validation.
+
+    ``origins`` are cut into ``folds`` contiguous chunks; for each, the seasonal profile and
+    the backbone are re-estimated without the chunk's steps (and a horizon-wide margin) and
+    the chunk is forecast. Returns (origins, errors of d with shape (len(origins), horizon)).
+    These errors — from every part of the history, not just the last days — set the width
+    of the forecast band.
+    """
+    n = len(z)
+    steps = np.arange(n)
+    out = np.full((len(origins), geom.horizon), np.nan)
+    for chunk in np.array_split(np.arange(len(origins)), folds):
+        if len(chunk) == 0:
+            continue
+        lo, hi = int(origins[chunk[0]]), min(n, int(origins[chunk[-1]]) + geom.horizon)
+        fit_o = origins[(origins + geom.horizon <= lo) | (origins >= hi)]
+        if len(fit_o) < 4 * len(geom.level_windows):
+            continue
+        held = (steps >= lo) & (steps < hi)
+        profile, _ = estimate_profile(z, trend, periods, mask=~held, day_start=day_start)
+        d = z - profile.at(steps)
+        if len(fit_o) > max_fit:
+            fit_o = fit_o[np.linspace(0, len(fit_o) - 1, max_fit).round().astype(int)]
+        means = trailing_means(d, geom.level_windows, fit_o)
+        x = level_features(means)
+        y = d[fit_o[:, None] + np.arange(geom.horizon)[None, :]] - means[:, -1:]
+        weights = _solve(x.T @ x, x.T @ y, ridge)
+        o = origins[chunk]
+        _, bb = backbone(d, geom, o, weights)
+        out[chunk] = d[o[:, None] + np.arange(geom.horizon)[None, :]] - bb
+    return origins, out
+
+
+def backbone(d: np.ndarray, geom: Geometry, origins: np.ndarray,
+             weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(reference level per origin, backbone forecast of d per origin and step)."""
+    means = trailing_means(d, geom.level_windows, origins)
+    return means[:, -1], means[:, -1:] + level_features(means) @ weights
+
+
+@dataclass
+class Inputs:
+    """One batch of network inputs (float32 numpy arrays)."""
+
+    long: np.ndarray   # (B, n_long, 2·p_long + N_CAL)
+    short: np.ndarray  # (B, n_short, 2·p_short + N_CAL)
+    out: np.ndarray    # (B, n_out, 3·p_out + N_CAL)
+
+
+def build_inputs(*, dn: np.ndarray, sn: np.ndarray, cal: np.ndarray, origins: np.ndarray,
+                 ref: np.ndarray, bb: np.ndarray, geom: Geometry) -> Inputs:
+    """Patch the normalised channels around each origin.
+
+    ``dn``/``sn``: normalised deseasonalised series and season over the steps the origins
+    need (``sn``/``cal`` also over ``out_len`` future steps); ``ref``/``bb``: the backbone's
+    reference level and forecast (normalised, relative to the same scale as ``dn``).
+    """
+    b = len(origins)
+    o = origins[:, None]
+
+    def patches(length: int, p: int, count: int) -> np.ndarray:
+        idx = o - length + np.arange(length)[None, :]
+        dpart = (dn[idx] - ref[:, None]).reshape(b, count, p)
+        spart = sn[idx].reshape(b, count, p)
+        cal_idx = o - length + (np.arange(count)[None, :] + 1) * p - 1
+        return np.concatenate([dpart, spart, cal[cal_idx]], axis=-1)
+
+    long = patches(geom.long_len, geom.p_long, geom.n_long)
+    short = patches(geom.short_len, geom.p_short, geom.n_short)
+    fut = o + np.arange(geom.out_len)[None, :]
+    s_fut = sn[fut]
+    s_now = sn[origins - 1][:, None]
+    bb_pad = np.concatenate([bb, np.repeat(bb[:, -1:], geom.out_len - geom.horizon, axis=1)],
+                            axis=1) - ref[:, None]
+    shape = (b, geom.n_out, geom.p_out)
+    out = np.concatenate([s_fut.reshape(shape), (s_fut - s_now).reshape(shape),
+                          bb_pad.reshape(shape), cal[fut[:, :: geom.p_out]]], axis=-1)
+    return Inputs(long=long.astype(np.float32), short=short.astype(np.float32),
+                  out=out.astype(np.float32))

@@ -1,0 +1,491 @@
+"""``kale``: the seed's forecaster — STL/MSTL decomposition + a transformer, with quantiles.
+
+Fit, in order:
+
+1. ``z = log(y + c)``; seasonality detection (ACF + STL strength) picks the periods.
+2. STL/MSTL on the training part gives the trend; the detrended series gives the seasonal
+   profile, with days of the week that look alike pooled (:mod:`forecasting.decompose`).
+3. The backbone (decomposition forecast): profile(t+h) + a ridge-fitted function of the
+   recent deseasonalised levels.
+4. The transformer (:mod:`.model`) learns p10/p50/p90 of the backbone's error from patched
+   channels and calendar features, with pinball loss, sampled windows, Adam and early stopping
+   on a held-out tail (the last ~15 % of the history, never seen by the profile, the backbone
+   or the gradient steps).
+5. On that tail: how much of the network's median correction to keep (0–100 %; the
+   "ensemble with the decomposition") and conformal factors that put the p10/p90 band where
+   10 % / 90 % of the held-out values fall.
+6. The profile is re-estimated on the whole history for forecasting.
+
+Predicting reads only the last ``geometry.need`` steps and looks the profile up, so it takes
+milliseconds however long the history is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import logging
+import math
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from forecasting.base import Forecaster, InsufficientHistoryError, Payload
+from forecasting.decompose import SeasonalProfile, decompose, estimate_profile
+from forecasting.seasonality import candidate_periods, detect_seasonality
+from forecasting.transformer.features import (
+    Geometry,
+    backbone,
+    build_inputs,
+    calendar,
+    cv_residuals,
+    fit_backbone,
+)
+from forecasting.transformer.model import KaleNet, pinball_loss
+
+log = logging.getLogger(__name__)
+
+EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
+ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
+MAX_BACKBONE_ORIGINS = 20000
+MAX_VAL_ORIGINS = 1024
+MAX_CV_ORIGINS = 2048
+
+
+@contextlib.contextmanager
+def _torch_settings(threads: int) -> Iterator[None]:
+    """Thread count and deterministic kernels for the duration of a fit/predict."""
+    old_threads = torch.get_num_threads()
+    old_det = torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(max(1, threads))
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old_threads)
+        torch.use_deterministic_algorithms(old_det)
+
+
+def conformal_factors(scores: np.ndarray, group: np.ndarray, level: float = 0.9) -> np.ndarray:
+    """Per-step factors k[h] such that ``level`` of the scores (windows × steps) are ≤ k[h].
+
+    Shape over h: pooled per-step quantiles, smoothed over a sixth of the horizon. Level:
+    the median over groups of the factor each group alone would need.
+    """
+    horizon = scores.shape[1]
+    per_step = np.quantile(scores, level, axis=0)
+    width = max(1, horizon // 6)
+    kernel = np.ones(width) / width
+    padded = np.concatenate([np.full(width // 2, per_step[0]), per_step,
+                             np.full(width - 1 - width // 2, per_step[-1])])
+    shape = np.maximum(np.convolve(padded, kernel, mode="valid"), 1e-3)
+    shape = shape / np.mean(shape)
+    norm = scores / shape
+    levels = [float(np.quantile(norm[group == g], level))
+              for g in np.unique(group) if (group == g).sum() >= 4]
+    k = float(np.median(levels)) if levels else float(np.quantile(norm, level))
+    return np.maximum(k * shape, 0.05)
+
+
+def resolve_device(device: str) -> str:
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        warnings.warn("kale: CUDA is not available, training on the CPU", RuntimeWarning,
+                      stacklevel=3)
+        return "cpu"
+    return device
+
+
+def holdout_blocks(n: int, horizon: int, need: int, fraction: float,
+                   day: int | None) -> list[tuple[int, int]]:
+    """Held-out [start, end) blocks: ``fraction`` of the history in up to 7 blocks.
+
+    Blocks are spread evenly over the last three quarters of the history (the last one ends
+    at the end), so validation sees several days of the week instead of whatever the final
+    days happen to be — a weekend-only tail would calibrate the band for weekends.
+    """
+    total = max(round(fraction * n), 2 * horizon)
+    block = max(2 * horizon, min(day or 0, total // 4))
+    count = max(1, min(7, total // block))
+    span = n - max(need + horizon, n // 4)
+    out = []
+    for k in range(count):
+        end = n - round(k * span / count)
+        out.append((max(0, end - block), end))
+    return sorted(out)
+
+
+class KaleForecaster(Forecaster):
+    """Decomposition backbone + transformer corrections with calibrated quantiles."""
+
+    name = "kale"
+
+    def __init__(self, *, horizon: int = 60, seed: int = 0, device: str = "cpu",
+                 threads: int = 2, epochs: int = 30, patience: int = 6,
+                 steps_per_epoch: int = 40, batch_size: int = 128, lr: float = 2e-3,
+                 time_budget_s: float = 90.0, d_model: int = 32, heads: int = 2,
+                 enc_layers: int = 2, dec_layers: int = 1, dropout: float = 0.0,
+                 context: int | None = None, val_fraction: float = 0.15,
+                 use_calendar: bool = True, progress: bool = False, **kw: Any) -> None:
+        super().__init__(horizon=horizon, seed=seed, device=device, threads=threads,
+                         epochs=epochs, patience=patience, steps_per_epoch=steps_per_epoch,
+                         batch_size=batch_size, lr=lr, time_budget_s=time_budget_s,
+                         d_model=d_model, heads=heads, enc_layers=enc_layers,
+                         dec_layers=dec_layers, dropout=dropout, context=context,
+                         val_fraction=val_fraction, use_calendar=use_calendar, **kw)
+        if horizon < 1:
+            raise ValueError("horizon must be ≥ 1")
+        self.horizon = horizon
+        self.progress = progress
+        self.device = "cpu"
+        self.geom: Geometry | None = None
+        self.net: KaleNet | None = None
+        self.net_config: dict[str, int] = {}
+        self.profile = SeasonalProfile(np.zeros(0), 0)
+        self.weights: np.ndarray | None = None
+        self.offset = 1.0
+        self.scale = 1.0
+        self.season_mu = 0.0
+        self.season_sd = 1.0
+        self.alpha = 1.0
+        self.k_lo = np.ones(horizon)
+        self.k_hi = np.ones(horizon)
+
+    # ---- capabilities
+    @property
+    def supports_gpu(self) -> bool:
+        return True
+
+    @property
+    def min_history(self) -> pd.Timedelta:
+        return pd.Timedelta(days=2)
+
+    def min_history_steps_for(self, interval_s: float) -> int:
+        return max(super().min_history_steps_for(interval_s), 3 * self.horizon + 48)
+
+    # ---- helpers
+    def _epoch_seconds(self, steps: np.ndarray) -> np.ndarray:
+        assert self._t0 is not None and self.interval_s is not None
+        return (self._t0 - EPOCH).total_seconds() + steps.astype(float) * self.interval_s
+
+    def _midnight_step(self, day: int | None) -> int:
+        """Step number (from the first fitted timestamp) of a UTC midnight."""
+        if not day:
+            return 0
+        into_day = float(self._epoch_seconds(np.array([0]))[0]) % 86400.0
+        return round(-into_day / float(self.interval_s or 60)) % day
+
+    def _calendar(self, steps: np.ndarray) -> np.ndarray:
+        cal = calendar(self._epoch_seconds(steps))
+        return cal if self.params.get("use_calendar", True) else np.zeros_like(cal)
+
+    def _normalised(self, d: np.ndarray, season: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return d / self.scale, (season - self.season_mu) / self.season_sd
+
+    def _tensors(self, inputs) -> tuple[torch.Tensor, ...]:
+        return tuple(torch.from_numpy(a).to(self.device)
+                     for a in (inputs.long, inputs.short, inputs.out))
+
+    # ---- fit
+    def _fit(self, series: pd.Series) -> None:
+        p = self.params
+        self.device = resolve_device(p["device"])
+        y = series.to_numpy()
+        n = len(y)
+        interval = float(self.interval_s or 60)
+        h = self.horizon
+        self.offset = max(float(np.quantile(y, 0.05)), 0.1 * float(np.mean(y)), 1e-6)
+        z = np.log(y + self.offset)
+        report = detect_seasonality(z, interval)
+        day = candidate_periods(interval).get("daily")
+        geom = Geometry.choose(horizon=h, day=day, available=n, context=p["context"])
+        blocks = holdout_blocks(n, h, geom.need, float(p["val_fraction"]), day)
+        held = np.zeros(n, dtype=bool)
+        for a, b in blocks:
+            held[a:b] = True
+        ends = np.concatenate([[0], np.cumsum(held)])
+        origins = np.arange(geom.need, n - h + 1)
+        in_held = ends[origins + h] - ends[origins]
+        train_origins = origins[in_held == 0]
+        val_origins = origins[in_held == h]
+        if len(train_origins) < 32 or len(val_origins) < 4:
+            raise InsufficientHistoryError(
+                f"kale: {n} steps leave {len(train_origins)} training and {len(val_origins)} "
+                f"validation windows for horizon {h} (context {geom.need} steps)")
+        self.geom = geom
+
+        # One decomposition for the trend; the profile used in training never sees the
+        # held-out blocks, so validation and calibration stay honest.
+        started = time.perf_counter()
+        dec = decompose(z, sorted(report.detected.values()))
+        midnight = self._midnight_step(day)
+        profile_tr, _ = estimate_profile(z, dec.trend, report.detected, mask=~held,
+                                         day_start=midnight)
+        decomp_s = time.perf_counter() - started
+
+        steps = np.arange(n + geom.out_len)
+        season = profile_tr.at(steps)
+        d = z - season[:n]
+        rng = np.random.default_rng(p["seed"])
+        bb_origins = train_origins
+        if len(bb_origins) > MAX_BACKBONE_ORIGINS:
+            bb_origins = np.sort(rng.choice(train_origins, MAX_BACKBONE_ORIGINS, replace=False))
+        self.weights, ridge = fit_backbone(d, geom, bb_origins)
+        _, bb_tr = backbone(d, geom, bb_origins, self.weights)
+        resid = d[bb_origins[:, None] + np.arange(h)[None, :]] - bb_tr
+        self.scale = float(max(1.4826 * np.median(np.abs(resid - np.median(resid))), 1e-6))
+        self.season_mu = float(np.mean(profile_tr.table)) if profile_tr.period else 0.0
+        self.season_sd = float(max(np.std(profile_tr.table), 1e-3)) if profile_tr.period else 1.0
+        dn, sn = self._normalised(d, season)
+        cal = self._calendar(steps)
+        self.profile = profile_tr
+
+        def batch(origins: np.ndarray) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+            ref, bb = backbone(d, geom, origins, self.weights)
+            ref, bb = ref / self.scale, bb / self.scale
+            inputs = build_inputs(dn=dn, sn=sn, cal=cal, origins=origins, ref=ref, bb=bb,
+                                  geom=geom)
+            target = dn[origins[:, None] + np.arange(h)[None, :]] - bb
+            return self._tensors(inputs), torch.from_numpy(target.astype(np.float32)).to(
+                self.device)
+
+        if len(val_origins) > MAX_VAL_ORIGINS:
+            val_origins = np.unique(np.linspace(val_origins[0], val_origins[-1],
+                                                MAX_VAL_ORIGINS).round().astype(int))
+        with _torch_settings(int(p["threads"])):
+            torch.manual_seed(int(p["seed"]))
+            train_info = self._train(batch, train_origins, val_origins, rng)
+            all_origins = np.arange(geom.need, n - h + 1)
+            pick = np.linspace(0, len(all_origins) - 1, min(MAX_CV_ORIGINS, len(all_origins)))
+            cv_origins = all_origins[np.unique(pick.round().astype(int))]
+            started = time.perf_counter()
+            _, cv_err = cv_residuals(z, dec.trend, report.detected, geom, cv_origins, ridge,
+                                     day_start=midnight)
+            cv_s = time.perf_counter() - started
+            calib = self._calibrate(batch, val_origins, z, season, cv_origins,
+                                    cv_err / self.scale, blocks)
+
+        # Forecast with the profile of the whole history (the network is unchanged).
+        self.profile, profile_info = estimate_profile(z, dec.trend, report.detected,
+                                                      day_start=midnight)
+        self.fit_summary.update(
+            seasonality=report.to_dict(), profile=profile_info, device=self.device,
+            geometry=geom.to_dict(), train_windows=len(train_origins),
+            val_windows=len(val_origins), holdout_blocks=blocks,
+            decomposition_seconds=decomp_s,
+            offset=self.offset, scale=self.scale, backbone_ridge=ridge, cv_seconds=cv_s,
+            **train_info, **calib,
+        )
+
+    def _train(self, batch, train_origins: np.ndarray, val_origins: np.ndarray,
+               rng: np.random.Generator) -> dict[str, Any]:
+        p = self.params
+        geom = self.geom
+        assert geom is not None
+        self.net_config = {
+            "long_in": 2 * geom.p_long + 4, "short_in": 2 * geom.p_short + 4,
+            "out_in": 3 * geom.p_out + 4, "n_long": geom.n_long, "n_short": geom.n_short,
+            "n_out": geom.n_out, "p_out": geom.p_out, "d_model": int(p["d_model"]),
+            "heads": int(p["heads"]), "enc_layers": int(p["enc_layers"]),
+            "dec_layers": int(p["dec_layers"]),
+            "ff": 2 * int(p["d_model"]),
+        }
+        net = KaleNet(**self.net_config, dropout=float(p["dropout"])).to(self.device)
+        opt = torch.optim.AdamW(net.parameters(), lr=float(p["lr"]), weight_decay=1e-4)
+        h = self.horizon
+        val_x, val_y = batch(val_origins)
+
+        def val_loss() -> float:
+            net.eval()
+            with torch.no_grad():
+                return float(pinball_loss(net(*val_x)[:, :h], val_y))
+
+        best = val_loss()
+        baseline_loss = best
+        best_state = copy.deepcopy(net.state_dict())
+        best_epoch, stale, epochs_run, budget_hit = 0, 0, 0, False
+        started = time.perf_counter()
+        epochs = range(1, int(p["epochs"]) + 1)
+        bar = None
+        if self.progress and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            bar = tqdm(epochs, desc="kale fit", unit="epoch", leave=False)
+            epochs = bar
+        bs = min(int(p["batch_size"]), len(train_origins))
+        for epoch in epochs:
+            net.train()
+            train_loss = 0.0
+            for _ in range(int(p["steps_per_epoch"])):
+                x, target = batch(np.sort(rng.choice(train_origins, bs, replace=False)))
+                loss = pinball_loss(net(*x)[:, :h], target)
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                opt.step()
+                train_loss += float(loss.detach()) / int(p["steps_per_epoch"])
+            epochs_run = epoch
+            current = val_loss()
+            log.debug("kale epoch %d: train %.4f val %.4f", epoch, train_loss, current)
+            if bar is not None:
+                bar.set_postfix(val=f"{current:.4f}", best=f"{best:.4f}")
+            if current < best - 1e-4:
+                best, best_epoch, stale = current, epoch, 0
+                best_state = copy.deepcopy(net.state_dict())
+            else:
+                stale += 1
+            if stale >= int(p["patience"]):
+                break
+            if time.perf_counter() - started > float(p["time_budget_s"]):
+                budget_hit = True
+                log.warning("kale: training stopped by the time budget after %d epochs", epoch)
+                break
+        if bar is not None:
+            bar.close()
+        net.load_state_dict(best_state)
+        net.eval()
+        self.net = net
+        return {"epochs_run": epochs_run, "best_epoch": best_epoch,
+                "val_pinball_backbone": baseline_loss, "val_pinball": best,
+                "train_seconds": time.perf_counter() - started, "time_budget_hit": budget_hit}
+
+    def _calibrate(self, batch, val_origins: np.ndarray, z: np.ndarray, season: np.ndarray,
+                   cv_origins: np.ndarray, cv_target: np.ndarray,
+                   blocks: list[tuple[int, int]]) -> dict[str, Any]:
+        """Pick the share of the median correction to keep and the band's conformal factors.
+
+        The share is chosen on the held-out blocks (the network never trained there). The
+        band's factors use two kinds of out-of-sample errors: the held-out blocks and the
+        backbone's cross-validated errors over the whole history. Their shape over the
+        horizon (errors grow with the lead time) comes from all of them pooled; their level
+        is the median of the levels each block or cross-validation chunk asks for, so that
+        one unusual stretch (a holiday, a level shift) cannot set the band alone.
+        """
+        assert self.net is not None
+        h = self.horizon
+
+        def net_out(origins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            qs, ts = [], []
+            for part in np.array_split(origins, max(1, len(origins) // 512)):
+                x, target = batch(part)
+                with torch.no_grad():
+                    qs.append(self.net(*x)[:, :h].cpu().numpy().astype(float))
+                ts.append(target.cpu().numpy().astype(float))
+            return np.concatenate(qs), np.concatenate(ts)
+
+        q, tgt = net_out(val_origins)
+        bb_dn = backbone(z - season[: len(z)], self.geom, val_origins, self.weights)[1] / self.scale
+        fut = val_origins[:, None] + np.arange(h)[None, :]
+        actual = np.exp(z[fut]) - self.offset
+
+        def to_y(rel: np.ndarray) -> np.ndarray:
+            return np.exp(season[fut] + (bb_dn + rel) * self.scale) - self.offset
+
+        maes = {a: float(np.mean(np.abs(to_y(a * q[..., 1]) - actual))) for a in ALPHAS}
+        self.alpha = min(ALPHAS, key=lambda a: (maes[a], -a))
+
+        ok = np.isfinite(cv_target).all(axis=1)
+        q_cv, _ = net_out(cv_origins[ok]) if ok.any() else (q[:0], tgt[:0])
+        q_all = np.concatenate([q, q_cv])
+        tgt_all = np.concatenate([tgt, cv_target[ok]])
+        val_group = np.searchsorted([b for _, b in blocks], val_origins, side="right")
+        cv_group = len(blocks) + np.concatenate(
+            [np.full(len(c), i) for i, c in enumerate(np.array_split(cv_origins, 5))])[ok]
+        group = np.concatenate([val_group, cv_group])
+        mid = self.alpha * q_all[..., 1]
+        up = np.maximum(q_all[..., 2] - q_all[..., 1], 1e-6)
+        down = np.maximum(q_all[..., 1] - q_all[..., 0], 1e-6)
+        self.k_hi = conformal_factors((tgt_all - mid) / up, group)
+        self.k_lo = conformal_factors((mid - tgt_all) / down, group)
+        return {"median_correction_kept": self.alpha, "val_mae_by_kept_share": maes,
+                "conformal_k_lo": float(np.mean(self.k_lo)),
+                "conformal_k_hi": float(np.mean(self.k_hi)),
+                "calibration_windows": len(tgt_all)}
+
+    # ---- predict
+    def _forecast_z(self, context: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+        """(future steps' season, (H, 3) quantiles of z − season) from the context's end."""
+        geom, net = self.geom, self.net
+        assert geom is not None and net is not None and self.weights is not None
+        if len(context) < geom.need:
+            raise InsufficientHistoryError(
+                f"kale: predict needs {geom.need} steps of history, got {len(context)}")
+        tail = context.iloc[-geom.need:]
+        steps0 = int(self.step_index(tail.index[:1])[0])
+        steps = steps0 + np.arange(geom.need + geom.out_len)
+        season = self.profile.at(steps)
+        z = np.log(tail.to_numpy() + self.offset)
+        d = z - season[: geom.need]
+        dn, sn = self._normalised(d, season)
+        cal = self._calendar(steps)
+        origin = np.array([geom.need])
+        ref, bb = backbone(d, geom, origin, self.weights)
+        ref, bb = ref / self.scale, bb / self.scale
+        inputs = build_inputs(dn=dn, sn=sn, cal=cal, origins=origin, ref=ref, bb=bb, geom=geom)
+        with torch.no_grad():
+            q = self.net(*self._tensors(inputs))[0, : self.horizon].cpu().numpy().astype(float)
+        mid = bb[0] + self.alpha * q[:, 1]
+        lo = mid - self.k_lo * (q[:, 1] - q[:, 0])
+        hi = mid + self.k_hi * (q[:, 2] - q[:, 1])
+        rel = np.stack([lo, mid, hi], axis=1) * self.scale
+        return season[geom.need: geom.need + self.horizon], rel
+
+    def _predict(self, context: pd.Series, horizon: int):
+        chunks: list[np.ndarray] = []
+        ctx = context
+        with _torch_settings(1):  # one small forward pass: more threads only add overhead
+            while sum(len(c) for c in chunks) < horizon:
+                season, rel = self._forecast_z(ctx)
+                k = len(chunks)
+                if k:  # recursive chunks past the trained horizon: widen the band
+                    widen = math.sqrt(k + 1)
+                    rel = rel[:, 1:2] + (rel - rel[:, 1:2]) * widen
+                y = np.exp(season[:, None] + rel) - self.offset
+                chunks.append(y)
+                step = pd.Timedelta(seconds=float(self.interval_s or 60))
+                idx = pd.date_range(ctx.index[-1] + step, periods=len(y), freq=step)
+                ctx = pd.concat([ctx.iloc[-(self.geom.need if self.geom else 0):],
+                                 pd.Series(np.clip(y[:, 1], 0, None), index=idx)])
+        out = np.concatenate(chunks)[:horizon]
+        return out[:, 1], {0.1: out[:, 0], 0.5: out[:, 1], 0.9: out[:, 2]}
+
+    # ---- persistence
+    def _dump(self) -> Payload:
+        assert self.net is not None and self.geom is not None and self.weights is not None
+        buf = io.BytesIO()
+        torch.save({k: v.detach().cpu() for k, v in self.net.state_dict().items()}, buf)
+        meta = {
+            "geometry": self.geom.to_dict(), "net": self.net_config, "offset": self.offset,
+            "scale": self.scale, "season_mu": self.season_mu, "season_sd": self.season_sd,
+            "alpha": self.alpha,
+            "profile_anchor": self.profile.anchor,
+        }
+        return Payload(meta=meta, arrays={"profile": self.profile.table,
+                                          "backbone": self.weights, "k_lo": self.k_lo,
+                                          "k_hi": self.k_hi},
+                       blobs={"weights.pt": buf.getvalue()})
+
+    def _restore(self, payload: Payload) -> None:
+        m = payload.meta
+        self.geom = Geometry.from_dict(m["geometry"])
+        self.net_config = dict(m["net"])
+        for key in ("offset", "scale", "season_mu", "season_sd", "alpha"):
+            setattr(self, key, float(m[key]))
+        self.k_lo, self.k_hi = payload.arrays["k_lo"], payload.arrays["k_hi"]
+        self.profile = SeasonalProfile(payload.arrays["profile"], int(m["profile_anchor"]))
+        self.weights = payload.arrays["backbone"]
+        self.device = "cpu"
+        net = KaleNet(**self.net_config)
+        state = torch.load(io.BytesIO(payload.blobs["weights.pt"]), map_location="cpu",
+                           weights_only=True)
+        net.load_state_dict(state)
+        net.eval()
+        self.net = net

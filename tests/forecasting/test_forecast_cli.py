@@ -1,0 +1,131 @@
+"""``kale forecast``: output shapes and the exit-code contract (2 = the user's mistake)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autoscaler.cli.main import main
+from autoscaler.tracegen import generate_trace
+from autoscaler.traces import save_trace
+
+FAST = ["--horizon", "8", "--epochs", "1"]
+
+
+@pytest.fixture(scope="module")
+def trace_csv(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("traces") / "t.csv"
+    save_trace(generate_trace(days=6, interval_s=900, seed=2), path)
+    return str(path)
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    rc = main(["forecast", *args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_backtest_json_has_every_metric_for_every_model(capsys, trace_csv):
+    rc, out, _ = run(capsys, "backtest", "--trace", trace_csv, "--models",
+                     "kale,seasonal_naive,ets,stl_ets,dlinear", "--folds", "3", "--test-days",
+                     "1", *FAST, "--json")
+    assert rc == 0
+    data = json.loads(out)
+    assert set(data["models"]) == {"kale", "seasonal_naive", "ets", "stl_ets", "dlinear"}
+    for name, m in data["models"].items():
+        assert "error" not in m, (name, m.get("error"))
+        for key in ("mase", "smape", "mae", "rmse", "p90_coverage", "pinball", "fit_seconds",
+                    "predict_ms"):
+            assert isinstance(m[key], float), (name, key)
+    assert data["folds"] == 3
+
+
+def test_backtest_table_for_people(capsys, trace_csv):
+    rc, out, _ = run(capsys, "backtest", "--trace", trace_csv, "--models", "seasonal_naive",
+                     "--folds", "2", "--test-days", "1", "--horizon", "8")
+    assert rc == 0
+    assert "seasonal_naive" in out and "mase" in out
+
+
+def test_predict_json_shape(capsys, trace_csv):
+    rc, out, err = run(capsys, "predict", "--trace", trace_csv, "--model", "kale", *FAST,
+                       "--json")
+    assert rc == 0, err
+    data = json.loads(out)
+    assert set(data) == {"timestamps", "mean", "p10", "p50", "p90"}
+    assert all(len(data[k]) == 8 for k in data)
+    assert data["timestamps"][0] == "2026-01-11T00:00:00Z"  # the step after the trace
+    assert all(a <= b <= c for a, b, c in zip(data["p10"], data["p50"], data["p90"],
+                                              strict=True))
+
+
+def test_fit_then_predict_from_the_saved_model(capsys, trace_csv, tmp_path):
+    model = tmp_path / "m.kale"
+    rc, _, err = run(capsys, "fit", "--trace", trace_csv, "--model", "dlinear",
+                     "--horizon", "8", "-o", str(model))
+    assert rc == 0, err
+    rc, out, _ = run(capsys, "predict", "--trace", trace_csv, "--model-file", str(model),
+                     "--horizon", "8", "--json")
+    assert rc == 0
+    assert len(json.loads(out)["mean"]) == 8
+
+
+def test_short_trace_still_forecasts_and_warns(capsys, tmp_path):
+    path = tmp_path / "short.csv"
+    save_trace(generate_trace(days=1, interval_s=900, seed=1), path)
+    rc, out, err = run(capsys, "predict", "--trace", str(path), "--model", "kale", *FAST,
+                       "--json")
+    assert rc == 0
+    assert "using seasonal_naive" in err and "days" in err
+    assert len(json.loads(out)["p90"]) == 8
+
+
+@pytest.mark.parametrize("suffix", [".png", ".html"])
+def test_plot_writes_the_picture(capsys, trace_csv, tmp_path, suffix):
+    out_file = tmp_path / f"f{suffix}"
+    rc, _, err = run(capsys, "plot", "--trace", trace_csv, "--model", "seasonal_naive",
+                     "--horizon", "8", "--origin", "2026-01-10T06:00:00Z", "-o", str(out_file))
+    assert rc == 0, err
+    data = out_file.read_bytes()
+    assert len(data) > 1000
+    if suffix == ".html":
+        text = data.decode()
+        assert 'src="https://cdn.plot.ly' not in text and len(data) > 1_000_000  # embedded
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # the trace file does not exist
+        (["predict", "--trace", "missing.csv"], "file not found"),
+        # an unknown model name
+        (["backtest", "--trace", "{trace}", "--models", "kale,prophet"], "unknown model"),
+        # more than one model where one is expected
+        (["predict", "--trace", "{trace}", "--model", "ets,kale"], "give one model"),
+        # a test window longer than the trace
+        (["backtest", "--trace", "{trace}", "--models", "ets", "--test-days", "30"],
+         "--test-days"),
+        # a picture format nobody can open
+        (["plot", "--trace", "{trace}", "-o", "f.pdf"], ".png or .html"),
+        # an origin outside the trace
+        (["plot", "--trace", "{trace}", "--origin", "2030-01-01", "-o", "f.png"], "--origin"),
+        # a horizon that is not positive (click's own check)
+        (["predict", "--trace", "{trace}", "--horizon", "0"], "horizon"),
+        # a model file that is not one
+        (["predict", "--trace", "{trace}", "--model-file", "{trace}"], "--model-file"),
+    ],
+)
+def test_user_mistakes_exit_2_with_one_line(capsys, trace_csv, args, message):
+    rc, _, err = run(capsys, *[a.replace("{trace}", trace_csv) for a in args])
+    assert rc == 2
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_bad_trace_content_exits_2(capsys, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("timestamp,value\n2026-01-01T00:00:00Z,1\n2026-01-01T00:01:00Z,-5\n")
+    rc, _, err = run(capsys, "predict", "--trace", str(bad))
+    assert rc == 2
+    assert "bad.csv:3" in err and "negative" in err

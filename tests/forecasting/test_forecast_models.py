@@ -1,0 +1,214 @@
+"""Model-specific behaviour behind the contract: ETS recursion, profiles, kale, fallback."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecasting.base import Forecast, Forecaster, InvalidSeriesError
+from forecasting.decompose import estimate_profile, pooled_weekly_profile, smooth_within_days
+from forecasting.ets import fit_holt_winters
+from forecasting.fallback import FallbackForecaster
+from forecasting.naive import SeasonalNaive, seasonal_naive_path
+from forecasting.registry import make_forecaster
+
+
+def series(values, interval_s=3600.0, start="2026-01-05"):
+    idx = pd.date_range(pd.Timestamp(start, tz="UTC"), periods=len(values),
+                        freq=pd.Timedelta(seconds=interval_s))
+    return pd.Series(np.asarray(values, dtype=float), index=idx)
+
+
+def test_holt_winters_recursion_matches_statsmodels():
+    from statsmodels.tsa.holtwinters import ExponentialSmoothing
+
+    rng = np.random.default_rng(0)
+    t = np.arange(24 * 12)
+    y = 100 + 0.05 * t + 30 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 3, len(t))
+    state = fit_holt_winters(y, 24)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = ExponentialSmoothing(y, trend="add", damped_trend=True, seasonal="add",
+                                   seasonal_periods=24, initialization_method="heuristic").fit()
+    end = state.copy()
+    end.advance(y)
+    ours, theirs = end.forecast(30), ref.forecast(30)
+    # statsmodels forecasts the step one full period ahead (h = 24) with the seasonal state
+    # from before the last update; every other step must agree exactly.
+    same = np.arange(30) != 23
+    np.testing.assert_allclose(ours[same], theirs[same], rtol=1e-6, atol=1e-6)
+    assert abs(ours[23] - theirs[23]) < 0.01 * abs(theirs[23])
+
+
+def test_seasonal_naive_path_copies_the_last_cycle():
+    values = np.arange(10.0)
+    assert seasonal_naive_path(values, 4, 6).tolist() == [6, 7, 8, 9, 6, 7]
+    assert seasonal_naive_path(values, 1, 3).tolist() == [9, 9, 9]
+
+
+def test_seasonal_naive_picks_weekly_daily_or_last_value():
+    rng = np.random.default_rng(1)
+    hours = np.arange(24 * 21)
+    weekly = 100 + 50 * np.sin(2 * np.pi * hours / 24) + 40 * (hours % 168 >= 120)
+    model = SeasonalNaive().fit(series(weekly + rng.normal(0, 1, len(hours))))
+    assert model.fit_summary["rule"] == "weekly" and model.period == 168
+    daily = SeasonalNaive().fit(series(weekly[: 24 * 5]))
+    assert daily.fit_summary["rule"] == "daily"
+    flat = SeasonalNaive().fit(series(100 + rng.normal(0, 1, 24 * 5)))
+    assert flat.fit_summary["rule"] == "last value"
+
+
+def test_weekly_profile_pools_alike_days_and_keeps_different_ones_apart():
+    rng = np.random.default_rng(2)
+    day = 24
+    steps = np.arange(day * 7 * 3)
+    hour = steps % day
+    weekend = (steps // day) % 7 >= 5
+    truth = np.where(weekend, np.cos(2 * np.pi * hour / day), np.sin(2 * np.pi * hour / day))
+    r = truth + rng.normal(0, 0.3, len(steps))
+    table, effective = pooled_weekly_profile(r, steps, day)
+    weekday_rows = table.reshape(7, day)[:5]
+    # weekdays borrow from each other (more than their own 3 weeks) ...
+    assert effective.reshape(7, day)[:5].mean() > 6
+    # ... and end up closer to the truth than their own 3-week means
+    own = np.array([r[(steps // day) % 7 == k].reshape(-1, day).mean(axis=0) for k in range(5)])
+    err_pooled = np.abs(weekday_rows - np.sin(2 * np.pi * np.arange(day) / day)).mean()
+    err_own = np.abs(own - np.sin(2 * np.pi * np.arange(day) / day)).mean()
+    assert err_pooled < err_own
+    # the weekend keeps its own shape
+    sunday = table.reshape(7, day)[6]
+    assert np.corrcoef(sunday, np.cos(2 * np.pi * np.arange(day) / day))[0, 1] > 0.9
+
+
+def test_smoothing_never_crosses_midnight():
+    table = np.concatenate([np.full(10, 5.0), np.full(10, -5.0)])  # two "days" of 10 steps
+    out = smooth_within_days(table, 3, 10, 0)
+    assert out[9] == 5.0 and out[10] == -5.0
+
+
+def test_profile_of_a_flat_series_is_empty():
+    profile, info = estimate_profile(np.ones(100), np.ones(100), {})
+    assert profile.period == 0 and info["kind"] == "none"
+    assert profile.at(np.arange(5)).tolist() == [0.0] * 5
+
+
+@pytest.mark.parametrize(
+    ("values", "index", "message"),
+    [
+        ([1.0, -1.0, 2.0], None, "≥ 0"),  # a negative rate
+        ([1.0, np.nan, 2.0], None, "finite"),  # a gap left as NaN
+        ([1.0, 2.0, 3.0], ["2026-01-01 00:00", "2026-01-01 00:01", "2026-01-01 00:03"],
+         "regular grid"),  # a missing step
+        ([1.0], None, "at least 2"),  # one point
+    ],
+)
+def test_invalid_histories_are_rejected(values, index, message):
+    s = series(values) if index is None else pd.Series(values, index=pd.DatetimeIndex(index))
+    with pytest.raises(InvalidSeriesError, match=message):
+        SeasonalNaive().fit(s)
+
+
+def test_forecast_build_sorts_and_clips_quantiles():
+    ts = pd.date_range("2026-01-01", periods=2, freq="1h", tz="UTC")
+    f = Forecast.build(ts, np.array([1.0, -2.0]),
+                       {0.1: np.array([3.0, -1.0]), 0.5: np.array([1.0, 0.0]),
+                        0.9: np.array([2.0, 1.0])})
+    assert f.p10.tolist() == [1.0, 0.0] and f.p50.tolist() == [2.0, 0.0]
+    assert f.p90.tolist() == [3.0, 1.0] and f.mean.tolist() == [1.0, 0.0]
+
+
+class Exploding(SeasonalNaive):
+    name = "seasonal_naive"
+
+    def _fit(self, series):
+        raise RuntimeError("out of memory")
+
+
+def test_fallback_uses_the_secondary_when_the_primary_fails_and_logs_why(caplog):
+    s = series(100 + 10 * np.sin(np.arange(24 * 4) * 2 * np.pi / 24))
+    model = FallbackForecaster(primary=Exploding(), secondary="seasonal_naive")
+    with caplog.at_level(logging.WARNING, logger="forecasting.fallback"):
+        model.fit(s)
+    assert model.fit_summary["fallback"] is True
+    assert "failed to fit: RuntimeError: out of memory" in model.fit_summary["reason"]
+    assert "out of memory" in caplog.text
+    assert model.predict(5).horizon == 5
+
+
+def test_baselines_do_not_import_torch():
+    code = (
+        "import sys\n"
+        "from forecasting.registry import make_forecaster\n"
+        "import forecasting.backtest, forecasting.fallback\n"
+        "for name in ('seasonal_naive', 'ets', 'stl_ets', 'dlinear'):\n"
+        "    make_forecaster(name)\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+TINY = {"horizon": 6, "epochs": 2, "steps_per_epoch": 3, "batch_size": 16, "threads": 1,
+        "d_model": 16}
+
+
+def traffic(days: int, interval_s: float, seed: int) -> pd.Series:
+    rng = np.random.default_rng(seed)
+    n = int(days * 86400 / interval_s)
+    t = np.arange(n) * interval_s / 86400
+    return series(200 + 150 * np.sin(2 * np.pi * t) * rng.lognormal(0, 0.02, n),
+                  interval_s=interval_s)
+
+
+def test_kale_is_deterministic_with_a_seed():
+    s = traffic(6, 900, seed=5)
+    a = make_forecaster("kale", seed=3, **TINY).fit(s).predict(6)
+    b = make_forecaster("kale", seed=3, **TINY).fit(s).predict(6)
+    np.testing.assert_array_equal(a.p50, b.p50)
+    np.testing.assert_array_equal(a.p90, b.p90)
+
+
+def test_kale_reports_what_it_did():
+    model = make_forecaster("kale", **TINY).fit(traffic(6, 900, seed=6))
+    s = model.fit_summary
+    assert s["model"] == "kale" and s["device"] == "cpu"
+    assert s["seasonality"]["detected"] == {"daily": 96}
+    assert s["profile"]["kind"] == "daily"
+    assert 0.0 <= s["median_correction_kept"] <= 1.0
+    assert s["conformal_k_lo"] > 0 and s["conformal_k_hi"] > 0
+    assert model.supports_gpu and model.supports_probabilistic
+
+
+def test_kale_on_cuda_without_a_gpu_falls_back_to_cpu_with_a_warning():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    model = make_forecaster("kale", device="cuda", **TINY)
+    with pytest.warns(RuntimeWarning, match="CUDA is not available"):
+        model.fit(traffic(6, 900, seed=7))
+    assert model.fit_summary["device"] == "cpu"
+
+
+def test_kale_refit_schedule():
+    s = traffic(8, 900, seed=8)
+    model = make_forecaster("kale", refit_every=86400, **TINY).fit(s.iloc[:-100])
+    model.update(s.iloc[-100:-10])
+    assert not model.refit_due
+    model.update(s.iloc[-10:])
+    assert model.refit_due
+    model.refit()
+    assert not model.refit_due and model.fit_summary["history_steps"] == len(s)
+
+
+def test_loading_something_else_is_a_clear_error(tmp_path):
+    from forecasting.base import ForecastError
+
+    bad = tmp_path / "x.kale"
+    bad.write_text("not a zip")
+    with pytest.raises(ForecastError, match="not a saved forecaster"):
+        Forecaster.load(bad)

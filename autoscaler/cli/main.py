@@ -32,6 +32,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "forecast": ("autoscaler.cli.forecast:forecast", "Forecast, backtest and plot traffic."),
     "simulate": ("autoscaler.cli.simulate:simulate", "Replay a trace against policies."),
     "demo": ("autoscaler.cli.demo:demo", "Run the end-to-end demo on the embedded default."),
+    "controller": ("autoscaler.cli.controller:controller", "Run the autoscaling controller."),
+    "plan": ("autoscaler.cli.controller:plan", "Plan one job against live Kafka (dry run)."),
+    "crd": ("autoscaler.cli.controller:crd", "Print the ElasticTrainingJob CRD."),
 }
 
 

@@ -66,7 +66,7 @@ def _load_model(loaded: LoadedJob) -> Any:
 
 
 def _sizing(loaded: LoadedJob, rescale: float | None, slo: float | None, dt: float) -> JobSizing:
-    from autoscaler.sim.setup import sizing_for
+    from autoscaler.policy.sizing import sizing_for
 
     sizing = sizing_for(loaded, _load_model(loaded), rescale_s=rescale, slo_s=slo, interval_s=dt)
     return sizing

@@ -7,8 +7,8 @@ import pytest
 
 from autoscaler.config import parse_job
 from autoscaler.errors import UserError
+from autoscaler.policy.sizing import sizing_for
 from autoscaler.sim.runner import resample, scale_to_peak, warmup_steps_for
-from autoscaler.sim.setup import sizing_for
 
 
 def test_resample_interpolates_a_coarser_trace_onto_a_finer_grid():

@@ -1,7 +1,7 @@
 """From a job file and its throughput model to the :class:`JobSizing` every policy uses.
 
-Kept apart from the engine so the engine needs no job files (tests build sizings by hand)
-and the controller can reuse the same translation later.
+Kept apart from the engine so the engine needs no job files (tests build sizings by hand),
+and here in ``policy`` so the simulator and the controller share the same translation.
 """
 
 from __future__ import annotations

@@ -1,0 +1,67 @@
+"""Kubernetes Events on the job resource: ``kubectl describe etj`` tells why it was resized.
+
+One ``core/v1`` Event per resize (and per warning such as metrics becoming unavailable),
+named and shaped the way client-go's recorder does it (``<job>.<hex nanoseconds>``,
+``involvedObject`` pointing at the ElasticTrainingJob, ``source.component``). Events are a
+courtesy to operators: a failure to record one is logged and never stops a resize.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import socket
+import time
+from collections.abc import Callable
+
+from autoscaler.actuators.crd_status import GROUP, VERSION
+from autoscaler.actuators.errors import ActuatorError
+from autoscaler.actuators.kube import Kube
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "kale-controller"
+
+
+def _rfc3339(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class EventRecorder:
+    """Creates Events whose ``involvedObject`` is an ElasticTrainingJob."""
+
+    def __init__(self, kube: Kube, *, instance: str | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.kube = kube
+        self.instance = instance or socket.gethostname()
+        self.clock = clock
+
+    def emit(self, *, namespace: str, name: str, uid: str | None, reason: str, message: str,
+             type: str = "Normal") -> bool:
+        """Record one event; returns whether it was stored."""
+        now = self.clock()
+        stamp = _rfc3339(now)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.{int(now * 1e9):x}", "namespace": namespace},
+            "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}",
+                               "kind": "ElasticTrainingJob", "name": name,
+                               "namespace": namespace, "uid": uid or ""},
+            "reason": reason,
+            "message": message[:1024],
+            "type": type,
+            "count": 1,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "source": {"component": COMPONENT, "host": self.instance},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.instance,
+        }
+        try:
+            self.kube.call(f"event for {namespace}/{name}",
+                           self.kube.core.create_namespaced_event, namespace, body)
+        except ActuatorError as exc:
+            log.warning("could not record event %s on %s/%s: %s", reason, namespace, name, exc)
+            return False
+        return True

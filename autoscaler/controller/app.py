@@ -1,0 +1,223 @@
+"""Wiring: from a :class:`ControllerConfig` to a running controller (what the CLI calls).
+
+Builds the pieces the loop takes as arguments — the jobs source, Kafka metric sources with
+their SQLite history, forecasters, actuators for each target kind, the GPU quota, status and
+event sinks, the state store, metrics and the health server, and the leader elector — and
+nothing else. The Kubernetes client is created only when something needs it (cluster mode,
+leader election, or a job whose target is a StatefulSet or TFJob).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autoscaler.actuators.base import Actuator, Size
+from autoscaler.actuators.dryrun import DryRunActuator
+from autoscaler.controller.config import ControllerConfig
+from autoscaler.controller.factories import forecaster_factory
+from autoscaler.controller.jobs import ClusterJobs, DirectoryJobs, JobEntry, JobsSource
+from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.metering import KafkaMetricSource
+from autoscaler.controller.metrics import ControllerMetrics, Health, MetricsServer
+from autoscaler.controller.runner import Runner
+from autoscaler.controller.sinks import FileStatusSink, LogEventSink, NullSink
+from autoscaler.controller.state import SqliteStateStore
+from autoscaler.errors import UserError
+from autoscaler.resources import ResourceManager
+
+log = logging.getLogger(__name__)
+
+
+class LazyKube:
+    """Connects to the API server on first use (local mode may never need it)."""
+
+    def __init__(self, *, kubeconfig: str | None, context: str | None) -> None:
+        self.kubeconfig, self.context = kubeconfig, context
+        self._kube: Any = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Any:
+        with self._lock:
+            if self._kube is None:
+                from autoscaler.actuators.kube import connect
+
+                try:
+                    self._kube = connect(kubeconfig=self.kubeconfig, context=self.context)
+                except Exception as exc:  # the kubernetes config loader's many error types
+                    raise UserError(f"cannot configure the Kubernetes client: {exc}") from exc
+            return self._kube
+
+    def close(self) -> None:
+        if self._kube is not None:
+            self._kube.close()
+
+
+def actuator_factory(kube: LazyKube, *, log_dir: Path | None = None, grace_s: float = 10.0,
+                     dry_run: bool = False) -> Callable[[JobEntry], Actuator]:
+    """An actuator for each job's ``spec.target.kind``.
+
+    In a dry run a cluster target that cannot be reached (no kubeconfig) is simulated: a
+    :class:`DryRunActuator` starting at ``minWorkers``, so a laptop can dry-run any job.
+    """
+
+    def make(entry: JobEntry) -> Actuator:
+        target = entry.job.spec.target
+        if dry_run and target.kind in ("StatefulSet", "TFJob"):
+            try:
+                kube.get()
+            except UserError as exc:
+                tr = entry.job.spec.training
+                log.warning("%s: %s; dry run without the cluster, starting at minWorkers",
+                            entry.key, exc)
+                return DryRunActuator(Size(tr.min_workers, -(-tr.min_workers
+                                                              // tr.workers_per_ps)),
+                                      label=entry.key)
+        return _make(entry)
+
+    def _make(entry: JobEntry) -> Actuator:
+        target = entry.job.spec.target
+        ns = entry.namespace
+        if target.kind == "StatefulSet":
+            from autoscaler.actuators.statefulset import StatefulSetActuator
+
+            return StatefulSetActuator(kube.get(), namespace=ns, workers=target.workers,
+                                       ps=target.ps)
+        if target.kind == "TFJob":
+            from autoscaler.actuators.tfjob import TFJobActuator
+
+            return TFJobActuator(kube.get(), namespace=ns, name=target.name)
+        if target.kind == "Local":
+            from autoscaler.actuators.local import LocalActuator
+
+            cwd = entry.loaded.path.parent if entry.loaded.path is not None else None
+            return LocalActuator(target.command or [], job=entry.name, cwd=cwd,
+                                 log_dir=log_dir, grace_s=grace_s)
+        return DryRunActuator(label=entry.key)
+
+    return make
+
+
+def meter_factory(cfg: ControllerConfig, *, block_first: bool = False,
+                  clock: Callable[[], float] = time.time) -> Callable[[JobEntry], Any]:
+    history = Path(cfg.state_dir) / "history.sqlite"
+
+    def make(entry: JobEntry) -> KafkaMetricSource:
+        kafka = entry.job.spec.source.kafka
+        return KafkaMetricSource(
+            bootstrap=",".join(kafka.bootstrap_servers), topic=kafka.topic,
+            group=kafka.consumer_group, history_path=history, window_s=cfg.meter.window,
+            timeout_s=cfg.meter.timeout, interval_s=float(entry.job.spec.forecast.interval),
+            now=clock, block_first=block_first)
+
+    return make
+
+
+def identity(cfg: ControllerConfig) -> str:
+    from autoscaler.actuators.lease import default_identity
+
+    return cfg.leader_election.identity or os.environ.get("POD_NAME") or default_identity()
+
+
+@dataclass
+class App:
+    controller: Controller
+    runner: Runner
+    server: MetricsServer | None
+    kube: LazyKube
+
+    def run(self, *, max_ticks: int | None = None) -> int:
+        if self.server is not None:
+            self.server.start()
+        try:
+            return self.runner.run(max_ticks=max_ticks)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.controller.close()
+        if self.server is not None:
+            self.server.stop()
+        self.kube.close()
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT stop the loop after the current tick (and release the lease)."""
+
+        def stop(signum: int, frame: Any) -> None:
+            log.info("signal %d: stopping", signum)
+            self.runner.stop()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+
+
+def build(cfg: ControllerConfig, *, dry_run: bool = False,
+          clock: Callable[[], float] = time.time) -> App:
+    """Everything :meth:`App.run` needs, from the configuration."""
+    dry_run = dry_run or cfg.dry_run
+    kube = LazyKube(kubeconfig=cfg.kubeconfig, context=cfg.context)
+    state_dir = Path(cfg.state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    me = identity(cfg)
+    jobs: JobsSource
+    status_sink: Any
+    event_sink: Any
+    if cfg.cluster_mode:
+        from autoscaler.actuators.crd_status import ElasticTrainingJobs
+        from autoscaler.actuators.events import EventRecorder
+
+        crs = ElasticTrainingJobs(kube.get(), namespaces=cfg.jobs.namespaces or [])
+        jobs = ClusterJobs(crs.list, models_dir=cfg.jobs.models_dir or ".")
+        status_sink, event_sink = crs, EventRecorder(kube.get(), instance=me, clock=clock)
+    else:
+        assert cfg.jobs.directory is not None
+        jobs = DirectoryJobs(cfg.jobs.directory)
+        status_sink, event_sink = FileStatusSink(state_dir / "status"), LogEventSink()
+    if dry_run:
+        status_sink, event_sink = NullSink(), LogEventSink()
+    metrics = ControllerMetrics()
+    controller = Controller(
+        jobs_source=jobs,
+        meter_factory=meter_factory(cfg, clock=clock),
+        forecaster_factory=forecaster_factory(cfg.forecasting.model),
+        actuator_factory=actuator_factory(kube, log_dir=state_dir / "workers", dry_run=dry_run),
+        resource_manager=ResourceManager(cfg.quota.gpus) if cfg.quota.gpus is not None else None,
+        clock=clock,
+        status_sink=status_sink,
+        event_sink=event_sink,
+        metrics=metrics,
+        state_store=SqliteStateStore(state_dir / "controller.sqlite"),
+        settings=ControllerSettings(interval_s=cfg.interval, history_s=cfg.forecasting.history,
+                                    reforecast_s=cfg.forecasting.reforecast, dry_run=dry_run,
+                                    observe_threads=cfg.meter.threads, identity=me,
+                                    forecast_model=cfg.forecasting.model),
+    )
+    elector = None
+    le = cfg.leader_election
+    if le.enabled:
+        from autoscaler.actuators.lease import LeaderElector
+
+        namespace = le.namespace or os.environ.get("POD_NAMESPACE") or "kale-system"
+        elector = LeaderElector(kube.get(), namespace=namespace, name=le.lease_name,
+                                identity=me, lease_duration_s=le.lease_duration,
+                                renew_deadline_s=le.renew_deadline,
+                                retry_period_s=le.retry_period, clock=clock)
+    health = Health(stale_after_s=max(3 * cfg.interval, 60.0), clock=clock)
+    server = None
+    if cfg.metrics.port:
+        try:
+            server = MetricsServer(metrics, health, address=cfg.metrics.address,
+                                   port=cfg.metrics.port)
+        except OSError as exc:
+            raise UserError(f"metrics.port: cannot listen on {cfg.metrics.address}:"
+                            f"{cfg.metrics.port}: {exc}") from exc
+    runner = Runner(controller, interval_s=cfg.interval, elector=elector, health=health,
+                    clock=clock)
+    return App(controller, runner, server, kube)

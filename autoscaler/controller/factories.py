@@ -1,0 +1,93 @@
+"""Default ways to turn a job entry into what the loop needs: a sizing and a forecaster.
+
+Kept apart from the loop so tests and the benchmark pass their own factories, while the CLI
+uses these. The capacity table comes from the job's throughput model through the same
+translation the simulator uses (:func:`autoscaler.policy.sizing.sizing_for`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from autoscaler.errors import UserError
+from autoscaler.policy.types import JobSizing
+
+
+class ModelCache:
+    """Throughput models by path, reloaded when the file changes."""
+
+    def __init__(self) -> None:
+        self._models: dict[Path, tuple[int, Any]] = {}
+
+    def __call__(self, path: Path) -> Any:
+        from throughput.model import ThroughputModel
+
+        try:
+            stamp = path.stat().st_mtime_ns
+        except OSError as exc:
+            raise UserError(f"spec.throughput.model: cannot read {path}: {exc}") from exc
+        hit = self._models.get(path)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        try:
+            model = ThroughputModel.load(path)
+        except Exception as exc:  # the file's problem, said in one line
+            raise UserError(f"spec.throughput.model: {path}: {exc}") from exc
+        self._models[path] = (stamp, model)
+        return model
+
+
+MEASUREMENT_KEYS = ("rescale_s", "duration_s", "total_s")
+
+
+def rescale_seconds(loaded: Any) -> float:
+    """``spec.rescale.duration``, or the measured one when it is ``auto``.
+
+    The measurement JSON (written by ``kale profile``) must hold one of
+    ``rescale_s``/``duration_s``/``total_s`` in seconds.
+    """
+    rescale = loaded.job.spec.rescale
+    if rescale.duration != "auto":
+        return float(rescale.duration)
+    if rescale.measurement is None:
+        raise UserError("spec.rescale.duration is auto but spec.rescale.measurement is not set")
+    path = loaded.resolve(rescale.measurement)
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"spec.rescale.measurement: cannot read {path}: {exc}") from exc
+    for key in MEASUREMENT_KEYS:
+        value = data.get(key) if isinstance(data, dict) else None
+        if isinstance(value, int | float) and value > 0:
+            return float(value)
+    raise UserError(f"spec.rescale.measurement: {path} has none of {', '.join(MEASUREMENT_KEYS)}")
+
+
+def job_sizing(loaded: Any, model_loader: Callable[[Path], Any]) -> JobSizing:
+    """The planner's view of the job: capacity table, bounds, interval, rescale, SLO."""
+    from autoscaler.policy.sizing import sizing_for
+
+    model = model_loader(loaded.throughput_model_path)
+    return sizing_for(loaded, model, rescale_s=rescale_seconds(loaded),
+                      interval_s=float(loaded.job.spec.forecast.interval))
+
+
+def forecaster_factory(override: str | None = None, **options: Any) -> Callable[[Any], Any]:
+    """Fresh forecasters for a job: ``spec.forecast.model`` (or ``override``) behind the
+    fallback wrapper, which switches to seasonal naive while the history is short."""
+
+    def make(entry: Any) -> Any:
+        from forecasting.registry import make_forecaster
+
+        fc = entry.job.spec.forecast
+        name = override or fc.model
+        horizon = max(1, round(fc.horizon / fc.interval))
+        if name == "seasonal_naive":
+            return make_forecaster(name, **options)
+        return make_forecaster("fallback", primary=name, secondary="seasonal_naive",
+                               horizon=horizon, **options)
+
+    return make

@@ -1,0 +1,190 @@
+"""What the controller needs from a job's traffic, and the Kafka-backed source of it.
+
+The loop asks a :class:`MetricSource` two things per tick: a :class:`Sample` (rates, lag,
+oldest age now) and the :class:`ArrivalHistory` (arrival rate per interval, for the
+forecaster and the planner). Tests and the benchmark plug in synthetic sources; production
+uses :class:`KafkaMetricSource`, a thin adapter over :class:`autoscaler.sources.meter.KafkaMeter`
+and its SQLite history (which survives restarts and is backfilled from the broker).
+
+Two details keep a tick bounded:
+
+* the first measurement of a topic has no baseline and the meter would *sleep* a whole
+  window to take a second snapshot; with hundreds of jobs that would stall the tick. Instead
+  the source stores one snapshot and reports :class:`WarmingUp` (a ``MetricUnavailable``:
+  the job holds its size for one tick);
+* the history is read incrementally: only the intervals since the last read are queried.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+
+from autoscaler.errors import MetricUnavailable
+
+log = logging.getLogger(__name__)
+
+
+class WarmingUp(MetricUnavailable):
+    """The first snapshot of a topic was taken; rates need a second one a window later."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measurement of a job's topic and consumer group."""
+
+    time: float
+    arrival_rate: float
+    consumption_rate: float
+    lag: float
+    oldest_age_s: float
+    partitions: int = 0
+
+
+@dataclass(frozen=True)
+class ArrivalHistory:
+    """Arrival rates (samples/s) on a regular grid: step k covers [start + kΔ, start + (k+1)Δ)."""
+
+    start_s: float
+    interval_s: float
+    rates: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rates)
+
+    @property
+    def end_step(self) -> int:
+        """Grid index (epoch seconds // Δ) of the step after the last one held."""
+        return round(self.start_s / self.interval_s) + len(self.rates)
+
+    def series(self) -> pd.Series:
+        """The history as the forecasters take it (tz-aware UTC index, regular freq)."""
+        index = pd.date_range(pd.Timestamp(self.start_s, unit="s", tz="UTC"),
+                              periods=len(self.rates), freq=pd.Timedelta(seconds=self.interval_s))
+        return pd.Series(self.rates, index=index, name="arrival_rate")
+
+    @classmethod
+    def empty(cls, interval_s: float) -> ArrivalHistory:
+        return cls(0.0, interval_s, np.zeros(0))
+
+    @classmethod
+    def from_series(cls, series: pd.Series, interval_s: float) -> ArrivalHistory:
+        if len(series) == 0:
+            return cls.empty(interval_s)
+        values = np.nan_to_num(series.to_numpy(dtype=float), nan=0.0)
+        return cls(series.index[0].timestamp(), interval_s, np.clip(values, 0.0, None))
+
+    def tail(self, max_steps: int) -> ArrivalHistory:
+        if len(self.rates) <= max_steps:
+            return self
+        drop = len(self.rates) - max_steps
+        return ArrivalHistory(self.start_s + drop * self.interval_s, self.interval_s,
+                              self.rates[drop:])
+
+
+class MetricSource(Protocol):
+    def sample(self) -> Sample:
+        """Measure now; raises :class:`MetricUnavailable` when the source cannot answer."""
+        ...
+
+    def arrivals(self, now: float, interval_s: float, history_s: float) -> ArrivalHistory:
+        """Complete intervals of arrival rate over the last ``history_s`` before ``now``."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class KafkaMetricSource:
+    """A job's Kafka topic and consumer group, measured by :class:`KafkaMeter`."""
+
+    def __init__(self, *, bootstrap: str, topic: str, group: str, history_path: str | Path,
+                 window_s: float = 10.0, timeout_s: float = 10.0, interval_s: float = 60.0,
+                 now: Callable[[], float] = time.time, block_first: bool = False,
+                 backfill_samples: int | None = None) -> None:
+        from autoscaler.sources.meter import KafkaMeter
+
+        self.topic, self.group = topic, group
+        self.window_s = window_s
+        self.interval_s = interval_s
+        self.now = now
+        self.meter = KafkaMeter(bootstrap, topic, group, history_path, window_s, now=now,
+                                timeout_s=timeout_s, backfill_interval_s=interval_s,
+                                max_baseline_age_s=max(10 * window_s, 3 * interval_s))
+        self._hist: ArrivalHistory | None = None
+        self.block_first = block_first
+        """Wait a window on the first sample instead of reporting WarmingUp (``kale plan``)."""
+        self.backfill_samples = backfill_samples
+        """Records read per partition to rebuild the history (None: the backfill default)."""
+
+    def sample(self) -> Sample:
+        history = self.meter.history
+        assert history is not None
+        now = self.now()
+        baseline = history.latest(self.topic, self.group, at_or_before=now - self.window_s)
+        stale = baseline is None or now - baseline.time > self.meter.max_baseline_age_s
+        if stale and not self.block_first:
+            self._store_snapshot()
+            raise WarmingUp(f"{self.topic}: first snapshot taken; rates need another one "
+                            f"{self.window_s:g}s later")
+        s = self.meter.sample()
+        return Sample(time=s.time, arrival_rate=s.arrival_rate,
+                      consumption_rate=s.consumption_rate, lag=float(s.lag),
+                      oldest_age_s=s.oldest_unconsumed_age_s, partitions=s.partitions)
+
+    def _store_snapshot(self) -> None:
+        from autoscaler.sources.backfill import backfill
+        from autoscaler.sources.history import StoredSnapshot
+
+        history = self.meter.history
+        assert history is not None
+        snap = self.meter.snapshot()  # first: the next tick measures from this moment
+        if not history.has_topic(self.topic):
+            # The meter backfills only a topic its history has never seen: do it before the
+            # first snapshot makes the topic known, or the forecaster would start from zero.
+            extra = ({} if self.backfill_samples is None
+                     else {"samples_per_partition": self.backfill_samples})
+            result = backfill(self.meter.bootstrap, self.topic, history,
+                              interval_s=self.interval_s, now=self.now,
+                              timeout_s=max(self.meter.timeout_s, 30.0), **extra)
+            log.info("backfilled %s: %s", self.topic, result)
+        history.append(StoredSnapshot(
+            topic=self.topic, group=self.group, time=snap.time, end_total=snap.end_total,
+            committed_total=snap.committed_total, lag=snap.lag, partitions=snap.partitions,
+            source="meter"))
+
+    def arrivals(self, now: float, interval_s: float, history_s: float) -> ArrivalHistory:
+        history = self.meter.history
+        assert history is not None
+
+        def read(since: float) -> ArrivalHistory:
+            series = history.arrival_series(self.topic, since, interval_s, until=now)
+            return ArrivalHistory.from_series(series, interval_s)
+
+        cached = self._hist
+        if cached is None or cached.interval_s != interval_s or not len(cached):
+            fresh = read(now - history_s)
+        else:
+            # Re-read the last two intervals (the newest may have been partial) and append.
+            fresh = read(max(now - history_s, (cached.end_step - 2) * interval_s))
+            first = round(fresh.start_s / interval_s)
+            if not len(fresh):
+                fresh = cached
+            elif first <= cached.end_step:
+                keep = max(0, first - round(cached.start_s / interval_s))
+                fresh = ArrivalHistory(cached.start_s, interval_s,
+                                       np.concatenate([cached.rates[:keep], fresh.rates]))
+            else:  # a gap since the last read: read everything again
+                fresh = read(now - history_s)
+        self._hist = fresh.tail(math.ceil(history_s / interval_s))
+        return self._hist
+
+    def close(self) -> None:
+        self.meter.close()

@@ -1,0 +1,137 @@
+"""What the controller reports about a job: conditions, the status document, the decision.
+
+Kept apart from the loop so the shapes the outside world sees (the custom resource's status,
+``kale plan``'s JSON, Kubernetes-style conditions) live in one small module, next to the
+pydantic model the CRD is generated from (:class:`autoscaler.controller.crd.JobStatus`; a
+test validates every status the loop writes against it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from autoscaler.actuators.base import Size
+from autoscaler.controller.metering import Sample
+from autoscaler.controller.state import JobState
+
+
+def iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def jsonable(value: Any) -> Any:
+    """Numpy scalars to Python, NaN/inf to None, tuples to lists (for status and JSON)."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | np.ndarray):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@dataclass
+class JobReport:
+    """What happened to one job in one tick (``kale plan`` prints :meth:`plan_json`)."""
+
+    job: str
+    time: float
+    current: Size | None
+    planned: Size | None
+    desired: Size | None
+    action: str
+    reason: dict[str, Any]
+    forecast: dict[str, Any] = field(default_factory=dict)
+    sample: Sample | None = None
+    resized: bool = False
+    error: str | None = None
+
+    def plan_json(self) -> dict[str, Any]:
+        cur = self.current
+        want = self.desired or cur
+        return jsonable({
+            "job": self.job,
+            "time": iso(self.time),
+            "current_workers": cur.workers if cur else None,
+            "desired_workers": want.workers if want else None,
+            "desired_ps": want.ps if want else None,
+            "forecast": self.forecast,
+            "lead_s": self.reason.get("lead_s"),
+            "backlog": self.sample.lag if self.sample else None,
+            "reason": self.reason,
+        })
+
+
+class Conditions:
+    """Kubernetes-style conditions whose ``lastTransitionTime`` moves only on change."""
+
+    def __init__(self, existing: list[dict[str, Any]], now: float) -> None:
+        self.by_type = {c["type"]: dict(c) for c in existing if isinstance(c, dict)
+                        and "type" in c}
+        self.now = now
+        self.changed: list[tuple[str, bool]] = []
+
+    def set(self, type_: str, ok: bool, reason: str, message: str = "") -> None:
+        status = "True" if ok else "False"
+        old = self.by_type.get(type_)
+        since = old["lastTransitionTime"] if old and old.get("status") == status else iso(self.now)
+        if not old or old.get("status") != status:
+            self.changed.append((type_, ok))
+        self.by_type[type_] = {"type": type_, "status": status, "reason": reason,
+                               "message": message[:512], "lastTransitionTime": since}
+
+    def get(self, type_: str) -> bool | None:
+        c = self.by_type.get(type_)
+        return None if c is None else c["status"] == "True"
+
+    def became(self, type_: str, ok: bool) -> bool:
+        return (type_, ok) in self.changed
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [self.by_type[k] for k in sorted(self.by_type)]
+
+
+def resize_message(cur: Size, new: Size, reason: dict[str, Any],
+                   forecast_peak: float | None) -> str:
+    """The Event message of a resize: sizes, why, forecast peak, lead time, quota."""
+    parts = [f"{cur.workers} -> {new.workers} workers ({new.ps} PS)"]
+    if reason.get("why"):
+        parts.append(str(reason["why"]))
+    if forecast_peak is not None:
+        parts.append(f"forecast peak {forecast_peak:.4g}/s")
+    if reason.get("lead_s") is not None:
+        parts.append(f"lead {float(reason['lead_s']):.0f}s")
+    if reason.get("quota"):
+        parts.append(str(reason["quota"]))
+    return "; ".join(parts)
+
+
+def build_status(rep: JobReport, state: JobState, *, generation: int | None,
+                 identity: str) -> dict[str, Any]:
+    """The job's ``.status`` (keys with no value are left out)."""
+    s = rep.sample
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "currentWorkers": rep.current.workers if rep.current else None,
+        "currentPS": rep.current.ps if rep.current else None,
+        "desiredWorkers": rep.desired.workers if rep.desired else None,
+        "desiredPS": rep.desired.ps if rep.desired else None,
+        "plannedWorkers": rep.planned.workers if rep.planned else None,
+        "lastDecision": {**(state.last_decision or {}), "details": rep.reason},
+        "lastResizeTime": iso(state.resize_started) if state.resize_started else None,
+        "forecast": rep.forecast,
+        "metrics": jsonable({"arrivalRate": s.arrival_rate, "consumptionRate":
+                             s.consumption_rate, "lag": s.lag,
+                             "oldestAgeSeconds": s.oldest_age_s}) if s else None,
+        "conditions": state.conditions,
+        "plannerState": jsonable(state.to_dict() | {"conditions": []}),
+        "controller": identity or None,
+    }
+    return {k: v for k, v in status.items() if v is not None}

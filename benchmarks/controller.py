@@ -1,0 +1,224 @@
+"""Benchmark of the controller's tick: 1,000 jobs planned per tick, forecasts cached.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/controller.py                 # 1000 jobs, 20 measured ticks
+    .venv/bin/python benchmarks/controller.py --jobs 200 --ticks 5 --check
+
+What one measured tick does, for every job, with the real :class:`Controller`: read the size
+(dry-run actuator), take a metric sample and the arrival history (synthetic, in memory: no
+Kafka), reuse the cached forecast (``reforecast_s``: fitted and predicted once in the warm-up
+tick, which is not measured), run Kale's planner, one GPU-quota round for all jobs, resize
+where needed, build the status and the decision log, update the Prometheus metrics, and save
+every job's state to SQLite. Status and events go nowhere (on a cluster they are I/O that
+the API server's latency dominates). The target is ≤ 1 s per tick on 2 cores; ``--check``
+exits 1 when the median tick is slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from autoscaler.actuators.base import Size
+from autoscaler.actuators.dryrun import DryRunActuator
+from autoscaler.config import LoadedJob, parse_job
+from autoscaler.controller.jobs import StaticJobs
+from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.metering import ArrivalHistory, Sample
+from autoscaler.controller.state import SqliteStateStore
+from autoscaler.policy.sizing import sizing_for
+from autoscaler.resources import ResourceManager
+from throughput.model import ThroughputModel
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL_PATH = ROOT / "examples" / "models" / "ctr-sync.json"
+DAY = 86400.0
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+INTERVAL = 60.0
+
+
+def job_doc(i: int) -> dict:
+    return {
+        "apiVersion": "kale.dev/v1", "kind": "ElasticTrainingJob",
+        "metadata": {"name": f"job-{i:04d}", "namespace": f"team-{i % 10}"},
+        "spec": {
+            "source": {"kafka": {"bootstrapServers": ["kafka:9092"], "topic": f"t{i}",
+                                 "consumerGroup": f"g{i}"}},
+            "training": {"mode": "sync", "globalBatchSize": 4096, "workersPerPS": 4,
+                         "minWorkers": 1, "maxWorkers": 64},
+            "slo": {"maxDelay": "10m"}, "rescale": {"duration": "5m"},
+            "throughput": {"model": str(MODEL_PATH)},
+            "forecast": {"model": "seasonal_naive", "interval": "1m", "horizon": "60m"},
+            "target": {"kind": "DryRun"},
+            "priority": i % 3,
+        },
+    }
+
+
+class DailyTraffic:
+    """A job's synthetic topic: a daily curve with its own peak and phase; history in memory."""
+
+    def __init__(self, clock, peak: float, phase: float, days: int) -> None:
+        self.clock = clock
+        self.peak, self.phase = peak, phase
+        first = int((T0 - days * DAY) // INTERVAL)
+        last = int((T0 + 2 * DAY) // INTERVAL)
+        self.first = first
+        steps = np.arange(first, last) * INTERVAL
+        self.rates = self.rate(steps)
+
+    def rate(self, t):
+        x = ((np.asarray(t) + self.phase) % DAY) / DAY * 2 * math.pi
+        return self.peak * (0.15 + 0.85 * (1 - np.cos(x)) / 2)
+
+    def sample(self) -> Sample:
+        now = self.clock()
+        r = float(self.rate(now))
+        return Sample(time=now, arrival_rate=r, consumption_rate=r, lag=0.0, oldest_age_s=0.0)
+
+    def arrivals(self, now: float, interval_s: float, history_s: float) -> ArrivalHistory:
+        end = int(now // interval_s) - self.first
+        start = max(0, end - int(history_s // interval_s))
+        return ArrivalHistory((self.first + start) * interval_s, interval_s,
+                              self.rates[start:end])
+
+    def close(self) -> None:
+        pass
+
+
+class PeriodicForecaster:
+    """Seasonal naive with a known daily period, numpy only (the warm-up fits it once)."""
+
+    def __init__(self) -> None:
+        self.values: np.ndarray | None = None
+
+    def fit(self, series):
+        self.values = series.to_numpy()
+        return self
+
+    def predict(self, horizon: int, history=None):
+        values = history.to_numpy() if history is not None else self.values
+        period = 1440
+        h = np.arange(1, horizon + 1)
+        idx = len(values) - 1 + h - period * np.ceil(h / period).astype(int)
+        mean = values[np.clip(idx, 0, len(values) - 1)]
+
+        class F:
+            pass
+
+        f = F()
+        f.mean, f.p10, f.p90 = mean, mean * 0.95, mean * 1.08
+        f.quantile = lambda q: f.p90
+        return f
+
+
+def run(n_jobs: int, ticks: int, history_days: int, real_forecaster: bool) -> dict:
+    logging.disable(logging.WARNING)
+    clock_t = [T0]
+
+    def clock() -> float:
+        return clock_t[0]
+
+    model = ThroughputModel.load(MODEL_PATH)
+    loaded = []
+    for i in range(n_jobs):
+        job, problems = parse_job(job_doc(i))
+        assert job is not None and not problems, problems
+        loaded.append(LoadedJob(job, None))
+    sizings: dict[str, object] = {}
+
+    def sizing(entry):
+        if "s" not in sizings:  # every job has the same model and bounds
+            sizings["s"] = sizing_for(entry.loaded, model, interval_s=INTERVAL)
+        return sizings["s"]
+
+    rng = np.random.default_rng(7)
+    peaks = rng.uniform(20_000, 200_000, n_jobs)
+    phases = rng.uniform(0, DAY, n_jobs)
+    index = {f"{j.job.metadata.namespace}/{j.name}": k for k, j in enumerate(loaded)}
+
+    def meter(entry):
+        k = index[entry.key]
+        return DailyTraffic(clock, float(peaks[k]), float(phases[k]), history_days)
+
+    if real_forecaster:
+        from forecasting.registry import make_forecaster
+
+        def forecaster(entry):
+            return make_forecaster("seasonal_naive", period=1440)
+    else:
+        def forecaster(entry):
+            return PeriodicForecaster()
+
+    tmp = tempfile.mkdtemp(prefix="kale-bench-")
+    controller = Controller(
+        jobs_source=StaticJobs(loaded), meter_factory=meter, forecaster_factory=forecaster,
+        actuator_factory=lambda e: DryRunActuator(Size(4, 1)), sizing_factory=sizing,
+        resource_manager=ResourceManager(n_jobs * 16), clock=clock,
+        state_store=SqliteStateStore(Path(tmp) / "state.sqlite"),
+        settings=ControllerSettings(interval_s=INTERVAL, history_s=history_days * DAY,
+                                    reforecast_s=6 * 3600.0))
+    t = time.perf_counter()
+    controller.tick()  # warm-up: builds every job, fits and predicts every forecaster
+    warmup = time.perf_counter() - t
+    times, resizes, actions = [], 0, {}
+    for _ in range(ticks):
+        clock_t[0] += INTERVAL
+        t = time.perf_counter()
+        reports = controller.tick()
+        times.append(time.perf_counter() - t)
+        assert len(reports) == n_jobs
+        resizes += sum(r.resized for r in reports)
+        for r in reports:
+            actions[r.action] = actions.get(r.action, 0) + 1
+    controller.close()
+    return {
+        "jobs": n_jobs, "ticks": ticks, "cpus": os.cpu_count(),
+        "warmup_s": round(warmup, 3),
+        "p50_s": round(statistics.median(times), 4), "max_s": round(max(times), 4),
+        "per_job_ms": round(statistics.median(times) / n_jobs * 1000, 4),
+        "resizes": resizes, "actions": actions,
+        "forecaster": "seasonal_naive (registry)" if real_forecaster else "periodic (numpy)",
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--ticks", type=int, default=20)
+    ap.add_argument("--history-days", type=int, default=2)
+    ap.add_argument("--real-forecaster", action="store_true",
+                    help="warm up with the registry's seasonal naive (slower warm-up)")
+    ap.add_argument("--check", action="store_true", help="exit 1 if the median tick > 1 s")
+    ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = ap.parse_args()
+    res = run(args.jobs, args.ticks, args.history_days, args.real_forecaster)
+    if args.json:
+        print(json.dumps(res, indent=2))
+    else:
+        print(f"controller tick, {res['jobs']} jobs, forecasts cached, {res['cpus']} CPUs: "
+              f"p50 {res['p50_s']:.3f} s, max {res['max_s']:.3f} s over {res['ticks']} ticks "
+              f"({res['per_job_ms']:.3f} ms/job; warm-up {res['warmup_s']:.1f} s; "
+              f"{res['resizes']} resizes; forecaster {res['forecaster']})")
+        print("actions:", ", ".join(f"{k} {v}" for k, v in sorted(res["actions"].items())))
+    if args.check and res["p50_s"] > 1.0:
+        print(f"FAIL: median tick {res['p50_s']:.3f} s > 1 s", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

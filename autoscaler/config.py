@@ -13,6 +13,7 @@ Every problem comes back as ``(dotted.field.path, reason)`` so the CLI can print
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -28,6 +29,8 @@ API_VERSION = "kale.dev/v1"
 KIND = "ElasticTrainingJob"
 FORECAST_MODELS = ("kale", "seasonal_naive", "ets", "stl_ets", "dlinear")
 TARGET_KINDS = ("StatefulSet", "TFJob", "Local", "DryRun")
+# Keys of the rescale measurement JSON, in order of preference (kale.rescale/v1 writes median_s).
+MEASUREMENT_KEYS = ("median_s", "rescale_s", "duration_s", "total_s")
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -367,6 +370,31 @@ class LoadedJob:
     @property
     def throughput_model_path(self) -> Path:
         return self.resolve(self.job.spec.throughput.model)
+
+    def rescale_seconds(self) -> float:
+        """``spec.rescale.duration``, or the measured median when it is ``auto``.
+
+        The measurement is the ``kale.rescale/v1`` JSON written by ``kale profile``
+        (``median_s``; older files may carry ``rescale_s``/``duration_s``/``total_s``).
+        """
+        rescale = self.job.spec.rescale
+        if rescale.duration != "auto":
+            return float(rescale.duration)
+        if rescale.measurement is None:
+            raise UserError(f"{self.path}: spec.rescale.measurement: is required when "
+                            "spec.rescale.duration is auto")
+        path = self.resolve(rescale.measurement)
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{self.path}: spec.rescale.measurement: cannot read {path}: "
+                            f"{exc}") from None
+        for key in MEASUREMENT_KEYS:
+            value = data.get(key) if isinstance(data, dict) else None
+            if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+                return float(value)
+        raise UserError(f"{self.path}: spec.rescale.measurement: {path} has none of "
+                        f"{', '.join(MEASUREMENT_KEYS)}")
 
 
 def file_problems(job: ElasticTrainingJob, path: Path) -> list[Problem]:

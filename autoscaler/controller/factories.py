@@ -7,7 +7,6 @@ translation the simulator uses (:func:`autoscaler.policy.sizing.sizing_for`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,30 +39,9 @@ class ModelCache:
         return model
 
 
-MEASUREMENT_KEYS = ("rescale_s", "duration_s", "total_s")
-
-
 def rescale_seconds(loaded: Any) -> float:
-    """``spec.rescale.duration``, or the measured one when it is ``auto``.
-
-    The measurement JSON (written by ``kale profile``) must hold one of
-    ``rescale_s``/``duration_s``/``total_s`` in seconds.
-    """
-    rescale = loaded.job.spec.rescale
-    if rescale.duration != "auto":
-        return float(rescale.duration)
-    if rescale.measurement is None:
-        raise UserError("spec.rescale.duration is auto but spec.rescale.measurement is not set")
-    path = loaded.resolve(rescale.measurement)
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"spec.rescale.measurement: cannot read {path}: {exc}") from exc
-    for key in MEASUREMENT_KEYS:
-        value = data.get(key) if isinstance(data, dict) else None
-        if isinstance(value, int | float) and value > 0:
-            return float(value)
-    raise UserError(f"spec.rescale.measurement: {path} has none of {', '.join(MEASUREMENT_KEYS)}")
+    """``spec.rescale.duration``, or the measured one when it is ``auto``."""
+    return float(loaded.rescale_seconds())
 
 
 def job_sizing(loaded: Any, model_loader: Callable[[Path], Any]) -> JobSizing:

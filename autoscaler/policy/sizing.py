@@ -46,9 +46,11 @@ def sizing_for(
     if rescale_s is None:
         duration = spec.rescale.duration
         if duration == "auto":
-            raise UserError(
-                "spec.rescale.duration is auto: pass --rescale with the measured duration"
-            )
+            if not hasattr(job, "rescale_seconds"):
+                raise UserError(
+                    "spec.rescale.duration is auto: pass --rescale with the measured duration"
+                )
+            duration = job.rescale_seconds()  # the measurement file next to the job
         rescale_s = float(duration)
     if slo_s is None:
         slo_s = float(spec.slo.max_delay)

@@ -95,7 +95,7 @@ device_option = click.option("--device", type=click.Choice(["cpu", "cuda"]), def
 seed_option = click.option("--seed", type=int, default=0, show_default=True,
                            help="Seed for kale's training.")
 epochs_option = click.option("--epochs", type=click.IntRange(min=1), default=None,
-                             help="Cap on kale's training epochs (default 30; early stopping "
+                             help="Cap on kale's training epochs (default 20; early stopping "
                              "usually ends sooner).")
 horizon_option = click.option("--horizon", type=click.IntRange(min=1), default=60,
                               show_default=True, help="Steps to forecast.")

@@ -31,10 +31,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "throughput": ("autoscaler.cli.throughput:throughput", "Fit and use throughput models."),
     "forecast": ("autoscaler.cli.forecast:forecast", "Forecast, backtest and plot traffic."),
     "simulate": ("autoscaler.cli.simulate:simulate", "Replay a trace against policies."),
-    "demo": ("autoscaler.cli.demo:demo", "Run the end-to-end demo on the embedded default."),
+    "demo": ("autoscaler.cli.demo:demo", "Run the live end-to-end demo (broker, controller, "
+             "workers, dashboard)."),
+    "dashboard": ("autoscaler.cli.dashboard:dashboard", "Serve the read-only operator dashboard."),
     "controller": ("autoscaler.cli.controller:controller", "Run the autoscaling controller."),
     "plan": ("autoscaler.cli.controller:plan", "Plan one job against live Kafka (dry run)."),
     "crd": ("autoscaler.cli.controller:crd", "Print the ElasticTrainingJob CRD."),
+    "train": ("trainer.cli:train", "Train the job's CTR model (PS architecture) on its topic."),
+    "profile": ("trainer.cli:profile", "Measure throughput per (w, p) and the rescale time."),
 }
 
 

@@ -3,17 +3,17 @@
 Fit, in order:
 
 1. ``z = log(y + c)``; seasonality detection (ACF + STL strength) picks the periods.
-2. STL/MSTL on the training part gives the trend; the detrended series gives the seasonal
+2. STL/MSTL (fast settings) gives the trend; the detrended series gives the seasonal
    profile, with days of the week that look alike pooled (:mod:`forecasting.decompose`).
-3. The backbone (decomposition forecast): profile(t+h) + a ridge-fitted function of the
-   recent deseasonalised levels.
+3. The backbone (the decomposition forecast): profile(t+h) + a ridge-fitted function of the
+   recent deseasonalised levels (penalty by blocked cross-validation).
 4. The transformer (:mod:`.model`) learns p10/p50/p90 of the backbone's error from patched
-   channels and calendar features, with pinball loss, sampled windows, Adam and early stopping
-   on a held-out tail (the last ~15 % of the history, never seen by the profile, the backbone
-   or the gradient steps).
-5. On that tail: how much of the network's median correction to keep (0–100 %; the
-   "ensemble with the decomposition") and conformal factors that put the p10/p90 band where
-   10 % / 90 % of the held-out values fall.
+   channels and calendar features, with pinball loss, sampled windows, AdamW and early
+   stopping on a held-out tail (the last ~15 % of the history: the profile, the backbone and
+   the gradient steps never see it).
+5. On that tail: how much of the network's median correction to keep (0–100 %: the ensemble
+   with the decomposition). The p10/p90 band gets conformal factors per horizon step from the
+   tail's errors and the backbone's cross-validated errors over the whole history.
 6. The profile is re-estimated on the whole history for forecasting.
 
 Predicting reads only the last ``geometry.need`` steps and looks the profile up, so it takes
@@ -73,7 +73,13 @@ def _torch_settings(threads: int) -> Iterator[None]:
         torch.use_deterministic_algorithms(old_det)
 
 
-def conformal_factors(scores: np.ndarray, group: np.ndarray, level: float = 0.9) -> np.ndarray:
+def _iso_step(model: Forecaster, step: int) -> str:
+    assert model._t0 is not None and model.interval_s is not None
+    ts = model._t0 + pd.Timedelta(seconds=step * model.interval_s)
+    return ts.isoformat().replace("+00:00", "Z")
+
+
+def conformal_factors(scores: np.ndarray, group: np.ndarray, level: float) -> np.ndarray:
     """Per-step factors k[h] such that ``level`` of the scores (windows × steps) are ≤ k[h].
 
     Shape over h: pooled per-step quantiles, smoothed over a sixth of the horizon. Level:
@@ -104,23 +110,14 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def holdout_blocks(n: int, horizon: int, need: int, fraction: float,
-                   day: int | None) -> list[tuple[int, int]]:
-    """Held-out [start, end) blocks: ``fraction`` of the history in up to 7 blocks.
+def holdout_start(n: int, horizon: int, fraction: float) -> int:
+    """Where the held-out tail begins: the last ``fraction`` of the history (≥ 2·horizon).
 
-    Blocks are spread evenly over the last three quarters of the history (the last one ends
-    at the end), so validation sees several days of the week instead of whatever the final
-    days happen to be — a weekend-only tail would calibrate the band for weekends.
+    The tail is held out *forward in time*, the way the model is used. Blocks interleaved
+    with the training days were tried and rejected: the network learned what those weeks
+    looked like and seemed to help on the blocks, then made the following week worse.
     """
-    total = max(round(fraction * n), 2 * horizon)
-    block = max(2 * horizon, min(day or 0, total // 4))
-    count = max(1, min(7, total // block))
-    span = n - max(need + horizon, n // 4)
-    out = []
-    for k in range(count):
-        end = n - round(k * span / count)
-        out.append((max(0, end - block), end))
-    return sorted(out)
+    return n - max(round(fraction * n), 2 * horizon)
 
 
 class KaleForecaster(Forecaster):
@@ -129,7 +126,7 @@ class KaleForecaster(Forecaster):
     name = "kale"
 
     def __init__(self, *, horizon: int = 60, seed: int = 0, device: str = "cpu",
-                 threads: int = 2, epochs: int = 30, patience: int = 6,
+                 threads: int = 2, epochs: int = 20, patience: int = 4,
                  steps_per_epoch: int = 40, batch_size: int = 128, lr: float = 2e-3,
                  time_budget_s: float = 90.0, d_model: int = 32, heads: int = 2,
                  enc_layers: int = 2, dec_layers: int = 1, dropout: float = 0.0,
@@ -207,10 +204,8 @@ class KaleForecaster(Forecaster):
         report = detect_seasonality(z, interval)
         day = candidate_periods(interval).get("daily")
         geom = Geometry.choose(horizon=h, day=day, available=n, context=p["context"])
-        blocks = holdout_blocks(n, h, geom.need, float(p["val_fraction"]), day)
-        held = np.zeros(n, dtype=bool)
-        for a, b in blocks:
-            held[a:b] = True
+        tail = holdout_start(n, h, float(p["val_fraction"]))
+        held = np.arange(n) >= tail
         ends = np.concatenate([[0], np.cumsum(held)])
         origins = np.arange(geom.need, n - h + 1)
         in_held = ends[origins + h] - ends[origins]
@@ -223,7 +218,7 @@ class KaleForecaster(Forecaster):
         self.geom = geom
 
         # One decomposition for the trend; the profile used in training never sees the
-        # held-out blocks, so validation and calibration stay honest.
+        # held-out tail, so validation and calibration stay honest.
         started = time.perf_counter()
         dec = decompose(z, sorted(report.detected.values()))
         midnight = self._midnight_step(day)
@@ -271,7 +266,7 @@ class KaleForecaster(Forecaster):
                                      day_start=midnight)
             cv_s = time.perf_counter() - started
             calib = self._calibrate(batch, val_origins, z, season, cv_origins,
-                                    cv_err / self.scale, blocks)
+                                    cv_err / self.scale)
 
         # Forecast with the profile of the whole history (the network is unchanged).
         self.profile, profile_info = estimate_profile(z, dec.trend, report.detected,
@@ -279,7 +274,7 @@ class KaleForecaster(Forecaster):
         self.fit_summary.update(
             seasonality=report.to_dict(), profile=profile_info, device=self.device,
             geometry=geom.to_dict(), train_windows=len(train_origins),
-            val_windows=len(val_origins), holdout_blocks=blocks,
+            val_windows=len(val_origins), holdout_start=_iso_step(self, tail),
             decomposition_seconds=decomp_s,
             offset=self.offset, scale=self.scale, backbone_ridge=ridge, cv_seconds=cv_s,
             **train_info, **calib,
@@ -358,16 +353,16 @@ class KaleForecaster(Forecaster):
                 "train_seconds": time.perf_counter() - started, "time_budget_hit": budget_hit}
 
     def _calibrate(self, batch, val_origins: np.ndarray, z: np.ndarray, season: np.ndarray,
-                   cv_origins: np.ndarray, cv_target: np.ndarray,
-                   blocks: list[tuple[int, int]]) -> dict[str, Any]:
+                   cv_origins: np.ndarray, cv_target: np.ndarray) -> dict[str, Any]:
         """Pick the share of the median correction to keep and the band's conformal factors.
 
-        The share is chosen on the held-out blocks (the network never trained there). The
-        band's factors use two kinds of out-of-sample errors: the held-out blocks and the
+        The share is chosen on the held-out tail (the network never trained there). The
+        band's factors use two kinds of out-of-sample errors: the held-out tail and the
         backbone's cross-validated errors over the whole history. Their shape over the
         horizon (errors grow with the lead time) comes from all of them pooled; their level
         is the median of the levels each block or cross-validation chunk asks for, so that
-        one unusual stretch (a holiday, a level shift) cannot set the band alone.
+        one unusual stretch (a holiday, a level shift, a weekend-only tail) cannot set the
+        band alone. Groups: three consecutive parts of the tail, five cross-validation chunks.
         """
         assert self.net is not None
         h = self.horizon
@@ -390,21 +385,26 @@ class KaleForecaster(Forecaster):
             return np.exp(season[fut] + (bb_dn + rel) * self.scale) - self.offset
 
         maes = {a: float(np.mean(np.abs(to_y(a * q[..., 1]) - actual))) for a in ALPHAS}
-        self.alpha = min(ALPHAS, key=lambda a: (maes[a], -a))
+        self.alpha = min(ALPHAS, key=lambda a: (maes[a], a))  # ties: keep less
 
         ok = np.isfinite(cv_target).all(axis=1)
         q_cv, _ = net_out(cv_origins[ok]) if ok.any() else (q[:0], tgt[:0])
         q_all = np.concatenate([q, q_cv])
         tgt_all = np.concatenate([tgt, cv_target[ok]])
-        val_group = np.searchsorted([b for _, b in blocks], val_origins, side="right")
-        cv_group = len(blocks) + np.concatenate(
+        val_group = np.concatenate(
+            [np.full(len(c), i) for i, c in enumerate(np.array_split(val_origins, 3))])
+        cv_group = 3 + np.concatenate(
             [np.full(len(c), i) for i, c in enumerate(np.array_split(cv_origins, 5))])[ok]
         group = np.concatenate([val_group, cv_group])
         mid = self.alpha * q_all[..., 1]
         up = np.maximum(q_all[..., 2] - q_all[..., 1], 1e-6)
         down = np.maximum(q_all[..., 1] - q_all[..., 0], 1e-6)
-        self.k_hi = conformal_factors((tgt_all - mid) / up, group)
-        self.k_lo = conformal_factors((mid - tgt_all) / down, group)
+        # One score per error, whichever side it falls on: the central 80 % band then covers
+        # 80 % of the calibration errors, and a bias that differs between stretches of the
+        # history widens the band instead of shifting it (the next week may be biased the
+        # other way).
+        score = np.maximum((tgt_all - mid) / up, (mid - tgt_all) / down)
+        self.k_hi = self.k_lo = conformal_factors(score, group, level=0.8)
         return {"median_correction_kept": self.alpha, "val_mae_by_kept_share": maes,
                 "conformal_k_lo": float(np.mean(self.k_lo)),
                 "conformal_k_hi": float(np.mean(self.k_hi)),

@@ -38,9 +38,9 @@ POLICIES = ["kale", "hpa", "keda", "autopilot", "madu", "static", "oracle"]
 REAL = ROOT.parent / "shared" / "data" / "nasa_http_jul1995_1min.csv"
 
 
-def traces(paths: list[str], days: int) -> list[tuple[str, object]]:
+def traces(paths: list[str], days: int, seeds: list[int]) -> list[tuple[str, object]]:
     out = [(f"generated seed {s}", generate_trace(days=days, interval_s=60, peak_trough=20,
-                                                  seed=s)) for s in (1, 2)]
+                                                  seed=s)) for s in seeds]
     for p in paths or ([str(REAL)] if REAL.exists() else []):
         out.append((Path(p).name, load_trace(p).series))
     return out
@@ -72,6 +72,9 @@ def main() -> int:
     ap.add_argument("--days", type=int, default=28, help="days of each generated trace")
     ap.add_argument("--forecaster", default=None, help="default: the job's (kale)")
     ap.add_argument("--job", default=str(ROOT / "examples" / "ctr-sync.yaml"))
+    ap.add_argument("--refit", type=float, default=None,
+                    help="refit period in seconds (default: the job's spec.forecast.refit)")
+    ap.add_argument("--seeds", default="1,2", help="seeds of the generated traces")
     ap.add_argument("--json-out", default=None)
     args = ap.parse_args()
 
@@ -80,11 +83,12 @@ def main() -> int:
     sizing = sizing_for(loaded, model, rescale_s=300, slo_s=600, interval_s=60)
     fc = loaded.job.spec.forecast
     results = {}
-    for name, series in traces(args.trace, args.days):
+    seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    for name, series in traces(args.trace, args.days, seeds):
         values, _ = scale_to_peak(series.to_numpy(dtype=float), 0.8, sizing.peak_throughput)
         factory = source_factory(args.forecaster or fc.model, start=series.index[0],
                                  interval_s=60, horizon_steps=round(fc.horizon / 60),
-                                 refit_s=fc.refit, cache_dir=default_cache_dir())
+                                 refit_s=args.refit or fc.refit, cache_dir=default_cache_dir())
         t0 = time.perf_counter()
         comp = compare(sizing, values, POLICIES, warmup_steps=7 * 1440, job=loaded.job,
                        forecaster_factory=factory, trace_start=series.index[0])

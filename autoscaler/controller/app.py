@@ -158,6 +158,15 @@ class App:
         signal.signal(signal.SIGINT, stop)
 
 
+def _timeline(state_dir: Path, cfg: ControllerConfig, dry_run: bool) -> Any:
+    """The per-tick history the dashboard reads (``<stateDir>/timeline.sqlite``)."""
+    from autoscaler.controller.timeline import TimelineStore
+
+    timeline = TimelineStore(state_dir / "timeline.sqlite")
+    timeline.set_meta(quota_gpus=cfg.quota.gpus, interval_s=cfg.interval, dry_run=dry_run)
+    return timeline
+
+
 def build(cfg: ControllerConfig, *, dry_run: bool = False,
           clock: Callable[[], float] = time.time) -> App:
     """Everything :meth:`App.run` needs, from the configuration."""
@@ -194,6 +203,7 @@ def build(cfg: ControllerConfig, *, dry_run: bool = False,
         event_sink=event_sink,
         metrics=metrics,
         state_store=SqliteStateStore(state_dir / "controller.sqlite"),
+        timeline=_timeline(state_dir, cfg, dry_run),
         settings=ControllerSettings(interval_s=cfg.interval, history_s=cfg.forecasting.history,
                                     reforecast_s=cfg.forecasting.reforecast, dry_run=dry_run,
                                     observe_threads=cfg.meter.threads, identity=me,

@@ -160,6 +160,7 @@ class Controller:
         metrics: ControllerMetrics | None = None,
         state_store: StateStore | None = None,
         settings: ControllerSettings | None = None,
+        timeline: Any = None,
     ) -> None:
         self.jobs_source = jobs_source
         self.meter_factory = meter_factory
@@ -181,6 +182,8 @@ class Controller:
         self.metrics = metrics or ControllerMetrics()
         self.store: StateStore = state_store or MemoryStateStore()
         self.settings = settings or ControllerSettings()
+        self.timeline = timeline
+        """Per-tick history (:class:`~autoscaler.controller.timeline.TimelineStore`) or None."""
         self.runtimes: dict[str, JobRuntime] = {}
         self.invalid: dict[str, list[str]] = {}
         self._pool = (ThreadPoolExecutor(self.settings.observe_threads,
@@ -609,6 +612,12 @@ class Controller:
         level = logging.INFO if rep.resized or rep.error else logging.DEBUG
         log.log(level, "%s: %s (%s)", rt.key, rep.action, rep.reason.get("why", ""),
                 extra={"fields": fields})
+        if self.timeline is not None:
+            try:
+                self.timeline.record(rt, rep, now)
+            except Exception:  # the history is for people; it must not stop a tick
+                m.errors.labels(kind="timeline").inc()
+                log.exception("recording the timeline of %s", rt.key)
 
     def close(self) -> None:
         """Close every job's meter and actuator (local workers stop); keep the state."""
@@ -617,3 +626,5 @@ class Controller:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         self.store.close()
+        if self.timeline is not None:
+            self.timeline.close()

@@ -36,7 +36,9 @@ class Decomposition:
 def decompose(values: np.ndarray, periods: list[int]) -> Decomposition:
     """STL (one period), MSTL (several) or a trend-only split when there is no season."""
     x = np.asarray(values, dtype=float)
-    usable = sorted(p for p in set(periods) if p >= 2 and len(x) >= 2 * p)
+    # Strictly more than two cycles: MSTL silently drops a period with p >= n / 2, and a
+    # dropped period would leave its column missing below.
+    usable = sorted(p for p in set(periods) if p >= 2 and len(x) > 2 * p)
     if not usable:
         trend = _moving_average(x, max(3, min(len(x) // 10, 25)))
         return Decomposition(trend=trend, seasonals={}, resid=x - trend)

@@ -206,6 +206,7 @@ def build(cfg: ControllerConfig, *, dry_run: bool = False,
         timeline=_timeline(state_dir, cfg, dry_run),
         settings=ControllerSettings(interval_s=cfg.interval, history_s=cfg.forecasting.history,
                                     reforecast_s=cfg.forecasting.reforecast, dry_run=dry_run,
+                                    fit_threads=cfg.forecasting.fit_threads,
                                     observe_threads=cfg.meter.threads, identity=me,
                                     forecast_model=cfg.forecasting.model),
     )

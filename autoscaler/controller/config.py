@@ -101,6 +101,9 @@ class Forecasting(_Model):
                                       description="Arrival history given to the forecaster.")
     reforecast: Duration | None = Field(
         default=None, description="Reuse a forecast this long (default: a new one each tick).")
+    fit_threads: int = Field(
+        default=1, ge=0, le=64, description="Threads that fit forecasters in the background "
+        "while the loop goes on (0: fit inside the tick, which stops every job meanwhile).")
 
 
 class ControllerConfig(_Model):

@@ -6,6 +6,11 @@ this history". This cache bridges the two — refit every ``spec.forecast.refit`
 most once per ``reforecast_s``, line the forecast up with the decision step when the history
 ends early — and turns any failure into "no forecast" (the planner then sizes for the recent
 peak) with the reason kept for the job's status.
+
+Fits can run in the background (:class:`FitPool`): a transformer fit takes seconds to a
+minute, and a loop that waited for it would stop deciding for every job meanwhile. The old
+model keeps serving until the new one is ready; before the first fit is done an *interim*
+model (seasonal naive: it needs no training) serves, so a new job is never planned blind.
 """
 
 from __future__ import annotations
@@ -13,7 +18,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
+import queue
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -24,12 +32,79 @@ from autoscaler.policy.forecasts import ForecastWindow
 log = logging.getLogger(__name__)
 
 
+class FitPool:
+    """A few daemon threads that run forecaster fits, shared by every job of a controller.
+
+    Daemon threads (not a ``ThreadPoolExecutor``): a fit cannot be interrupted, and a
+    controller that is stopping must not wait a minute for a model nobody will use.
+    """
+
+    def __init__(self, threads: int = 1) -> None:
+        if threads < 1:
+            raise ValueError("a fit pool needs at least one thread")
+        self.threads = threads
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
+            queue.SimpleQueue())
+        self._started: list[threading.Thread] = []
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        """Run ``fn()`` on a pool thread; its result or exception lands in the future."""
+        fut: Future[Any] = Future()
+        with self._lock:
+            if self._closed:
+                fut.set_exception(RuntimeError("the fit pool is closed"))
+                return fut
+            if len(self._started) < self.threads:
+                t = threading.Thread(target=self._work, name=f"kale-fit-{len(self._started)}",
+                                     daemon=True)
+                self._started.append(t)
+                t.start()
+            self._queue.put((fut, fn))
+        return fut
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fut, fn = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn())
+            except BaseException as exc:  # the future carries it to the loop
+                fut.set_exception(exc)
+
+    def close(self) -> None:
+        """Stop taking work; queued fits are cancelled, a running one finishes unobserved."""
+        with self._lock:
+            self._closed = True
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+            for _ in self._started:
+                self._queue.put(None)
+
+
 class ForecastCache:
-    """Fits ``make()`` on the arrival history and serves planner windows."""
+    """Fits ``make()`` on the arrival history and serves planner windows.
+
+    ``pool``: fit in the background there (None: fit inside :meth:`window`, as the
+    simulator and the tests do). ``interim``: the model that serves until the first
+    background fit is done (None: no forecast until then).
+    """
 
     def __init__(self, make: Callable[[], Any], *, name: str, interval_s: float,
                  horizon_steps: int, refit_s: float, quantile: float = 0.9,
-                 reforecast_s: float | None = None, min_points: int = 2) -> None:
+                 reforecast_s: float | None = None, min_points: int = 2,
+                 pool: FitPool | None = None,
+                 interim: Callable[[], Any] | None = None) -> None:
         self.make = make
         self.name = name
         self.interval_s = interval_s
@@ -48,6 +123,13 @@ class ForecastCache:
         self.reason: str | None = "not fitted yet"
         self._cached: tuple[int, float, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.last_window: ForecastWindow | None = None
+        self.pool = pool
+        self.interim = interim
+        self.interim_active = False
+        """The model serving now is the interim one (the first real fit is not done yet)."""
+        self._pending: Future[Any] | None = None
+        self._pending_at = 0.0
+        self._pending_len = 0
 
     def _fit(self, now: float, history: ArrivalHistory) -> bool:
         try:
@@ -55,12 +137,21 @@ class ForecastCache:
             model.fit(history.series())
         except Exception as exc:  # any failure means "plan without a forecast"
             self.model, self.failed_at = None, now
-            self.failures += 1
-            self.reason = f"fit failed: {type(exc).__name__}: {exc}"
-            log.warning("forecaster %s: %s", self.name, self.reason)
+            self._fit_failed(exc)
             return False
-        self.model, self.fitted_at, self.failed_at = model, now, None
-        self.fitted_len = len(history)
+        self._install(model, now, len(history))
+        return True
+
+    def _fit_failed(self, exc: BaseException) -> None:
+        self.failures += 1
+        self.reason = f"fit failed: {type(exc).__name__}: {exc}"
+        log.warning("forecaster %s: %s", self.name, self.reason)
+
+    def _install(self, model: Any, fitted_at: float, length: int) -> None:
+        """Serve ``model`` from now on (fitted on ``length`` intervals up to ``fitted_at``)."""
+        self.model, self.fitted_at, self.failed_at = model, fitted_at, None
+        self.interim_active = False
+        self.fitted_len = length
         summary = getattr(model, "fit_summary", {}) or {}
         summary = summary if isinstance(summary, dict) else {}
         self.reason = summary.get("reason")
@@ -69,7 +160,60 @@ class ForecastCache:
         if isinstance(active, str) and active:
             self.name = active
         self._cached = None
+
+    def _collect(self, now: float) -> None:
+        """Install a finished background fit (a failed one keeps the model serving now)."""
+        fut = self._pending
+        if fut is None or not fut.done():
+            return
+        self._pending = None
+        exc = None if fut.cancelled() else fut.exception()
+        if fut.cancelled() or exc is not None:
+            self.failed_at = now
+            self._fit_failed(exc or RuntimeError("cancelled"))
+            return
+        self._install(fut.result(), self._pending_at, self._pending_len)
+
+    def _fit_in_background(self, now: float, history: ArrivalHistory) -> bool:
+        """Start a fit if none runs; serve the interim model until the first one is done.
+        Returns whether a model can serve this tick."""
+        assert self.pool is not None
+        if self._pending is None and not (self.failed_at is not None
+                                          and now - self.failed_at < self.interval_s):
+            series = history.series().copy()
+            make = self.make
+
+            def fit() -> Any:
+                model = make()
+                model.fit(series)
+                return model
+
+            self._pending, self._pending_at = self.pool.submit(fit), now
+            self._pending_len = len(history)
+        if self.model is not None:
+            return True
+        if self.interim is None:
+            self.reason = "the first fit is running"
+            return False
+        try:
+            model = self.interim()
+            model.fit(history.series())
+        except Exception as exc:
+            self._fit_failed(exc)
+            return False
+        self.model, self.interim_active, self._cached = model, True, None
+        self.reason = f"{getattr(model, 'name', 'interim')} serves while the first fit runs"
         return True
+
+    def fitting(self) -> bool:
+        """A background fit is running or queued."""
+        return self._pending is not None and not self._pending.done()
+
+    def close(self) -> None:
+        """Forget a queued fit (a running one finishes; nobody reads it)."""
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
 
     def window(self, now: float, history: ArrivalHistory, step: int) -> ForecastWindow | None:
         """Forecast for steps ``step … step + H − 1``; None when there is none."""
@@ -77,11 +221,15 @@ class ForecastCache:
         if len(history) < self.min_points:
             self.reason = f"history has {len(history)} intervals, need {self.min_points}"
             return None
+        self._collect(now)
         # Refit on schedule, and early while the history is young: each time it has doubled
         # since the last fit (a model fitted on an hour must not stand for a day).
         due = (self.model is None or self.fitted_at is None
                or now - self.fitted_at >= self.refit_s or len(history) >= 2 * self.fitted_len)
-        if due:
+        if due and self.pool is not None:
+            if not self._fit_in_background(now, history):
+                return None
+        elif due:
             if self.failed_at is not None and now - self.failed_at < self.interval_s:
                 return None  # failed this interval already: try again next one
             if not self._fit(now, history):
@@ -131,6 +279,8 @@ class ForecastCache:
                 "%Y-%m-%dT%H:%M:%SZ")
         if self.reason:
             out["note"] = self.reason
+        if self.fitting():
+            out["fitting"] = True
         w = self.last_window
         if w is not None and len(w):
             out.update(next=float(w.mean[0]), peak=float(np.max(w.high)),

@@ -33,7 +33,7 @@ import numpy as np
 from autoscaler.actuators.base import Actuator, Size
 from autoscaler.actuators.dryrun import DryRunActuator
 from autoscaler.actuators.errors import ActuatorError, TargetGone, TargetRejected
-from autoscaler.controller.forecast import ForecastCache
+from autoscaler.controller.forecast import FitPool, ForecastCache
 from autoscaler.controller.jobs import InvalidJob, JobEntry, JobsSource, Listing
 from autoscaler.controller.metering import ArrivalHistory, MetricSource, Sample, WarmingUp
 from autoscaler.controller.metrics import ControllerMetrics
@@ -78,6 +78,9 @@ class ControllerSettings:
     """Planner tunables (``horizon_steps`` is always set from each job's forecast horizon)."""
     forecast_model: str | None = None
     """The model the forecaster factory uses for every job (None: each job's own)."""
+    fit_threads: int = 0
+    """Background threads for forecaster fits, shared by all jobs (0: fit inside the tick,
+    which keeps a test's ticks deterministic; the real controller uses 1 or more)."""
 
 
 class JobRuntime:
@@ -127,6 +130,7 @@ class JobRuntime:
         return left > 0, max(0.0, left)
 
     def close(self) -> None:
+        self.forecast.close()
         for part in (self.meter, self.actuator):
             try:
                 part.close()
@@ -186,6 +190,8 @@ class Controller:
         """Per-tick history (:class:`~autoscaler.controller.timeline.TimelineStore`) or None."""
         self.runtimes: dict[str, JobRuntime] = {}
         self.invalid: dict[str, list[str]] = {}
+        self._fits = (FitPool(self.settings.fit_threads) if self.settings.fit_threads > 0
+                      else None)
         self._pool = (ThreadPoolExecutor(self.settings.observe_threads,
                                          thread_name_prefix="kale-observe")
                       if self.settings.observe_threads > 1 else None)
@@ -266,7 +272,8 @@ class Controller:
                               interval_s=float(fc.interval),
                               horizon_steps=horizon, refit_s=float(fc.refit),
                               quantile=float(fc.quantile),
-                              reforecast_s=self.settings.reforecast_s)
+                              reforecast_s=self.settings.reforecast_s,
+                              pool=self._fits, interim=_interim_model)
         keep_meter = old is not None and old.entry.job.spec.source == job.spec.source
         keep_actuator = old is not None and old.entry.job.spec.target == job.spec.target
         meter = old.meter if keep_meter and old else self.meter_factory(entry)
@@ -625,6 +632,15 @@ class Controller:
             self.runtimes.pop(key).close()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+        if self._fits is not None:
+            self._fits.close()
         self.store.close()
         if self.timeline is not None:
             self.timeline.close()
+
+
+def _interim_model() -> Any:
+    """Serves while a job's first background fit runs: seasonal naive needs no training."""
+    from forecasting.registry import make_forecaster
+
+    return make_forecaster("seasonal_naive")

@@ -212,3 +212,26 @@ def test_loading_something_else_is_a_clear_error(tmp_path):
     bad.write_text("not a zip")
     with pytest.raises(ForecastError, match="not a saved forecaster"):
         Forecaster.load(bad)
+
+
+def test_decompose_keeps_only_periods_with_more_than_two_cycles():
+    """Exactly two weekly cycles: MSTL would drop the weekly period on its own (p >= n / 2)
+    and the weekly column would be missing; the period is left out up front instead."""
+    from forecasting.decompose import decompose
+
+    hours = np.arange(24 * 14)
+    x = 10 + 3 * np.sin(2 * np.pi * hours / 24) + np.sin(2 * np.pi * hours / 168)
+    dec = decompose(x, [24, 168])
+    assert set(dec.seasonals) == {24}
+    dec = decompose(np.concatenate([x, x[:1]]), [24, 168])
+    assert set(dec.seasonals) == {24, 168}
+    assert all(len(c) == len(x) + 1 for c in dec.seasonals.values())
+
+
+def test_kale_fits_on_exactly_two_weeks_of_history():
+    rng = np.random.default_rng(0)
+    hours = np.arange(24 * 14)
+    x = 100 + 60 * np.sin(2 * np.pi * hours / 24) + 10 * np.sin(2 * np.pi * hours / 168)
+    s = series(x + rng.normal(0, 2, len(x)))
+    fc = make_forecaster("kale", epochs=2).fit(s).predict(24)
+    assert len(fc.mean) == 24 and np.all(np.isfinite(fc.mean))

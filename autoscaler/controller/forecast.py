@@ -125,6 +125,7 @@ class ForecastCache:
         self.last_window: ForecastWindow | None = None
         self.pool = pool
         self.interim = interim
+        self._interim_name = "interim"
         self.interim_active = False
         """The model serving now is the interim one (the first real fit is not done yet)."""
         self._pending: Future[Any] | None = None
@@ -202,7 +203,8 @@ class ForecastCache:
             self._fit_failed(exc)
             return False
         self.model, self.interim_active, self._cached = model, True, None
-        self.reason = f"{getattr(model, 'name', 'interim')} serves while the first fit runs"
+        self._interim_name = str(getattr(model, "name", "interim"))
+        self.reason = f"{self._interim_name} serves while the first fit runs"
         return True
 
     def fitting(self) -> bool:
@@ -267,13 +269,15 @@ class ForecastCache:
         end = skip + self.horizon_steps
         if skip < 0 or end > len(mean):
             return None
+        source = f"{self._interim_name} (interim)" if self.interim_active else self.name
         self.last_window = ForecastWindow(mean[skip:end], low[skip:end], high[skip:end],
-                                          source=self.name)
+                                          source=source)
         return self.last_window
 
     def summary(self) -> dict[str, Any]:
         """What the status shows about the forecast."""
-        out: dict[str, Any] = {"model": self.name}
+        out: dict[str, Any] = {"model": f"{self._interim_name} (interim)"
+                               if self.interim_active else self.name}
         if self.fitted_at is not None:
             out["fittedAt"] = dt.datetime.fromtimestamp(self.fitted_at, dt.UTC).strftime(
                 "%Y-%m-%dT%H:%M:%SZ")

@@ -112,11 +112,11 @@ class JobRuntime:
         self.saved_policy: dict[str, Any] | None = None
         """The planner state before this tick's decision, restored if nothing was applied."""
 
-    def _window(self, step: int, past: np.ndarray, horizon: int) -> tuple[np.ndarray, ...] | None:
+    def _window(self, step: int, past: np.ndarray, horizon: int) -> ForecastWindow | None:
         w = self.window
         if w is None or len(w) < horizon:
             return None
-        return w.mean, w.low, w.high
+        return w
 
     @property
     def key(self) -> str:

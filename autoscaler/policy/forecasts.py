@@ -57,9 +57,13 @@ class TrueFuture:
 
 
 class CallbackSource:
-    """Adapts any ``f(step, past, horizon) -> (mean, low, high)`` (e.g. a live forecaster)."""
+    """Adapts any ``f(step, past, horizon) -> (mean, low, high)`` (e.g. a live forecaster).
 
-    def __init__(self, fn: Callable[[int, np.ndarray, int], tuple[np.ndarray, ...] | None],
+    ``f`` may also return a :class:`ForecastWindow`; its ``source`` then names the model that
+    made it (a live forecaster may serve an interim model while its own is fitted)."""
+
+    def __init__(self, fn: Callable[[int, np.ndarray, int],
+                                    tuple[np.ndarray, ...] | ForecastWindow | None],
                  name: str = "forecast") -> None:
         self.fn = fn
         self.name = name
@@ -68,8 +72,12 @@ class CallbackSource:
         out = self.fn(step, past, horizon)
         if out is None:
             return None
+        source = self.name
+        if isinstance(out, ForecastWindow):
+            source = out.source or self.name
+            out = (out.mean, out.low, out.high)
         mean, low, high = (np.asarray(a, dtype=float)[:horizon] for a in out)
-        return ForecastWindow(mean, low, high, source=self.name)
+        return ForecastWindow(mean, low, high, source=source)
 
 
 class PrecomputedSource:

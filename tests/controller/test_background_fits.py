@@ -78,6 +78,7 @@ def test_the_interim_model_serves_until_the_first_fit_is_done():
     step = round(T0 / 60) + 50
     w = cache.window(T0 + 3000, _hist(50), step)
     assert w is not None and list(w.mean) == [1.0, 1.0, 1.0]
+    assert w.source == "seasonal_naive (interim)"
     assert cache.interim_active and cache.fitting()
     assert "serves while the first fit runs" in cache.summary()["note"]
     assert cache.summary()["fitting"] is True
@@ -87,7 +88,7 @@ def test_the_interim_model_serves_until_the_first_fit_is_done():
     Slow.gate.set()
     _wait(cache)
     w = cache.window(T0 + 3120, _hist(52), step + 2)
-    assert w is not None and w.mean[0] == 7.0
+    assert w is not None and w.mean[0] == 7.0 and w.source == "slow"
     assert not cache.interim_active and cache.fitted_len == 50 and Slow.fits == [50]
     assert cache.name == "slow"
     pool.close()

@@ -61,7 +61,8 @@ class Rig:
     def __init__(self, tmp: Path, docs: list[dict], *, rate=wave, quota: int | None = 64,
                  start: float = T0 + 2 * PERIOD, store: Path | None = None,
                  sizes: dict[str, Size] | None = None, clock: FakeClock | None = None,
-                 world: Rig | None = None) -> None:
+                 world: Rig | None = None,
+                 settings: ControllerSettings | None = None) -> None:
         self.dir = tmp / "jobs"
         for doc in docs:
             write_job(self.dir, doc)
@@ -81,7 +82,7 @@ class Rig:
             resource_manager=ResourceManager(quota) if quota is not None else None,
             clock=self.clock, status_sink=self.status, event_sink=self.events,
             state_store=SqliteStateStore(store) if store else None,
-            settings=ControllerSettings(identity="test"))
+            settings=settings or ControllerSettings(identity="test"))
 
     def actuator(self, entry):
         t = self.targets[entry.key] = Target(self.sizes.get(entry.key, Size(2, 1)))
@@ -339,6 +340,43 @@ def test_without_a_forecast_the_planner_sizes_for_the_recent_peak(tmp_path):
     assert cond["ForecastAvailable"]["status"] == "False"
     assert "fit failed" in cond["ForecastAvailable"]["message"]
     assert rig.controller.metrics.errors.labels(kind="forecast")._value.get() == 1
+
+
+def test_a_slow_fit_runs_in_the_background_and_seasonal_naive_serves_meanwhile(tmp_path):
+    import threading
+
+    gate = threading.Event()
+
+    class SlowNaive:
+        """Seasonal naive whose fit waits for ``gate`` (a transformer's minute, in a test)."""
+
+        def __init__(self):
+            self.inner = make_forecaster("seasonal_naive", period=240)
+            self.name = "slow"
+
+        def fit(self, series):
+            assert gate.wait(10)
+            self.inner.fit(series)
+            return self
+
+        def predict(self, horizon, history=None):
+            return self.inner.predict(horizon, history=history)
+
+    rig = Rig(tmp_path, [job_doc()], settings=ControllerSettings(identity="test", fit_threads=1))
+    rig.controller.forecaster_factory = lambda e: SlowNaive()
+    try:
+        (first,), = rig.tick()  # returns although the fit cannot finish yet
+        assert first.reason["forecast"] == "seasonal_naive (interim)"
+        cond = {c["type"]: c for c in rig.status_of("ml/ctr")["conditions"]}
+        assert cond["ForecastAvailable"]["status"] == "True"
+        gate.set()
+        rt = rig.controller.runtimes["ml/ctr"]
+        rt.forecast._pending.result(timeout=10)
+        (second,), = rig.tick()
+        assert second.reason["forecast"] == "slow"
+    finally:
+        gate.set()
+        rig.controller.close()
 
 
 @pytest.mark.parametrize("gpus", [0, 2])

@@ -142,6 +142,23 @@ def broker(port: int | None, log_path: Path | None) -> None:
     show_default=True,
     help="Record timestamps: send time, or the trace time each record stands for.",
 )
+@click.option(
+    "--records",
+    type=click.Choice(["plain", "ctr"]),
+    default="plain",
+    show_default=True,
+    help="Record payload: a small counter record, or a synthetic CTR sample (feature ids + "
+    "click label) that `kale train` learns from.",
+)
+@click.option(
+    "--fields",
+    type=click.IntRange(min=1, max=255),
+    default=8,
+    show_default=True,
+    help="--records ctr: categorical fields per sample (the trainer's model must match).",
+)
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="--records ctr: seed of the hidden click model and the feature ids.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def replay(
@@ -153,6 +170,9 @@ def replay(
     duration: float | None,
     partitions: int,
     timestamps: str,
+    records: str,
+    fields: int,
+    seed: int,
     progress: bool,
     as_json: bool,
 ) -> None:
@@ -164,6 +184,12 @@ def replay(
     trace = load_trace(trace_path)
     if duration is not None and duration <= 0:
         raise click.BadParameter("must be positive", param_hint="--duration")
+    factory = None
+    if records == "ctr":
+        # The trainer's record format (numpy only; no torch is loaded here).
+        from trainer.records import make_record_factory
+
+        factory = make_record_factory(seed, fields=fields)
     try:
         kafka_io.ensure_topic(bootstrap, topic, partitions)
         summary = run_replay(
@@ -176,6 +202,7 @@ def replay(
             progress=progress,
             timestamps=timestamps,  # type: ignore[arg-type]
             interval_s=trace.interval_s,
+            record_factory=factory,
         )
     except MetricUnavailable as exc:
         raise UserError(str(exc)) from exc

@@ -92,3 +92,33 @@ def test_replay_of_a_missing_trace_file_exits_2(kafka_broker, tmp_path, capsys):
     )
     assert code == 2
     assert "nope.csv" in err
+
+
+def test_replay_of_ctr_records_carries_decodable_training_samples(
+    kafka_broker, topic_name, trace_file, capsys
+):
+    from kafka import KafkaConsumer, TopicPartition
+
+    from trainer.records import decode_records
+
+    code, out, err = run(
+        capsys,
+        f"replay --trace {trace_file} --bootstrap {kafka_broker.bootstrap} --topic {topic_name} "
+        "--speedup 600 --scale 0.5 --records ctr --fields 5 --seed 3 --json",
+    )
+    assert code == 0, err
+    assert json.loads(out)["records_sent"] == 300
+    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False,
+                             consumer_timeout_ms=5000)
+    try:
+        tp = TopicPartition(topic_name, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        values = [m.value for m in consumer]
+    finally:
+        consumer.close()
+    assert len(values) == 300
+    batch = decode_records(values, fields=5)
+    assert batch.ids.shape == (300, 5)
+    assert set(batch.labels.tolist()) <= {0.0, 1.0}
+    assert 0 < batch.labels.mean() < 1  # both clicks and non-clicks

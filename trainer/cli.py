@@ -203,7 +203,8 @@ def train(
                         "loss": None if math.isnan(loss) else loss,
                     },
                     f"{now - began:7.1f}s  w={workers} p={ps}  {rate:10,.0f} samples/s  "
-                    f"loss {loss:.4f}  trained {n:,}",
+                    f"loss {'     -' if math.isnan(loss) else f'{loss:.4f}'}  trained {n:,}"
+                    + ("  (topic idle)" if n == last_n else ""),
                 )
                 last_t, last_n = now, n
                 if deadline is not None and now >= deadline:

@@ -128,6 +128,9 @@ class Target(_Model):
     ps: str | None = Field(default=None, description="PS StatefulSet name.")
     name: str | None = Field(default=None, description="TFJob name.")
     command: list[str] | None = Field(default=None, description="Local worker command.")
+    processes: Literal["perWorker", "perJob"] = Field(
+        default="perWorker", description="Local: one copy of the command per worker, or one "
+        "per job that starts its own workers and PS from {workers} and {ps} (kale train).")
 
 
 class Spec(_Model):

@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import time
 import weakref
 from collections.abc import Mapping, Sequence
@@ -43,8 +44,11 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
 
 
 def render(command: Sequence[str], *, index: int, size: Size, job: str) -> list[str]:
-    """Fill ``{index}``, ``{workers}``, ``{ps}`` and ``{job}``; other braces stay as written."""
-    values = {"index": str(index), "workers": str(size.workers), "ps": str(size.ps), "job": job}
+    """Fill ``{index}``, ``{workers}``, ``{ps}``, ``{job}`` and ``{python}`` (this
+    interpreter, so a job file can run ``{python} -m ...`` in Kale's own environment);
+    other braces stay as written."""
+    values = {"index": str(index), "workers": str(size.workers), "ps": str(size.ps), "job": job,
+              "python": sys.executable}
     out = []
     for arg in command:
         for key, value in values.items():
@@ -67,10 +71,14 @@ class LocalActuator:
         env: Mapping[str, str] | None = None,
         log_dir: str | os.PathLike[str] | None = None,
         grace_s: float = 10.0,
+        per_job: bool = False,
     ) -> None:
         if not command:
             raise TargetRejected(f"{job}: spec.target.command is empty")
         self.command = list(command)
+        self.per_job = per_job
+        """One process for the whole job (it starts its own workers and PS, as ``kale train``
+        does) instead of one per worker."""
         self.job = job
         self.cwd = cwd
         self.env = dict(env or {})
@@ -86,6 +94,8 @@ class LocalActuator:
         alive = sum(1 for p in self.procs if not _exited(p))
         if alive == len(self.procs):
             return self.size
+        if self.per_job:  # the job's one process is gone: nothing runs
+            return Size(0, 0)
         return Size(alive, self.size.ps if alive else 0)
 
     def apply(self, size: Size) -> Size:
@@ -110,7 +120,7 @@ class LocalActuator:
     def _start(self, size: Size) -> None:
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-        for i in range(size.workers):
+        for i in range(1 if self.per_job else size.workers):
             env = {**os.environ, **self.env, "KALE_WORKER_INDEX": str(i),
                    "KALE_WORKERS": str(size.workers), "KALE_PS": str(size.ps),
                    "KALE_JOB": self.job}
@@ -133,7 +143,8 @@ class LocalActuator:
         self.size = size
 
     def stop(self) -> None:
-        """SIGTERM every worker's group, SIGKILL what is left after ``grace_s``; reap all.
+        """SIGTERM every worker's group (``per_job``: the job's process only, which stops its
+        own), SIGKILL what is left in the groups after ``grace_s``; reap all.
 
         Exited workers are left unreaped (zombies) until their group has been SIGKILLed, so
         their pid, which names the group, cannot be reused by an unrelated process meanwhile.
@@ -141,7 +152,14 @@ class LocalActuator:
         procs, self.procs = self.procs, []
         for p in procs:
             if not _exited(p):
-                _signal_group(p, signal.SIGTERM)
+                if self.per_job:
+                    # The job's process stops its own workers and PS in order (drain,
+                    # checkpoint); a signal to the whole group would kill its helpers
+                    # (e.g. a multiprocessing forkserver) under it first.
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(p.pid, signal.SIGTERM)
+                else:
+                    _signal_group(p, signal.SIGTERM)
         deadline = time.monotonic() + self.grace_s
         while any(not _exited(p) for p in procs) and time.monotonic() < deadline:
             time.sleep(0.01)

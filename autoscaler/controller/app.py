@@ -99,7 +99,8 @@ def actuator_factory(kube: LazyKube, *, log_dir: Path | None = None, grace_s: fl
 
             cwd = entry.loaded.path.parent if entry.loaded.path is not None else None
             return LocalActuator(target.command or [], job=entry.name, cwd=cwd,
-                                 log_dir=log_dir, grace_s=grace_s)
+                                 log_dir=log_dir, grace_s=grace_s,
+                                 per_job=target.processes == "perJob")
         return DryRunActuator(label=entry.key)
 
     return make

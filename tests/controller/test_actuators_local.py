@@ -70,6 +70,7 @@ def test_placeholders_are_filled_and_other_braces_kept():
     cmd = render(["train", "--rank={index}", "--world={workers}", "--ps={ps}", "{job}", "{x}"],
                  index=2, size=Size(4, 1), job="ctr")
     assert cmd == ["train", "--rank=2", "--world=4", "--ps=1", "ctr", "{x}"]
+    assert render(["{python}", "-m", "x"], index=0, size=Size(1, 1), job="j")[0] == sys.executable
 
 
 def test_starts_workers_with_their_place_in_the_job(out):
@@ -104,6 +105,56 @@ def test_resize_restarts_every_worker_with_the_new_world_size(out):
     finally:
         act.close()
     assert act.current() == Size(0, 0)
+
+
+def test_per_job_runs_one_process_that_gets_the_whole_size(out):
+    """``processes: perJob``: one process (``kale train --workers {workers} --ps {ps}``)
+    starts the job's own workers and PS; a resize restarts it with the new size."""
+    act = LocalActuator([sys.executable, "-c", WORKER, str(out), "--workers={workers}",
+                         "--ps={ps}"], job="ctr", grace_s=2, per_job=True)
+    try:
+        act.apply(Size(3, 1))
+        assert started(out, 1)
+        assert len(act.pids) == 1
+        (info,) = [json.loads(p.read_text()) for p in out.glob("w*.json")]
+        assert info["argv"] == ["--workers=3", "--ps=1"] and info["KALE_WORKERS"] == "3"
+        assert act.current() == Size(3, 1)
+        first = act.pids[0]
+        act.apply(Size(5, 2))
+        assert started(out, 2) and len(act.pids) == 1 and not alive(first)
+        assert act.current() == Size(5, 2)
+        os.kill(act.pids[0], 9)
+        assert wait_for(lambda: act.current() == Size(0, 0))  # the job is gone, not 4 of 5
+    finally:
+        act.close()
+
+
+PER_JOB = """
+import os, signal, subprocess, sys, time
+out = sys.argv[1]
+helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+open(os.path.join(out, f"helper-{helper.pid}"), "w").close()
+def term(sig, frame):
+    # An orderly stop needs the helper alive until the end (a trainer's forkserver).
+    alive = helper.poll() is None
+    open(os.path.join(out, "stopped-" + ("clean" if alive else "helper-died")), "w").close()
+    sys.exit(0)
+signal.signal(signal.SIGTERM, term)
+open(os.path.join(out, "ready"), "w").close()
+time.sleep(60)
+"""
+
+
+def test_per_job_stop_signals_the_job_process_only_and_reaps_its_helpers(out):
+    act = LocalActuator([sys.executable, "-c", PER_JOB, str(out)], grace_s=5, per_job=True)
+    try:
+        act.apply(Size(2, 1))
+        assert wait_for(lambda: (out / "ready").exists())
+        (helper,) = [int(p.name.split("-")[1]) for p in out.glob("helper-*")]
+    finally:
+        act.close()
+    assert (out / "stopped-clean").exists()
+    assert wait_for(lambda: not alive(helper))  # the group's leftovers are SIGKILLed
 
 
 def test_same_size_restarts_nothing(out):

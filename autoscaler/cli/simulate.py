@@ -174,7 +174,7 @@ def simulate(
         if quota_gpus is None:
             raise UserError("--jobs needs --quota-gpus")
         _simulate_multi(jobs_dir, trace_path, quota_gpus, names, warmup_days, scale_peak,
-                        rescale, slo, resample_s, partitions, as_json, report)
+                        rescale, slo, resample_s, partitions, as_json, report, forecast_opts)
         return
     if quota_gpus is not None:
         raise UserError("--quota-gpus is only used with --jobs")
@@ -267,6 +267,7 @@ def _simulate_multi(
     jobs_dir: str, trace_path: str | None, quota_gpus: int, names: list[str],
     warmup_days: float, scale_peak: float | None, rescale: float | None, slo: float | None,
     resample_s: float | None, partitions: int | None, as_json: bool, report: str | None,
+    forecast_opts: dict[str, Any],
 ) -> None:
     from autoscaler.sim.engine import lower_bound_gpu_hours, lower_bound_workers
     from autoscaler.sim.runner import (
@@ -302,12 +303,15 @@ def _simulate_multi(
     n = min(len(p[1]) for p in prepared)
     jobs: list[MultiJob] = []
     info: dict[str, Any] = {}
-    for loaded, values, _, tpath, k, _start in prepared:
+    for loaded, values, _, tpath, k, start in prepared:
         if loaded.name in info:
             raise UserError(f"--jobs: two job files are named {loaded.name!r}")
         sizing = _sizing(loaded, rescale, slo, dt)
         scaled, scale = scale_to_peak(values[:n], k or None, sizing.peak_throughput)
-        jobs.append(MultiJob(loaded.name, sizing, scaled, loaded.job.spec.priority, loaded.job))
+        jobs.append(MultiJob(loaded.name, sizing, scaled, loaded.job.spec.priority, loaded.job,
+                             forecaster_factory=_forecaster_factory(loaded, start, dt,
+                                                                    forecast_opts),
+                             trace_start=start))
         info[loaded.name] = {
             "file": str(loaded.path),
             "trace": tpath,

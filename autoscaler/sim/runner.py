@@ -147,6 +147,10 @@ class MultiJob:
     arrivals: np.ndarray
     priority: int = 0
     job: Any = None
+    forecaster_factory: Any = None
+    """This job's forecast sources (its own model and refit schedule); None: the shared one."""
+    trace_start: Any = None
+    """Timestamp of step 0 of this job's trace (seasonal forecasters read the calendar)."""
 
 
 def compare_multi(
@@ -172,8 +176,9 @@ def compare_multi(
                     name,
                     sizing=j.sizing,
                     job=j.job,
-                    forecaster_factory=forecaster_factory,
+                    forecaster_factory=j.forecaster_factory or forecaster_factory,
                     forecast_cache=cache.setdefault(j.name, {}),
+                    trace_start=j.trace_start,
                     future=j.arrivals if name == "oracle" else None,
                     partitions=partitions,
                 ),

@@ -94,3 +94,31 @@ def test_sizing_refuses_a_ratio_the_model_cannot_honour_and_an_unmeasured_auto_r
     with pytest.raises(UserError, match="--rescale"):
         sizing_for(_job(duration="auto"), _model())
     assert sizing_for(_job(duration="auto"), _model(), rescale_s=240).rescale_s == 240
+
+
+def test_each_job_of_a_multi_job_run_forecasts_with_its_own_source():
+    import pandas as pd
+
+    from autoscaler.policy.forecasts import ForecastWindow
+    from autoscaler.sim.runner import MultiJob, compare_multi
+
+    calls: dict[str, int] = {"a": 0, "b": 0}
+    starts = {"a": pd.Timestamp("2026-01-05", tz="UTC"), "b": pd.Timestamp("2026-03-02", tz="UTC")}
+
+    class Constant:
+        def __init__(self, name: str, rate: float) -> None:
+            self.name, self.rate = name, rate
+
+        def window(self, step, past, horizon):
+            calls[self.name] += 1
+            v = np.full(horizon, self.rate)
+            return ForecastWindow(v, v, v, source=self.name)
+
+    sizing = sizing_for(_job(), _model(), interval_s=300)
+    load = np.full(40, 0.3 * sizing.peak_throughput)
+    jobs = [MultiJob(n, sizing, load, job=_job(), trace_start=starts[n],
+                     forecaster_factory=lambda n=n: Constant(n, 0.3 * sizing.peak_throughput))
+            for n in ("a", "b")]
+    runs = compare_multi(jobs, ["kale"], quota_gpus=64, warmup_steps=10)
+    assert set(runs["kale"].results) == {"a", "b"}
+    assert calls["a"] > 0 and calls["b"] > 0

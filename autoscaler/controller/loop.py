@@ -105,6 +105,9 @@ class JobRuntime:
         # Scratch of the current tick.
         self.current: Size | None = None
         self.sample: Sample | None = None
+        self.last_observed: tuple[float, Sample, Size] | None = None
+        """(time, sample, size) of the latest tick that measured both: what a progress line
+        shows (``sample`` and ``current`` are cleared while a tick measures again)."""
         self.history: ArrivalHistory | None = None
         self.problem: str | None = None
         self.target_error: ActuatorError | None = None
@@ -340,6 +343,8 @@ class Controller:
             log.exception("reading the size of %s", rt.key)
         try:
             rt.sample = rt.meter.sample()
+            if rt.current is not None:
+                rt.last_observed = (now, rt.sample, rt.current)
         except MetricUnavailable as exc:
             rt.metric_error = exc
             if not isinstance(exc, WarmingUp):

@@ -231,7 +231,6 @@ class _Live:
         self.records_sent = 0
         self.replay_error: BaseException | None = None
         self.stamp_path = setup.state / "workers" / "resize-started"
-        self._last_seen: dict[str, tuple[Any, Any]] = {}
 
     # -- pieces ---------------------------------------------------------------------------
     def _job_file(self, bootstrap: str) -> Path:
@@ -455,13 +454,10 @@ class _Live:
         at = setup.trace_origin + _td((now - self.wall0) * plan.speedup)
         line = f"  day {day:4.1f}/{plan.live_days:.1f}  {at:%a %H:%M}"
         for rt in list(app.controller.runtimes.values()):
-            # A tick clears its job's sample before measuring again: show the last one.
-            s, cur = rt.sample, rt.current
-            if s is not None and cur is not None:
-                self._last_seen[rt.key] = (s, cur)
-            if rt.key not in self._last_seen:
+            # The latest complete observation (a tick clears its own while it measures).
+            if rt.last_observed is None:
                 continue
-            s, cur = self._last_seen[rt.key]
+            _, s, cur = rt.last_observed
             line += (f"  arrival {s.arrival_rate / setup.records_scale / 1000:6.1f}k/s"
                      f"  workers {cur.workers:2d}  oldest {s.oldest_age_s * plan.speedup / 60:5.1f}"
                      f" min (SLO {plan.slo_s / 60:g})")

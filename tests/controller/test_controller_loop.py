@@ -433,3 +433,20 @@ def test_forecasts_are_refitted_early_while_the_history_is_young():
         window = cache.window(T0 + n * 60.0, hist, round(T0 / 60) + n)
         assert window is not None and len(window) == 5
     assert fits == [2, 4, 8, 16, 32]
+
+
+def test_the_last_complete_observation_survives_a_tick_that_cannot_measure(tmp_path):
+    from autoscaler.errors import MetricUnavailable
+
+    rig = Rig(tmp_path, [job_doc()])
+    rig.tick()
+    rt = rig.controller.runtimes["ml/ctr"]
+    t, sample, size = rt.last_observed
+    assert t == rig.clock() - 60.0 and size == rt.current and sample is rt.sample
+
+    def down():
+        raise MetricUnavailable("broker down")
+
+    rig.sources["ml/ctr"].sample = down
+    rig.tick()
+    assert rt.sample is None and rt.last_observed == (t, sample, size)

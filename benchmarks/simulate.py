@@ -38,10 +38,11 @@ POLICIES = ["kale", "hpa", "keda", "autopilot", "madu", "static", "oracle"]
 REAL = ROOT.parent / "shared" / "data" / "nasa_http_jul1995_1min.csv"
 
 
-def traces(paths: list[str], days: int, seeds: list[int]) -> list[tuple[str, object]]:
+def traces(paths: list[str], days: int, seeds: list[int],
+           real: bool = True) -> list[tuple[str, object]]:
     out = [(f"generated seed {s}", generate_trace(days=days, interval_s=60, peak_trough=20,
                                                   seed=s)) for s in seeds]
-    for p in paths or ([str(REAL)] if REAL.exists() else []):
+    for p in paths or ([str(REAL)] if real and REAL.exists() else []):
         out.append((Path(p).name, load_trace(p).series))
     return out
 
@@ -75,6 +76,8 @@ def main() -> int:
     ap.add_argument("--refit", type=float, default=None,
                     help="refit period in seconds (default: the job's spec.forecast.refit)")
     ap.add_argument("--seeds", default="1,2", help="seeds of the generated traces")
+    ap.add_argument("--no-real", action="store_true",
+                    help="generated traces only (skip the default real trace)")
     ap.add_argument("--json-out", default=None)
     args = ap.parse_args()
 
@@ -84,7 +87,7 @@ def main() -> int:
     fc = loaded.job.spec.forecast
     results = {}
     seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
-    for name, series in traces(args.trace, args.days, seeds):
+    for name, series in traces(args.trace, args.days, seeds, real=not args.no_real):
         values, _ = scale_to_peak(series.to_numpy(dtype=float), 0.8, sizing.peak_throughput)
         factory = source_factory(args.forecaster or fc.model, start=series.index[0],
                                  interval_s=60, horizon_steps=round(fc.horizon / 60),

@@ -30,7 +30,7 @@ from typing import Any
 import click
 
 from autoscaler.cli.output import emit_json, table
-from autoscaler.cli.trace import DURATION
+from autoscaler.cli.params import DURATION
 from autoscaler.errors import MetricUnavailable, UserError
 
 JOB_FILE = click.Path(dir_okay=False, path_type=Path)

@@ -15,27 +15,8 @@ from typing import Any
 import click
 
 from autoscaler.cli.output import emit_json, table
-from autoscaler.durations import parse_duration
+from autoscaler.cli.params import DURATION
 from autoscaler.errors import MetricUnavailable, UserError
-
-
-class Duration(click.ParamType):
-    """A duration flag (``10``, ``90s``, ``5m``), converted to seconds."""
-
-    name = "duration"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        if isinstance(value, float):
-            return value
-        try:
-            return parse_duration(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-DURATION = Duration()
 
 
 def _bootstrap(ctx: click.Context, param: click.Parameter, value: str) -> str:

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from autoscaler.cli.output import emit_json, table
-from autoscaler.cli.trace import DURATION, load_trace_cli
+from autoscaler.cli.params import DURATION
+from autoscaler.cli.trace import load_trace_cli
 from autoscaler.config import LoadedJob, load_job
 from autoscaler.durations import format_duration
 from autoscaler.errors import UserError

@@ -7,26 +7,9 @@ import warnings
 import click
 
 from autoscaler.cli.output import emit_json, table
-from autoscaler.durations import parse_duration
+from autoscaler.cli.params import DURATION
 from autoscaler.errors import UserError
 from autoscaler.traces import Trace, load_trace, save_trace, trace_info
-
-
-class DurationType(click.ParamType):
-    """A click parameter for ``90s``/``5m``/``1h`` (a bare number means seconds)."""
-
-    name = "duration"
-
-    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
-        if isinstance(value, float):
-            return value
-        try:
-            return parse_duration(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-DURATION = DurationType()
 
 
 def load_trace_cli(path: str) -> Trace:

@@ -77,6 +77,42 @@ def _rate(x: float) -> str:
     return f"{x:,.0f} samples/s"
 
 
+# Options that several commands take, declared once.
+_PROFILE = click.option(
+    "--profile",
+    "profile_path",
+    type=FILE_IN,
+    required=True,
+    help="Profile CSV: workers,ps,throughput[,mode].",
+)
+_RATIO = click.option(
+    "--ratio",
+    type=int,
+    default=4,
+    show_default=True,
+    callback=_positive,
+    help="Workers per PS; the planner uses ps = ceil(workers / ratio).",
+)
+_GLOBAL_BATCH = click.option(
+    "--global-batch",
+    type=float,
+    default=4096,
+    show_default=True,
+    callback=_positive,
+    help="Global batch M (samples per synchronous step).",
+)
+_FOLDS = click.option(
+    "--folds",
+    type=click.IntRange(2, 50),
+    default=5,
+    show_default=True,
+    help="Cross-validation folds (by configuration).",
+)
+_FOLD_SEED = click.option("--seed", type=int, default=0, show_default=True,
+                          help="Fold shuffling seed.")
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+
+
 @click.group()
 def throughput() -> None:
     """Fit and use parameter-server throughput models (samples/s as a function of w, p)."""
@@ -86,22 +122,9 @@ def throughput() -> None:
 
 
 @throughput.command()
-@click.option(
-    "--profile",
-    "profile_path",
-    type=FILE_IN,
-    required=True,
-    help="Profile CSV: workers,ps,throughput[,mode].",
-)
+@_PROFILE
 @click.option("--mode", type=MODE, required=True, help="Training mode of the job.")
-@click.option(
-    "--ratio",
-    type=int,
-    default=4,
-    show_default=True,
-    callback=_positive,
-    help="Workers per PS; the planner uses ps = ceil(workers / ratio).",
-)
+@_RATIO
 @click.option(
     "--family",
     type=FAMILY,
@@ -109,14 +132,7 @@ def throughput() -> None:
     show_default=True,
     help="Model family; auto picks the seed family with the best CV MAPE.",
 )
-@click.option(
-    "--global-batch",
-    type=float,
-    default=4096,
-    show_default=True,
-    callback=_positive,
-    help="Global batch M (samples per synchronous step).",
-)
+@_GLOBAL_BATCH
 @click.option(
     "--min-workers",
     type=int,
@@ -132,16 +148,10 @@ def throughput() -> None:
     callback=_positive,
     help="Largest allowed worker count (default: 2x the largest profiled).",
 )
-@click.option(
-    "--folds",
-    type=click.IntRange(2, 50),
-    default=5,
-    show_default=True,
-    help="Cross-validation folds (by configuration).",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Fold shuffling seed.")
+@_FOLDS
+@_FOLD_SEED
 @click.option("-o", "--output", type=FILE_OUT, default=None, help="Write the model JSON here.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_JSON
 def fit(
     profile_path: Path,
     mode: str,
@@ -221,34 +231,13 @@ def fit(
 
 
 @throughput.command()
-@click.option(
-    "--profile",
-    "profile_path",
-    type=FILE_IN,
-    required=True,
-    help="Profile CSV: workers,ps,throughput[,mode].",
-)
+@_PROFILE
 @click.option("--mode", type=MODE, required=True, help="Training mode of the job.")
-@click.option(
-    "--ratio", type=int, default=4, show_default=True, callback=_positive, help="Workers per PS."
-)
-@click.option(
-    "--global-batch",
-    type=float,
-    default=4096,
-    show_default=True,
-    callback=_positive,
-    help="Global batch M.",
-)
-@click.option(
-    "--folds",
-    type=click.IntRange(2, 50),
-    default=5,
-    show_default=True,
-    help="Cross-validation folds (by configuration).",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Fold shuffling seed.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_RATIO
+@_GLOBAL_BATCH
+@_FOLDS
+@_FOLD_SEED
+@_JSON
 def compare(
     profile_path: Path,
     mode: str,
@@ -312,7 +301,7 @@ def compare(
     required=True,
     help="CSV of configurations: workers[,ps] (ps defaults to ceil(w/ratio)).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_JSON
 def predict(model_path: Path, points_path: Path, as_json: bool) -> None:
     """Predict throughput at each configuration of a points CSV (input order kept)."""
     from throughput.model import ThroughputModel
@@ -376,7 +365,7 @@ def predict(model_path: Path, points_path: Path, as_json: bool) -> None:
     callback=_positive,
     help="Largest allowed worker count (default: the model's).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_JSON
 def plan_cmd(
     model_path: Path,
     load: float,
@@ -446,9 +435,7 @@ def plan_cmd(
     show_default=True,
     help="Measurements per on-ratio configuration.",
 )
-@click.option(
-    "--ratio", type=int, default=4, show_default=True, callback=_positive, help="Workers per PS."
-)
+@_RATIO
 @click.option(
     "--global-batch",
     type=int,

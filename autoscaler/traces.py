@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import math
 import os
-import tempfile
 import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from autoscaler.atomic import atomic_write_text
 from autoscaler.errors import UserError
 
 HEADER = ("timestamp", "value")
@@ -138,22 +138,14 @@ def _regularise(name: str, times: list[datetime], values: list[float]) -> Trace:
 
 def save_trace(series: pd.Series, path: str | os.PathLike[str]) -> None:
     """Write a trace CSV atomically (temp file in the same folder, then rename)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write("timestamp,value\n")
-            idx = series.index
-            if idx.tz is None:
-                idx = idx.tz_localize("UTC")
-            stamps = idx.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
-            for ts, v in zip(stamps, series.to_numpy(dtype=float), strict=True):
-                fh.write(f"{ts},{v:.6g}\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    idx = series.index
+    if idx.tz is None:
+        idx = idx.tz_localize("UTC")
+    stamps = idx.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+    lines = ["timestamp,value\n"]
+    lines += [f"{ts},{v:.6g}\n"
+              for ts, v in zip(stamps, series.to_numpy(dtype=float), strict=True)]
+    atomic_write_text(path, "".join(lines), fsync=False, newline="")
 
 
 def series_from_values(

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.rescale import atomic_write_text
+from autoscaler.atomic import atomic_write_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from trainer.ps import ShardState

@@ -26,17 +26,16 @@ No torch and no kafka here: the autoscaler's config resolution imports this modu
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import statistics
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autoscaler.atomic import atomic_write_text
 from autoscaler.errors import UserError
 
 FORMAT = "kale.rescale/v1"
@@ -112,24 +111,6 @@ class RescaleMeasurement:
             "host": self.host,
             **dict(self.extra),
         }
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temp file in the same folder, then replace)."""
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def save_rescale_measurement(measurement: RescaleMeasurement, path: str | os.PathLike[str]) -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Protocol
+
+from autoscaler.atomic import atomic_write_text
 
 log = logging.getLogger("autoscaler.controller.events")
 
@@ -40,12 +40,8 @@ class FileStatusSink:
         return self.directory / f"{namespace}_{name}.status.json"
 
     def write_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        target = self.path(namespace, name)
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".status-")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(status, f, indent=2, sort_keys=True)
-        os.replace(tmp, target)
+        atomic_write_text(self.path(namespace, name),
+                          json.dumps(status, indent=2, sort_keys=True), fsync=False)
 
 
 class LogEventSink:

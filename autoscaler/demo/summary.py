@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from autoscaler.atomic import atomic_write_text
 from autoscaler.demo.plan import DAY_S, DemoPlan
 
 METRIC_COLUMNS = (
@@ -153,11 +152,7 @@ def format_table(result: dict[str, Any]) -> str:
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write atomically (the dashboard may be reading the file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".sim-")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, default=_json_default)
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, default=_json_default), fsync=False)
 
 
 def _json_default(value: Any) -> Any:

@@ -222,6 +222,10 @@ class Head:
     """Offset of the first record at or after the position (None: nothing there)."""
     first_timestamp_ms: int | None = None
     """That record's timestamp (the producer's CreateTime)."""
+    read_at: float | None = None
+    """``clock()`` when the high watermarks were last read (before the probe is closed), so
+    a rate computed from two reads divides by the time between them, not by how long the
+    requests around them happened to take."""
 
 
 def fetch_heads(
@@ -229,6 +233,7 @@ def fetch_heads(
     positions: Mapping[TopicPartition, int],
     *,
     timeout_s: float = REQUEST_TIMEOUT_MS / 1000,
+    clock: Callable[[], float] | None = None,
 ) -> dict[TopicPartition, Head]:
     """Fetch once from each ``position``: the high watermark and the first record there.
 
@@ -266,6 +271,7 @@ def fetch_heads(
                         firsts[tp] = (first.offset, first.timestamp)
                         probe.pause(tp)  # one record is all we need from it
                 marks = {tp: probe.highwater(tp) for tp in positions}
+                read_at = clock() if clock is not None else None
                 known = all(mark is not None for mark in marks.values())
                 waiting = [
                     tp
@@ -287,7 +293,8 @@ def fetch_heads(
     for tp, mark in marks.items():
         assert mark is not None
         offset, stamp = firsts.get(tp, (None, None))
-        heads[tp] = Head(highwater=int(mark), first_offset=offset, first_timestamp_ms=stamp)
+        heads[tp] = Head(highwater=int(mark), first_offset=offset, first_timestamp_ms=stamp,
+                         read_at=read_at)
     return heads
 
 

@@ -185,9 +185,12 @@ class KafkaMeter:
                 kafka_io.close_quietly(probe)
             committed.update({tp.partition: int(off) for tp, off in starts.items()})
         heads = kafka_io.fetch_heads(
-            bootstrap, {tp: committed[tp.partition] for tp in tps}, timeout_s=self.timeout_s
+            bootstrap, {tp: committed[tp.partition] for tp in tps}, timeout_s=self.timeout_s,
+            clock=self._now,
         )
-        taken = self._now()
+        # When the high watermarks were read, not after the probe was closed.
+        reads = [h.read_at for h in heads.values() if h.read_at is not None]
+        taken = max(reads) if reads else self._now()
         stamps = [h.first_timestamp_ms for h in heads.values() if h.first_timestamp_ms is not None]
         lagging = any(h.highwater > committed[tp.partition] for tp, h in heads.items())
         oldest = min(stamps) / 1000.0 if stamps and lagging else None

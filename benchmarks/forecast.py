@@ -5,6 +5,8 @@ Run from the repository root::
     .venv/bin/python benchmarks/forecast.py                       # all traces, table + verdict
     .venv/bin/python benchmarks/forecast.py --traces nasa_1m --json-out bench.json
     .venv/bin/python benchmarks/forecast.py --device cuda         # kale trained on a GPU
+    .venv/bin/python benchmarks/forecast.py --seeds 11-16 --only-seeds   # fresh generated
+                                                      # traces, summarised per interval
 
 Per trace: ``forecasting.backtest.backtest`` with horizon 60 steps, 7 folds, 7 test days
 (each model fitted once before the test window). Traces: generated 1-minute (28 days, three
@@ -30,6 +32,7 @@ import logging  # noqa: E402
 import warnings  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from autoscaler.tracegen import generate_trace  # noqa: E402
@@ -75,6 +78,74 @@ TRACES: dict[str, tuple[str, Callable[[], pd.Series]]] = {
 }
 
 
+SEED_SHAPES: dict[str, tuple[str, float, float]] = {
+    # label suffix, interval (s), days — the generator's defaults otherwise
+    "1m": ("1 min, 28 d", 60, 28), "30m": ("30 min, 42 d", 1800, 42), "1h": ("1 h, 28 d", 3600, 28),
+}
+
+
+def add_seed_traces(seeds: list[int], shapes: list[str]) -> list[str]:
+    """Register generated traces ``gen_<shape>_seed<N>`` (default generator settings).
+
+    The named traces above are nine samples; whether kale's targets hold *in general* at an
+    interval is a question about many traces, so ``--seeds`` adds fresh draws of each shape.
+    """
+    names = []
+    for shape in shapes:
+        label, interval, days = SEED_SHAPES[shape]
+        for seed in seeds:
+            name = f"gen_{shape}_seed{seed}"
+            TRACES[name] = (f"generated, {label}, seed {seed}",
+                            lambda i=interval, d=days, s=seed: generate_trace(
+                                days=d, interval_s=i, seed=s))
+            names.append(name)
+    return names
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``11-16`` or ``3,5,9``."""
+    out: list[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            out.extend(range(int(lo), int(hi) + 1))
+        elif part:
+            out.append(int(part))
+    return out
+
+
+def summarise_by_interval(results: dict[str, dict]) -> list[str]:
+    """Per interval: how often each target holds, kale's MASE ratio and coverage spread."""
+    lines = ["| interval | traces | lowest MASE | ≤ 0.8× s.naive | kale / s.naive (min–median–max)"
+             " | p90 cov in 0.85–0.95 (7 folds) | p90 cov (7 folds) min–max | p90 cov dense"
+             " (mean, min–max) |", "|---|---|---|---|---|---|---|---|"]
+    by: dict[float, list[dict]] = {}
+    for data in results.values():
+        by.setdefault(data["interval_s"], []).append(data)
+    for interval in sorted(by):
+        rows = by[interval]
+        checks = [r["verdict"]["checks"] for r in rows]
+        ratios = [r["verdict"]["kale_vs_seasonal_naive"] for r in rows
+                  if r["verdict"]["kale_vs_seasonal_naive"] is not None]
+        covs = [r["verdict"]["p90_coverage"] for r in rows if r["verdict"]["p90_coverage"]]
+        dense = [r["kale_dense"]["p90_coverage"] for r in rows if "kale_dense" in r]
+        n = len(rows)
+
+        def count(key: str, cs: list[dict] = checks, n: int = n) -> str:
+            return f"{sum(bool(c.get(key)) for c in cs)}/{n}"
+
+        def spread(xs: list[float]) -> str:
+            return (f"{min(xs):.2f}–{float(np.median(xs)):.2f}–{max(xs):.2f}" if xs else "–")
+
+        lines.append(
+            f"| {interval / 60:g} min | {n} | {count('lowest_mase')} | "
+            f"{count('mase_le_0.8x_seasonal_naive')} | {spread(ratios)} | "
+            f"{count('p90_coverage_0.85_0.95')} | "
+            f"{(f'{min(covs):.2f}–{max(covs):.2f}' if covs else '–')} | "
+            f"{(f'{np.mean(dense):.3f} ({min(dense):.2f}–{max(dense):.2f})' if dense else '–')} |")
+    return lines
+
+
 def verdict(name: str, models: dict[str, dict], interval_s: float) -> dict[str, object]:
     """Which targets hold on one trace."""
     kale = models.get("kale", {})
@@ -112,12 +183,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dense-folds", type=int, default=84,
                     help="also backtest kale with this many origins (coverage on 7 folds of "
                     "one week is noisy); 0 to skip")
+    ap.add_argument("--seeds", help="also run fresh generated traces with these seeds "
+                    "(e.g. 11-16) and summarise per interval; with --shapes")
+    ap.add_argument("--shapes", default="1m,30m,1h",
+                    help=f"shapes for --seeds: {','.join(SEED_SHAPES)}")
+    ap.add_argument("--only-seeds", action="store_true",
+                    help="with --seeds: skip the named traces")
     args = ap.parse_args(argv)
+    trace_names = [] if args.only_seeds else [t for t in args.traces.split(",") if t]
+    if args.seeds:
+        shapes = [x for x in args.shapes.split(",") if x]
+        unknown = [x for x in shapes if x not in SEED_SHAPES]
+        if unknown:
+            ap.error(f"--shapes: unknown {', '.join(unknown)} "
+                     f"(choose from {', '.join(SEED_SHAPES)})")
+        try:
+            seeds = parse_seeds(args.seeds)
+        except ValueError:
+            ap.error(f"--seeds: expected e.g. 11-16 or 3,5,9, got {args.seeds!r}")
+        trace_names += add_seed_traces(seeds, shapes)
+    unknown = [t for t in trace_names if t not in TRACES]
+    if unknown:
+        ap.error(f"--traces: unknown {', '.join(unknown)} (choose from {', '.join(TRACES)})")
     warnings.simplefilter("ignore")
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     names = [m for m in args.models.split(",") if m]
     results: dict[str, dict] = {}
-    for trace_name in [t for t in args.traces.split(",") if t]:
+    for trace_name in trace_names:
         label, load = TRACES[trace_name]
         if trace_name.startswith("nasa") and not NASA.exists():
             print(f"\n## {trace_name}: skipped ({NASA} not found)")
@@ -169,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n## verdict")
     for t, bad in failing.items():
         print(f"{t:12s} {'all targets hold' if not bad else 'FAILS: ' + ', '.join(bad)}")
+    print("\n## by interval")
+    print("\n".join(summarise_by_interval(results)))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(results, indent=2, default=str))
         print(f"wrote {args.json_out}")

@@ -11,7 +11,30 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str], *, suffix: str = ".tmp") -> Iterator[Path]:
+    """A temporary path next to ``path`` (its folder is created) for a writer to fill.
+
+    On a clean exit the temporary file replaces ``path``; on any error it is removed and the
+    error propagates. ``suffix``: writers that pick the format from the name (matplotlib's
+    ``savefig``) need the real extension.
+    """
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=directory)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, fsync: bool = True,
@@ -22,18 +45,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, fsync: bool = 
     checkpoint manifest); files rewritten every tick (a job's status) can skip it.
     ``newline``: as in :func:`open` (``""`` writes line endings exactly as given).
     """
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as handle:
-            handle.write(text)
-            if fsync:
-                handle.flush()
-                os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline=newline) as handle:
+        handle.write(text)
+        if fsync:
+            handle.flush()
+            os.fsync(handle.fileno())

@@ -20,12 +20,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autoscaler.atomic import atomic_write_text
+from autoscaler.atomic import atomic_path, atomic_write_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from trainer.ps import ShardState
@@ -102,18 +101,10 @@ def save_shard(state: ShardState, path: Path) -> None:
     """Write one PS's blocks atomically (temporary file in the same folder, then replace)."""
     import torch
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         torch.save(state.state_dict(), tmp)
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def restore(state: ShardState, plan: dict[int, str]) -> int:

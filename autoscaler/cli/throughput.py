@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 
 import click
 
+from autoscaler.atomic import atomic_path
 from autoscaler.cli.output import emit_json, table
 from autoscaler.durations import parse_duration
 from autoscaler.errors import UserError
@@ -531,17 +530,10 @@ def _draw(model: Any, pw: Any, pf: Any, on: Any, w: Any, curve: Any, output: Pat
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    suffix = output.suffix or ".png"
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{output.name}.", suffix=suffix, dir=output.parent if str(output.parent) else "."
-    )
-    os.close(fd)
     try:
-        fig.savefig(tmp)
-        os.replace(tmp, output)
+        with atomic_path(output, suffix=output.suffix or ".png") as tmp:
+            fig.savefig(tmp)
     except (OSError, ValueError) as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise UserError(f"{output}: cannot write image ({exc})") from None
     finally:
         plt.close(fig)

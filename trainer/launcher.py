@@ -480,46 +480,21 @@ class Trainer:
         port = free_port()
         sizes = batch_sizes(cfg.mode, cfg.global_batch, self.workers)
         shard = f"shard-{self._run_id}-{gen}"
+        common: dict[str, Any] = {
+            "ps": self.ps, "workers": self.workers, "port": port, "mode": cfg.mode,
+            "spec": spec, "bootstrap": cfg.bootstrap, "topic": cfg.topic, "group": cfg.group,
+            "device": cfg.device, "generation": gen,
+        }
         configs = [
-            NodeConfig(
-                role="ps",
-                index=i,
-                ps=self.ps,
-                workers=self.workers,
-                port=port,
-                mode=cfg.mode,
-                batch=0,
-                spec=spec,
-                bootstrap=cfg.bootstrap,
-                topic=cfg.topic,
-                group=cfg.group,
-                shard_path=str(cfg.checkpoint_dir / f"{shard}-{i}.pt"),
-                plan=plan,
-                device=cfg.device,
-                generation=gen,
-            )
+            NodeConfig(role="ps", index=i, batch=0, plan=plan,
+                       shard_path=str(cfg.checkpoint_dir / f"{shard}-{i}.pt"), **common)
             for i in range(self.ps)
         ] + [
-            NodeConfig(
-                role="worker",
-                index=j,
-                ps=self.ps,
-                workers=self.workers,
-                port=port,
-                mode=cfg.mode,
-                batch=sizes[j],
-                spec=spec,
-                bootstrap=cfg.bootstrap,
-                topic=cfg.topic,
-                group=cfg.group,
-                shard_path="",
-                batch_wait_s=cfg.batch_wait_s,
-                session_timeout_ms=cfg.session_timeout_ms,
-                heartbeat_interval_ms=cfg.heartbeat_interval_ms,
-                check_crcs=cfg.check_crcs,
-                device=cfg.device,
-                generation=gen,
-            )
+            NodeConfig(role="worker", index=j, batch=sizes[j], shard_path="",
+                       batch_wait_s=cfg.batch_wait_s,
+                       session_timeout_ms=cfg.session_timeout_ms,
+                       heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+                       check_crcs=cfg.check_crcs, **common)
             for j in range(self.workers)
         ]
         began = time.monotonic()

@@ -9,12 +9,18 @@ reports), so a generated trace can be matched to the 5x–30x range the seed rep
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
 import numpy as np
 import pandas as pd
 
 from autoscaler.traces import daily_profile
 
 DAY_S = 86400.0
+DAY_LEVEL_SD = 0.05          # log-scale spread of one day's level
+BURST_AMP = (0.15, 0.5)      # relative jump, uniform
+BURST_TAU_MIN = (10.0, 45.0)  # decay time in minutes, uniform
 
 
 def _bump(hour: np.ndarray, centre: float, width: float) -> np.ndarray:
@@ -47,6 +53,70 @@ def daily_shape(hour: np.ndarray, weekend: np.ndarray) -> np.ndarray:
     return np.clip((shape - _LO) / (_HI - _LO), 0.0, 1.0)
 
 
+@dataclass(frozen=True)
+class Burst:
+    """One burst: starts at ``at_days``, jumps by ``amp`` (relative), decays with ``tau_days``."""
+
+    at_days: float
+    amp: float
+    tau_days: float
+
+
+def burst_factor(t_days: np.ndarray, bursts: Sequence[Burst]) -> np.ndarray:
+    """1 + the sum of the bursts that have started by each time (fast rise, exponential decay)."""
+    total = np.zeros_like(np.asarray(t_days, dtype=float))
+    for b in bursts:
+        dt = t_days - b.at_days
+        total += np.where(dt >= 0, b.amp * np.exp(-np.clip(dt, 0, None) / b.tau_days), 0.0)
+    return 1.0 + total
+
+
+@dataclass(frozen=True)
+class TraceComponents:
+    """Everything :func:`generate_trace` draws, kept apart.
+
+    ``values = clip(base · level · bursts · exp(ar + white) − offset, 0)``. Keeping the parts
+    lets a reference forecaster condition on exactly what has happened by some step and
+    simulate the rest (``benchmarks/forecast_oracle.py``: what a perfect model of this
+    generator would score), and lets tests check each part.
+    """
+
+    index: pd.DatetimeIndex
+    t_days: np.ndarray        # time of each step in days since the start
+    base: np.ndarray          # daily/weekend shape × slow trend × 17-day wave (no randomness)
+    day_level: np.ndarray     # one log-normal draw per day, placed at day midpoints
+    bursts: tuple[Burst, ...]
+    phi: float                # AR(1) coefficient of the correlated noise
+    sd_innovation: float      # its innovation standard deviation
+    sd_white: float           # the white noise's standard deviation (log scale)
+    ar: np.ndarray
+    white: np.ndarray
+    offset: float             # subtracted so the mean daily profile has the asked peak/trough
+    day_level_sd: float = DAY_LEVEL_SD
+    bursts_per_day: float = 0.0
+
+    @property
+    def day_midpoints(self) -> np.ndarray:
+        """Where each ``day_level`` sits on the ``t_days`` axis (level interpolates between)."""
+        return np.arange(len(self.day_level)) - 0.5
+
+    def level(self, day_level: np.ndarray | None = None,
+              t_days: np.ndarray | None = None) -> np.ndarray:
+        """Day-to-day level at ``t_days`` (default: every step), linear between midpoints."""
+        t = self.t_days if t_days is None else t_days
+        return np.interp(t, self.day_midpoints, self.day_level if day_level is None
+                         else day_level)
+
+    def raw(self) -> np.ndarray:
+        """The trace before the peak/trough offset and clipping."""
+        return (self.base * self.level() * burst_factor(self.t_days, self.bursts)
+                * np.exp(self.ar + self.white))
+
+    def series(self) -> pd.Series:
+        return pd.Series(np.clip(self.raw() - self.offset, 0.0, None), index=self.index,
+                         name="value")
+
+
 def generate_trace(
     *,
     days: float = 28,
@@ -64,6 +134,24 @@ def generate_trace(
     ``peak`` is the nominal evening peak before trend, bursts and noise; ``trend`` is the
     relative growth over the whole trace; ``noise`` the relative noise level.
     """
+    return trace_components(days=days, interval_s=interval_s, peak_trough=peak_trough,
+                            seed=seed, peak=peak, start=start, noise=noise,
+                            bursts_per_day=bursts_per_day, trend=trend).series()
+
+
+def trace_components(
+    *,
+    days: float = 28,
+    interval_s: float = 60,
+    peak_trough: float = 20.0,
+    seed: int = 1,
+    peak: float = 1000.0,
+    start: str = "2026-01-05T00:00:00Z",
+    noise: float = 0.04,
+    bursts_per_day: float = 0.5,
+    trend: float = 0.10,
+) -> TraceComponents:
+    """The parts of :func:`generate_trace` (same arguments, same draws, same values)."""
     if days <= 0 or interval_s <= 0:
         raise ValueError("days and interval must be positive")
     if peak_trough < 1:
@@ -89,43 +177,42 @@ def generate_trace(
     base *= 1.0 + trend * t_days / max(days, 1e-9) + 0.03 * np.sin(2 * np.pi * t_days / 17.0)
     # Day-to-day level variation (some days are busier), smooth across the day boundary.
     n_days = int(np.ceil(days)) + 2
-    day_level = np.exp(rng.normal(0.0, 0.05, n_days))
-    base *= np.interp(t_days, np.arange(n_days) - 0.5, day_level)
+    day_level = np.exp(rng.normal(0.0, DAY_LEVEL_SD, n_days))
     # Bursts: fast rise, exponential decay.
-    n_bursts = rng.poisson(bursts_per_day * days)
-    burst = np.zeros(n)
-    for _ in range(n_bursts):
-        at = rng.uniform(0, days)
-        amp = rng.uniform(0.15, 0.5)
-        tau_days = rng.uniform(10, 45) / 1440.0
-        dt = t_days - at
-        burst += np.where(dt >= 0, amp * np.exp(-np.clip(dt, 0, None) / tau_days), 0.0)
-    base *= 1.0 + burst
+    bursts = tuple(
+        Burst(at_days=rng.uniform(0, days), amp=rng.uniform(*BURST_AMP),
+              tau_days=rng.uniform(*BURST_TAU_MIN) / 1440.0)
+        for _ in range(rng.poisson(bursts_per_day * days)))
     # Correlated (AR(1), ~30 min memory) and white multiplicative noise.
     phi = float(np.exp(-interval_s / 1800.0))
-    eps = rng.normal(0.0, noise * np.sqrt(max(1 - phi**2, 1e-12)), n)
+    sd_innovation = noise * float(np.sqrt(max(1 - phi**2, 1e-12)))
+    eps = rng.normal(0.0, sd_innovation, n)
     ar = np.empty(n)
     acc = 0.0
     for i in range(n):
         acc = phi * acc + eps[i]
         ar[i] = acc
-    white = rng.normal(0.0, noise * min(1.0, np.sqrt(60.0 / interval_s)), n)
-    series = pd.Series(base * np.exp(ar + white), index=index, name="value")
-    return _match_peak_trough(series, peak_trough)
+    sd_white = noise * min(1.0, float(np.sqrt(60.0 / interval_s)))
+    white = rng.normal(0.0, sd_white, n)
+    parts = TraceComponents(
+        index=index, t_days=t_days, base=base, day_level=day_level, bursts=bursts, phi=phi,
+        sd_innovation=sd_innovation, sd_white=sd_white, ar=ar, white=white, offset=0.0,
+        bursts_per_day=bursts_per_day)
+    offset = _peak_trough_offset(pd.Series(parts.raw(), index=index), peak_trough)
+    return replace(parts, offset=offset)
 
 
-def _match_peak_trough(series: pd.Series, ratio: float) -> pd.Series:
-    """Shift the trace down so its mean daily profile's max/min equals ``ratio``.
+def _peak_trough_offset(series: pd.Series, ratio: float) -> float:
+    """The constant to subtract so the mean daily profile's max/min equals ``ratio``.
 
     Day-to-day variation, weekend shapes, trend and noise all lift the averaged trough, so
     the raw ratio comes out below the shape's. Subtracting a constant c < trough restores it
-    exactly: (max - c) / (min - c) = ratio.
+    exactly: (max - c) / (min - c) = ratio. 0 when there is nothing to restore.
     """
     if ratio <= 1 or series.index[-1] - series.index[0] < pd.Timedelta(days=1):
-        return series.clip(lower=0.0)
+        return 0.0
     prof = daily_profile(series)
     lo, hi = float(prof.min()), float(prof.max())
     if lo <= 0 or hi / lo >= ratio:
-        return series.clip(lower=0.0)
-    c = (ratio * lo - hi) / (ratio - 1.0)
-    return (series - c).clip(lower=0.0)
+        return 0.0
+    return (ratio * lo - hi) / (ratio - 1.0)

@@ -58,20 +58,23 @@ def _nasa(interval_s: int) -> Callable[[], pd.Series]:
     return load
 
 
-TRACES: dict[str, tuple[str, Callable[[], pd.Series]]] = {
+# Generated traces by their generator arguments (``forecast_oracle.py`` rebuilds the same
+# traces part by part, so they are kept as data, not only as loaders).
+GENERATED: dict[str, tuple[str, dict[str, float]]] = {
     "gen_1m_s1": ("generated, 1 min, 28 d, peak/trough 20",
-                  lambda: generate_trace(days=28, interval_s=60, seed=1)),
+                  {"days": 28, "interval_s": 60, "seed": 1}),
     "gen_1m_s2": ("generated, 1 min, 28 d, peak/trough 8",
-                  lambda: generate_trace(days=28, interval_s=60, seed=2, peak_trough=8)),
+                  {"days": 28, "interval_s": 60, "seed": 2, "peak_trough": 8}),
     "gen_1m_s3": ("generated, 1 min, 28 d, peak/trough 30, more noise",
-                  lambda: generate_trace(days=28, interval_s=60, seed=3, peak_trough=30,
-                                         noise=0.08)),
-    "gen_30m": ("generated, 30 min, 42 d",
-                lambda: generate_trace(days=42, interval_s=1800, seed=4)),
-    "gen_1h_28d": ("generated, 1 h, 28 d", lambda: generate_trace(days=28, interval_s=3600,
-                                                                  seed=5)),
-    "gen_1h_56d": ("generated, 1 h, 56 d", lambda: generate_trace(days=56, interval_s=3600,
-                                                                  seed=6)),
+                  {"days": 28, "interval_s": 60, "seed": 3, "peak_trough": 30, "noise": 0.08}),
+    "gen_30m": ("generated, 30 min, 42 d", {"days": 42, "interval_s": 1800, "seed": 4}),
+    "gen_1h_28d": ("generated, 1 h, 28 d", {"days": 28, "interval_s": 3600, "seed": 5}),
+    "gen_1h_56d": ("generated, 1 h, 56 d", {"days": 56, "interval_s": 3600, "seed": 6}),
+}
+
+TRACES: dict[str, tuple[str, Callable[[], pd.Series]]] = {
+    **{name: (label, lambda kw=kw: generate_trace(**kw))
+       for name, (label, kw) in GENERATED.items()},
     "nasa_1m": ("real: NASA HTTP Jul 1995, 1 min, 27.6 d", _nasa(60)),
     "nasa_30m": ("real: NASA HTTP Jul 1995, averaged to 30 min", _nasa(1800)),
     "nasa_1h": ("real: NASA HTTP Jul 1995, averaged to 1 h", _nasa(3600)),
@@ -95,9 +98,9 @@ def add_seed_traces(seeds: list[int], shapes: list[str]) -> list[str]:
         label, interval, days = SEED_SHAPES[shape]
         for seed in seeds:
             name = f"gen_{shape}_seed{seed}"
-            TRACES[name] = (f"generated, {label}, seed {seed}",
-                            lambda i=interval, d=days, s=seed: generate_trace(
-                                days=d, interval_s=i, seed=s))
+            kwargs = {"days": days, "interval_s": interval, "seed": seed}
+            GENERATED[name] = (f"generated, {label}, seed {seed}", kwargs)
+            TRACES[name] = (GENERATED[name][0], lambda kw=kwargs: generate_trace(**kw))
             names.append(name)
     return names
 

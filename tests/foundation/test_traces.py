@@ -10,7 +10,7 @@ import pytest
 
 from autoscaler.cli.main import main
 from autoscaler.errors import UserError
-from autoscaler.tracegen import generate_trace
+from autoscaler.tracegen import Burst, burst_factor, generate_trace, trace_components
 from autoscaler.traces import Trace, TraceGapWarning, load_trace, save_trace, trace_info
 
 GOOD = "timestamp,value\n2026-01-01T00:00:00Z,1.5\n2026-01-01T00:01:00Z,2\n2026-01-01T00:02:00Z,0\n"
@@ -122,6 +122,35 @@ def test_generated_trace_is_deterministic_per_seed_and_weekends_differ():
     weekend = early[early.index.day_of_week >= 5].mean()
     weekday = early[early.index.day_of_week < 5].mean()
     assert weekend > 1.2 * weekday  # weekends rise from early morning
+
+
+def test_trace_components_rebuild_the_trace_and_keep_what_was_drawn():
+    kwargs = {"days": 9, "interval_s": 900, "seed": 5, "bursts_per_day": 2.0}
+    parts = trace_components(**kwargs)
+    series = generate_trace(**kwargs)
+    assert parts.series().equals(series)
+    # The parts multiply back to the raw trace; the offset is what restores peak/trough.
+    raw = (parts.base * parts.level() * burst_factor(parts.t_days, parts.bursts)
+           * np.exp(parts.ar + parts.white))
+    np.testing.assert_allclose(np.clip(raw - parts.offset, 0, None), series.to_numpy())
+    assert 0 < parts.offset < series.max()
+    assert len(parts.bursts) > 0 and parts.bursts_per_day == 2.0
+    # The day level sits at day midpoints and is linear in between (a reference forecaster
+    # relies on this to infer the level being approached).
+    mids = parts.day_midpoints
+    np.testing.assert_allclose(parts.level(t_days=mids[1:4]), parts.day_level[1:4])
+    halfway = parts.level(t_days=np.array([mids[2] + 0.25]))[0]
+    assert halfway == pytest.approx(0.75 * parts.day_level[2] + 0.25 * parts.day_level[3])
+    # The correlated noise is the AR(1) of its innovations.
+    innov = parts.ar[1:] - parts.phi * parts.ar[:-1]
+    assert np.std(innov) == pytest.approx(parts.sd_innovation, rel=0.2)
+
+
+def test_burst_factor_rises_at_once_and_decays_with_its_time_constant():
+    b = Burst(at_days=1.0, amp=0.4, tau_days=0.1)
+    f = burst_factor(np.array([0.99, 1.0, 1.1, 1.2]), [b])
+    np.testing.assert_allclose(f, [1.0, 1.4, 1.0 + 0.4 / np.e, 1.0 + 0.4 / np.e**2])
+    assert (burst_factor(np.array([0.5, 2.0]), []) == 1.0).all()
 
 
 def test_noise_only_series_reports_no_seasonality():

@@ -100,12 +100,10 @@ class TraceComponents:
         """Where each ``day_level`` sits on the ``t_days`` axis (level interpolates between)."""
         return np.arange(len(self.day_level)) - 0.5
 
-    def level(self, day_level: np.ndarray | None = None,
-              t_days: np.ndarray | None = None) -> np.ndarray:
+    def level(self, t_days: np.ndarray | None = None) -> np.ndarray:
         """Day-to-day level at ``t_days`` (default: every step), linear between midpoints."""
         t = self.t_days if t_days is None else t_days
-        return np.interp(t, self.day_midpoints, self.day_level if day_level is None
-                         else day_level)
+        return np.interp(t, self.day_midpoints, self.day_level)
 
     def raw(self) -> np.ndarray:
         """The trace before the peak/trough offset and clipping."""

@@ -149,6 +149,10 @@ def score(c: TraceComponents, folds: int, rng: np.random.Generator, sims: int) -
             "p90_coverage": metrics.coverage(a, u)}
 
 
+def _num(x: float | None) -> str:
+    return f"{x:6.3f}" if x is not None else f"{'–':>6s}"
+
+
 def summarise(rows: dict[str, dict]) -> list[str]:
     lines = ["| interval | traces | model | ≤ 0.8× s.naive | ratio min–median–max "
              "| p90 cov in 0.85–0.95 (7 folds) | p90 cov (7 folds) min–max "
@@ -209,8 +213,9 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--compare: cannot read {args.compare}: {exc}")
     warnings.simplefilter("ignore")
     rows: dict[str, dict] = {}
+    kale_head = f"   {'kale':>6s} {'ratio':>6s} {'cov7':>6s} {'cov84':>6s}" if compare else ""
     print(f"{'trace':18s} {'s.naive':>8s} {'oracle':>7s} {'ratio':>6s} {'cov7':>6s} "
-          f"{'cov84':>6s}   {'kale':>6s} {'ratio':>6s} {'cov7':>6s} {'cov84':>6s}")
+          f"{'cov84':>6s}{kale_head}")
     for name in names:
         c = trace_components(**GENERATED[name][1])
         series = c.series()
@@ -234,12 +239,12 @@ def main(argv: list[str] | None = None) -> int:
             if "kale_dense" in compare[name]:
                 kale["p90_coverage_dense"] = compare[name]["kale_dense"]["p90_coverage"]
             row["kale"] = kale
-            dense = kale.get("p90_coverage_dense", np.nan)
+            dense = kale.get("p90_coverage_dense")
             kale_line = (f"   {kale['mase']:6.3f} {kale['ratio']:6.3f} "
-                         f"{kale['p90_coverage']:6.3f} {dense:6.3f}")
+                         f"{kale['p90_coverage']:6.3f} {_num(dense)}")
         rows[name] = row
         print(f"{name:18s} {sn:8.3f} {oracle['mase']:7.3f} {oracle['ratio']:6.3f} "
-              f"{oracle['p90_coverage']:6.3f} {oracle.get('p90_coverage_dense', np.nan):6.3f}"
+              f"{oracle['p90_coverage']:6.3f} {_num(oracle.get('p90_coverage_dense'))}"
               f"{kale_line}", flush=True)
     print("\n## by interval")
     print("\n".join(summarise(rows)))

@@ -223,7 +223,7 @@ class Head:
     first_timestamp_ms: int | None = None
     """That record's timestamp (the producer's CreateTime)."""
     read_at: float | None = None
-    """``clock()`` when the high watermarks were last read (before the probe is closed), so
+    """``clock()`` right after the poll that first knew every high watermark, so
     a rate computed from two reads divides by the time between them, not by how long the
     requests around them happened to take."""
 
@@ -255,6 +255,8 @@ def fetch_heads(
     probe = probe_consumer(bootstrap)
     deadline = time.monotonic() + timeout_s
     firsts: dict[TopicPartition, tuple[int, int]] = {}
+    taken: dict[TopicPartition, int | None] | None = None
+    read_at: float | None = None
     try:
         with translate_errors(bootstrap, timeout_s):
             probe.assign(list(positions))
@@ -271,8 +273,16 @@ def fetch_heads(
                         firsts[tp] = (first.offset, first.timestamp)
                         probe.pause(tp)  # one record is all we need from it
                 marks = {tp: probe.highwater(tp) for tp in positions}
-                read_at = clock() if clock is not None else None
                 known = all(mark is not None for mark in marks.values())
+                if known and taken is None:
+                    # Take the marks and their time together, once: later polls only wait
+                    # for first records, and a partition paused by then stops refreshing
+                    # its mark, so a later read would put stale marks under a fresh time
+                    # (seen as a 4 s window measuring 555/s for 500/s).
+                    taken = marks
+                    read_at = clock() if clock is not None else None
+                if taken is not None:
+                    marks = taken
                 waiting = [
                     tp
                     for tp, mark in marks.items()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -115,26 +116,13 @@ class TraceComponents:
                          name="value")
 
 
-def generate_trace(
-    *,
-    days: float = 28,
-    interval_s: float = 60,
-    peak_trough: float = 20.0,
-    seed: int = 1,
-    peak: float = 1000.0,
-    start: str = "2026-01-05T00:00:00Z",
-    noise: float = 0.04,
-    bursts_per_day: float = 0.5,
-    trend: float = 0.10,
-) -> pd.Series:
+def generate_trace(**kwargs: Any) -> pd.Series:
     """A realistic synthetic trace (samples/s on a regular UTC grid).
 
-    ``peak`` is the nominal evening peak before trend, bursts and noise; ``trend`` is the
-    relative growth over the whole trace; ``noise`` the relative noise level.
+    Takes the keyword arguments of :func:`trace_components` (one signature, one set of
+    defaults) and returns its values.
     """
-    return trace_components(days=days, interval_s=interval_s, peak_trough=peak_trough,
-                            seed=seed, peak=peak, start=start, noise=noise,
-                            bursts_per_day=bursts_per_day, trend=trend).series()
+    return trace_components(**kwargs).series()
 
 
 def trace_components(
@@ -149,7 +137,11 @@ def trace_components(
     bursts_per_day: float = 0.5,
     trend: float = 0.10,
 ) -> TraceComponents:
-    """The parts of :func:`generate_trace` (same arguments, same draws, same values)."""
+    """The generated trace's parts (:func:`generate_trace` returns their ``series()``).
+
+    ``peak`` is the nominal evening peak before trend, bursts and noise; ``trend`` is the
+    relative growth over the whole trace; ``noise`` the relative noise level.
+    """
     if days <= 0 or interval_s <= 0:
         raise ValueError("days and interval must be positive")
     if peak_trough < 1:

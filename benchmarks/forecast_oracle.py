@@ -68,6 +68,20 @@ from forecasting.registry import make_forecaster  # noqa: E402
 GRID = np.linspace(-5.0, 5.0, 401)  # the approached day level's log, in prior sds
 
 
+def _approach(c: TraceComponents, origin: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """(index j of the last day midpoint before ``origin``, log-level grid, log prior on it)."""
+    j = int(np.nonzero(c.day_midpoints <= c.t_days[origin - 1])[0][-1])
+    grid = GRID * c.day_level_sd
+    return j, grid, -0.5 * (grid / c.day_level_sd) ** 2
+
+
+def _candidate_log_levels(c: TraceComponents, j: int, grid: np.ndarray,
+                          t: np.ndarray) -> np.ndarray:
+    """(len(grid), len(t)): log level at times t past midpoint j, per candidate next level."""
+    frac = t - c.day_midpoints[j]
+    return np.log(c.day_level[j] * (1 - frac)[None, :] + np.exp(grid)[:, None] * frac[None, :])
+
+
 def approached_level_posterior(c: TraceComponents, raw: np.ndarray,
                                origin: int) -> tuple[int, np.ndarray, np.ndarray]:
     """(index j+1 of the day level being approached, log-level grid, its posterior weights).
@@ -76,18 +90,14 @@ def approached_level_posterior(c: TraceComponents, raw: np.ndarray,
     log value minus shape, bursts and correlated noise: log level + white noise) tell where
     it is heading. Prior: the generator's log-normal day level.
     """
-    t_prev = c.t_days[origin - 1]
-    j = int(np.nonzero(c.day_midpoints <= t_prev)[0][-1])
-    grid = GRID * c.day_level_sd
+    j, grid, log_prior = _approach(c, origin)
     seg = np.nonzero((c.t_days >= c.day_midpoints[j]) & (np.arange(len(c.t_days)) < origin))[0]
-    log_prior = -0.5 * (grid / c.day_level_sd) ** 2
     if len(seg) == 0 or c.sd_white <= 0:
         w = np.exp(log_prior - log_prior.max())
         return j + 1, grid, w / w.sum()
-    frac = c.t_days[seg] - c.day_midpoints[j]
     u = (np.log(raw[seg] / (c.base[seg] * burst_factor(c.t_days[seg], c.bursts)))
          - c.ar[seg])
-    lev = np.log(c.day_level[j] * (1 - frac)[None, :] + np.exp(grid)[:, None] * frac[None, :])
+    lev = _candidate_log_levels(c, j, grid, c.t_days[seg])
     loglik = -0.5 * np.sum((u[None, :] - lev) ** 2, axis=1) / c.sd_white**2 + log_prior
     w = np.exp(loglik - loglik.max())
     return j + 1, grid, w / w.sum()
@@ -103,10 +113,7 @@ def blind_level_posterior(c: TraceComponents, raw: np.ndarray, origin: int
     candidate by its prediction-error likelihood. Returns (index of the approached level,
     grid, posterior weights, filtered AR mean at the origin per candidate, its variance).
     """
-    t_prev = c.t_days[origin - 1]
-    j = int(np.nonzero(c.day_midpoints <= t_prev)[0][-1])
-    grid = GRID * c.day_level_sd
-    log_prior = -0.5 * (grid / c.day_level_sd) ** 2
+    j, grid, log_prior = _approach(c, origin)
     start = c.day_midpoints[j - 1] if j >= 1 else -np.inf
     seg = np.nonzero((c.t_days >= start) & (np.arange(len(c.t_days)) < origin))[0]
     t = c.t_days[seg]
@@ -116,9 +123,7 @@ def blind_level_posterior(c: TraceComponents, raw: np.ndarray, origin: int
     if before.any():  # between the two past midpoints: both levels known
         f = t[before] - c.day_midpoints[j - 1]
         lev[:, before] = np.log(c.day_level[j - 1] * (1 - f) + c.day_level[j] * f)[None, :]
-    f = t[~before] - c.day_midpoints[j]
-    lev[:, ~before] = np.log(c.day_level[j] * (1 - f)[None, :]
-                             + np.exp(grid)[:, None] * f[None, :])
+    lev[:, ~before] = _candidate_log_levels(c, j, grid, t[~before])
     r = u[None, :] - lev
     q, big_r = c.sd_innovation ** 2, max(c.sd_white ** 2, 1e-12)
     var = max(q / max(1 - c.phi ** 2, 1e-12), 1e-12)  # stationary AR variance

@@ -181,7 +181,34 @@ def test_kale_reports_what_it_did():
     assert s["profile"]["kind"] == "daily"
     assert 0.0 <= s["median_correction_kept"] <= 1.0
     assert s["conformal_k_lo"] > 0 and s["conformal_k_hi"] > 0
+    parts = s["val_mae_by_kept_share_and_part"]
+    assert set(parts) == set(s["val_mae_by_kept_share"]) and len(parts[0.0]) == 3
+    kept = parts[s["median_correction_kept"]]
+    assert all(m <= m0 for m, m0 in zip(kept, parts[0.0], strict=True))
     assert model.supports_gpu and model.supports_probabilistic
+
+
+def test_kept_share_must_help_in_every_stretch_of_the_tail():
+    from forecasting.transformer.forecaster import choose_kept_share
+
+    base = np.ones((9, 4))
+    # Share 1 halves the error in the first two thirds but doubles it in the last: best on
+    # average (mean 0.67 < 1), yet not kept. Share 0.5 helps a little everywhere: kept.
+    full = np.concatenate([np.full((6, 4), 0.5), np.full((3, 4), 1.01)])
+    half = np.full((9, 4), 0.9)
+    share, maes, parts = choose_kept_share({0.0: base, 0.5: half, 1.0: full})
+    assert maes[1.0] < maes[0.5] < maes[0.0]
+    assert share == 0.5 and parts[1.0] == [0.5, 0.5, 1.01]
+    # When it helps everywhere, the lowest overall error wins; ties keep less.
+    share, _, _ = choose_kept_share({0.0: base, 0.5: half, 1.0: np.full((9, 4), 0.5)})
+    assert share == 1.0
+    share, _, _ = choose_kept_share({0.0: base, 0.5: half, 1.0: half})
+    assert share == 0.5
+    # Nothing helps everywhere: the backbone alone.
+    worse = np.concatenate([np.full((3, 4), 1.2), np.full((6, 4), 0.1)])
+    assert choose_kept_share({0.0: base, 1.0: worse})[0] == 0.0
+    with pytest.raises(ValueError, match="share 0"):
+        choose_kept_share({1.0: base})
 
 
 def test_kale_on_cuda_without_a_gpu_falls_back_to_cpu_with_a_warning():

@@ -192,7 +192,7 @@ def test_kept_share_must_help_in_every_stretch_of_the_tail():
     from forecasting.transformer.forecaster import choose_kept_share
 
     base = np.ones((9, 4))
-    # Share 1 halves the error in the first two thirds but doubles it in the last: best on
+    # Share 1 halves the error in the first two thirds but is worse in the last: best on
     # average (mean 0.67 < 1), yet not kept. Share 0.5 helps a little everywhere: kept.
     full = np.concatenate([np.full((6, 4), 0.5), np.full((3, 4), 1.01)])
     half = np.full((9, 4), 0.9)

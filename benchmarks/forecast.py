@@ -117,6 +117,20 @@ def parse_seeds(text: str) -> list[int]:
     return out
 
 
+def seed_traces_from_args(ap: argparse.ArgumentParser, seeds: str, shapes: str) -> list[str]:
+    """Check ``--seeds``/``--shapes`` (an argparse error names the flag) and register the
+    traces they ask for (:func:`add_seed_traces`)."""
+    wanted = [x for x in shapes.split(",") if x]
+    unknown = [x for x in wanted if x not in SEED_SHAPES]
+    if unknown:
+        ap.error(f"--shapes: unknown {', '.join(unknown)} (choose from {', '.join(SEED_SHAPES)})")
+    try:
+        numbers = parse_seeds(seeds)
+    except ValueError:
+        ap.error(f"--seeds: expected e.g. 11-16 or 3,5,9, got {seeds!r}")
+    return add_seed_traces(numbers, wanted)
+
+
 def summarise_by_interval(results: dict[str, dict]) -> list[str]:
     """Per interval: how often each target holds, kale's MASE ratio and coverage spread."""
     lines = ["| interval | traces | lowest MASE | ≤ 0.8× s.naive | kale / s.naive (min–median–max)"
@@ -195,16 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     trace_names = [] if args.only_seeds else [t for t in args.traces.split(",") if t]
     if args.seeds:
-        shapes = [x for x in args.shapes.split(",") if x]
-        unknown = [x for x in shapes if x not in SEED_SHAPES]
-        if unknown:
-            ap.error(f"--shapes: unknown {', '.join(unknown)} "
-                     f"(choose from {', '.join(SEED_SHAPES)})")
-        try:
-            seeds = parse_seeds(args.seeds)
-        except ValueError:
-            ap.error(f"--seeds: expected e.g. 11-16 or 3,5,9, got {args.seeds!r}")
-        trace_names += add_seed_traces(seeds, shapes)
+        trace_names += seed_traces_from_args(ap, args.seeds, args.shapes)
     unknown = [t for t in trace_names if t not in TRACES]
     if unknown:
         ap.error(f"--traces: unknown {', '.join(unknown)} (choose from {', '.join(TRACES)})")

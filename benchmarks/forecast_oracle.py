@@ -50,13 +50,13 @@ from forecast import (  # noqa: E402
     MASE_RATIO,
     SEED_SHAPES,
     TEST_DAYS,
-    add_seed_traces,
-    parse_seeds,
+    seed_traces_from_args,
 )
 
 from autoscaler.tracegen import (  # noqa: E402
     BURST_AMP,
     BURST_TAU_MIN,
+    Burst,
     TraceComponents,
     burst_factor,
     trace_components,
@@ -172,11 +172,10 @@ def oracle_quantiles(c: TraceComponents, raw: np.ndarray, origin: int, horizon: 
                       sims, axis=0)
     span = fut[-1] - t_prev
     for s, count in enumerate(rng.poisson(c.bursts_per_day * span, sims)):
-        for _ in range(count):
-            at = rng.uniform(t_prev, fut[-1])
-            amp, tau = rng.uniform(*BURST_AMP), rng.uniform(*BURST_TAU_MIN) / 1440.0
-            dt = fut - at
-            burst[s] += np.where(dt >= 0, amp * np.exp(-np.clip(dt, 0, None) / tau), 0.0)
+        new = [Burst(at_days=rng.uniform(t_prev, fut[-1]), amp=rng.uniform(*BURST_AMP),
+                     tau_days=rng.uniform(*BURST_TAU_MIN) / 1440.0) for _ in range(count)]
+        if new:
+            burst[s] += burst_factor(fut, new) - 1.0
     # Correlated noise continues from its current state; white noise is fresh.
     ar = np.empty((sims, h))
     if blind:
@@ -260,14 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [t for t in names if t not in GENERATED]
     if unknown:
         ap.error(f"--traces: unknown {', '.join(unknown)} (choose from {', '.join(GENERATED)})")
-    shapes = [x for x in args.shapes.split(",") if x]
-    if any(x not in SEED_SHAPES for x in shapes):
-        ap.error(f"--shapes: choose from {', '.join(SEED_SHAPES)}")
     if args.seeds:
-        try:
-            names += add_seed_traces(parse_seeds(args.seeds), shapes)
-        except ValueError:
-            ap.error(f"--seeds: expected e.g. 11-16 or 3,5,9, got {args.seeds!r}")
+        names += seed_traces_from_args(ap, args.seeds, args.shapes)
     if args.sims < 10:
         ap.error("--sims: at least 10")
     compare: dict = {}

@@ -7,10 +7,12 @@ Run from the repository root::
     .venv/bin/python benchmarks/forecast.py --device cuda         # kale trained on a GPU
     .venv/bin/python benchmarks/forecast.py --seeds 11-16 --only-seeds   # fresh generated
                                                       # traces, summarised per interval
+    .venv/bin/python benchmarks/forecast.py --seeds 24-29 --only-seeds --incidents
 
 Per trace: ``forecasting.backtest.backtest`` with horizon 60 steps, 7 folds, 7 test days
 (each model fitted once before the test window). Traces: generated 1-minute (28 days, three
-seeds and peak/trough ratios), 30-minute (42 days) and 1-hour (28 and 56 days) ones, the real
+seeds and peak/trough ratios), 30-minute (42 days) and 1-hour (28 and 56 days) ones, one per
+interval with a holiday, an outage and a spike in its fit window (``with_incidents``), the real
 NASA July 1995 trace (1 minute) from ``../shared/data`` when present, and the same NASA trace
 averaged to 30 minutes and 1 hour (real traffic at the coarser intervals). The verdict checks
 the targets of the forecasting issue: kale has the lowest MASE, at most 0.8x seasonal naive's,
@@ -72,9 +74,39 @@ GENERATED: dict[str, tuple[str, dict[str, float]]] = {
     "gen_1h_56d": ("generated, 1 h, 56 d", {"days": 56, "interval_s": 3600, "seed": 6}),
 }
 
+
+def with_incidents(series: pd.Series, test_days: float = TEST_DAYS) -> pd.Series:
+    """The trace with three incidents in the part the models are fitted on.
+
+    Real traces have them (NASA's 4 July, its logging gaps); the generator does not. At 40 %,
+    65 % and 80 % of the fit window (whole days in): a holiday (that day at 40 %), a 3-hour
+    outage from 14:00 (2 %) and a 2-hour spike from 19:00 (4x). The test week is untouched,
+    so the score says what an incident costs the weeks after it.
+    """
+    t = np.asarray((series.index - series.index[0]).total_seconds()) / 86400.0
+    fit_days = t[-1] + (t[1] - t[0]) - test_days
+    factor = np.ones(len(series))
+    for share, start_h, hours, times in ((0.40, 0.0, 24.0, 0.4), (0.65, 14.0, 3.0, 0.02),
+                                         (0.80, 19.0, 2.0, 4.0)):
+        start = np.floor(share * fit_days) + start_h / 24.0
+        factor[(t >= start) & (t < start + hours / 24.0)] *= times
+    return series * factor
+
+
+INCIDENTS: dict[str, tuple[str, dict[str, float]]] = {
+    "gen_1m_incidents": ("generated, 1 min, 28 d, holiday + outage + spike",
+                         {"days": 28, "interval_s": 60, "seed": 21}),
+    "gen_30m_incidents": ("generated, 30 min, 42 d, holiday + outage + spike",
+                          {"days": 42, "interval_s": 1800, "seed": 22}),
+    "gen_1h_incidents": ("generated, 1 h, 28 d, holiday + outage + spike",
+                         {"days": 28, "interval_s": 3600, "seed": 23}),
+}
+
 TRACES: dict[str, tuple[str, Callable[[], pd.Series]]] = {
     **{name: (label, lambda kw=kw: generate_trace(**kw))
        for name, (label, kw) in GENERATED.items()},
+    **{name: (label, lambda kw=kw: with_incidents(generate_trace(**kw)))
+       for name, (label, kw) in INCIDENTS.items()},
     "nasa_1m": ("real: NASA HTTP Jul 1995, 1 min, 27.6 d", _nasa(60)),
     "nasa_30m": ("real: NASA HTTP Jul 1995, averaged to 30 min", _nasa(1800)),
     "nasa_1h": ("real: NASA HTTP Jul 1995, averaged to 1 h", _nasa(3600)),
@@ -87,20 +119,26 @@ SEED_SHAPES: dict[str, tuple[str, float, float]] = {
 }
 
 
-def add_seed_traces(seeds: list[int], shapes: list[str]) -> list[str]:
+def add_seed_traces(seeds: list[int], shapes: list[str], incidents: bool = False) -> list[str]:
     """Register generated traces ``gen_<shape>_seed<N>`` (default generator settings).
 
-    The named traces above are nine samples; whether kale's targets hold *in general* at an
-    interval is a question about many traces, so ``--seeds`` adds fresh draws of each shape.
+    The named traces above are a dozen samples; whether kale's targets hold *in general* at
+    an interval is a question about many traces, so ``--seeds`` adds fresh draws of each
+    shape; with ``incidents``, each with :func:`with_incidents` (``..._incidents``).
     """
     names = []
     for shape in shapes:
         label, interval, days = SEED_SHAPES[shape]
         for seed in seeds:
-            name = f"gen_{shape}_seed{seed}"
             kwargs = {"days": days, "interval_s": interval, "seed": seed}
-            GENERATED[name] = (f"generated, {label}, seed {seed}", kwargs)
-            TRACES[name] = (GENERATED[name][0], lambda kw=kwargs: generate_trace(**kw))
+            if incidents:
+                name = f"gen_{shape}_seed{seed}_incidents"
+                TRACES[name] = (f"generated, {label}, seed {seed}, holiday + outage + spike",
+                                lambda kw=kwargs: with_incidents(generate_trace(**kw)))
+            else:
+                name = f"gen_{shape}_seed{seed}"
+                GENERATED[name] = (f"generated, {label}, seed {seed}", kwargs)
+                TRACES[name] = (GENERATED[name][0], lambda kw=kwargs: generate_trace(**kw))
             names.append(name)
     return names
 
@@ -117,7 +155,8 @@ def parse_seeds(text: str) -> list[int]:
     return out
 
 
-def seed_traces_from_args(ap: argparse.ArgumentParser, seeds: str, shapes: str) -> list[str]:
+def seed_traces_from_args(ap: argparse.ArgumentParser, seeds: str, shapes: str,
+                          incidents: bool = False) -> list[str]:
     """Check ``--seeds``/``--shapes`` (an argparse error names the flag) and register the
     traces they ask for (:func:`add_seed_traces`)."""
     wanted = [x for x in shapes.split(",") if x]
@@ -128,7 +167,7 @@ def seed_traces_from_args(ap: argparse.ArgumentParser, seeds: str, shapes: str) 
         numbers = parse_seeds(seeds)
     except ValueError:
         ap.error(f"--seeds: expected e.g. 11-16 or 3,5,9, got {seeds!r}")
-    return add_seed_traces(numbers, wanted)
+    return add_seed_traces(numbers, wanted, incidents)
 
 
 def summarise_by_interval(results: dict[str, dict]) -> list[str]:
@@ -206,10 +245,12 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"shapes for --seeds: {','.join(SEED_SHAPES)}")
     ap.add_argument("--only-seeds", action="store_true",
                     help="with --seeds: skip the named traces")
+    ap.add_argument("--incidents", action="store_true",
+                    help="with --seeds: add a holiday, an outage and a spike to each fresh trace")
     args = ap.parse_args(argv)
     trace_names = [] if args.only_seeds else [t for t in args.traces.split(",") if t]
     if args.seeds:
-        trace_names += seed_traces_from_args(ap, args.seeds, args.shapes)
+        trace_names += seed_traces_from_args(ap, args.seeds, args.shapes, args.incidents)
     unknown = [t for t in trace_names if t not in TRACES]
     if unknown:
         ap.error(f"--traces: unknown {', '.join(unknown)} (choose from {', '.join(TRACES)})")
@@ -235,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         data["kale_fit_summary"] = {k: kale_summary.get(k) for k in (
             "device", "epochs_run", "best_epoch", "val_pinball_backbone", "val_pinball",
             "median_correction_kept", "conformal_k_lo", "conformal_k_hi", "train_seconds",
-            "decomposition_seconds", "time_budget_hit", "profile", "backbone_ridge")}
+            "decomposition_seconds", "time_budget_hit", "profile", "backbone_ridge",
+            "outliers_replaced")}
         data["verdict"] = verdict(trace_name, data["models"], interval)
         if args.dense_folds and "kale" in names:
             dense = backtest(series, {"kale": factories["kale"]}, horizon=HORIZON,

@@ -311,8 +311,9 @@ def profile_inliers(r: np.ndarray, steps: np.ndarray, period: int,
 
     An outage, an incident's spike or a holiday in three or four weeks of history would
     otherwise move that time of the week's profile by a third or a quarter of its size,
-    and every following week would inherit it (measured on 1-minute traces: a 3-hour outage,
-    a holiday at 40 % or a 2-hour spike at 4x cost the following week 9-14 % MAE).
+    and every following week would inherit it (three 1-minute traces with a holiday, a
+    3-hour outage and a 2-hour spike: the next week's MAE was 53-66 % higher before kale
+    took incidents out).
 
     The reference is the median of the same phase over the weeks (days), not the mean: with
     three or four weeks, a mean that holds the outage is pulled so far that the ordinary

@@ -3,8 +3,10 @@
 Fit, in order:
 
 1. ``z = log(y + c)``; seasonality detection (ACF + STL strength) picks the periods.
-2. STL/MSTL (fast settings) gives the trend; the detrended series gives the seasonal
-   profile, with days of the week that look alike pooled (:mod:`forecasting.decompose`).
+2. STL/MSTL (fast settings) gives the trend, decomposed again with the outliers (outages,
+   spikes, holidays) replaced until they stay the same; the cleaned series is what the rest
+   learns from. The detrended series gives the seasonal profile, with days of the week that
+   look alike pooled (:mod:`forecasting.decompose`).
 3. The backbone (the decomposition forecast): profile(t+h) + a ridge-fitted function of the
    recent deseasonalised levels (penalty by blocked cross-validation).
 4. The transformer (:mod:`.model`) learns p10/p50/p90 of the backbone's error from patched
@@ -248,8 +250,9 @@ class KaleForecaster(Forecaster):
         started = time.perf_counter()
         midnight = self._midnight_step(day)
         trend, z, outliers = robust_trend(z_raw, report.detected, day_start=midnight)
-        # From here on the outliers (an outage, a holiday, a spike) are replaced by trend +
-        # profile: the level model, the network and the band learn from ordinary traffic.
+        # From here on the outliers (an outage, a holiday, a spike) are replaced (the
+        # seasonally adjusted series interpolated across them): the level model, the
+        # network and the band learn from ordinary traffic.
         # Left in, the network learned the incidents' level from the calendar (measured on an
         # hourly trace with a holiday, an outage and a spike: a kept -11 % correction doubled
         # the next week's error). Predicting still reads the raw series.

@@ -4,12 +4,14 @@ The planner sees forecasts through :class:`autoscaler.policy.forecasts.Forecaste
 only the arrivals before each decision step. Refits follow the job's schedule (online learning,
 ``spec.forecast.refit``, default daily) on the data seen so far. Fitting a transformer two dozen
 times per run is the expensive part of a simulation, so fitted models are cached on disk,
-keyed by the model, its options and the exact history it was fitted on: a second run of the
-same comparison fits nothing.
+keyed by the model, its options, the exact history it was fitted on and the forecasting code
+itself: a second run of the same comparison fits nothing, and a changed model never reuses a
+fit of the old one.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -33,8 +35,30 @@ def default_cache_dir() -> Path:
     return Path(base) / "fits"
 
 
+def source_digest(root: Path) -> str:
+    """A digest of the names and contents of the ``.py`` files under ``root``."""
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@functools.cache
+def forecasting_code_digest() -> str:
+    """The :func:`source_digest` of the ``forecasting`` package.
+
+    Part of every cache key: without it, a simulation after a change to a model (a new
+    decomposition step, say) would silently load fits made by the old code.
+    """
+    import forecasting
+
+    return source_digest(Path(forecasting.__file__).parent)
+
+
 def _key(model: str, options: dict[str, Any], series: pd.Series) -> str:
     h = hashlib.sha256()
+    h.update(forecasting_code_digest().encode())
     h.update(json.dumps({"model": model, "options": options}, sort_keys=True,
                         default=str).encode())
     h.update(str(series.index[0]).encode())

@@ -208,7 +208,8 @@ def choose_smoothing(r: np.ndarray, steps: np.ndarray, day: int, day_start: int 
 
 
 OUTLIER_SIGMAS = 4.0
-"""Steps further than this many robust standard deviations from the profile are left out."""
+"""Steps (and whole days) further than this many robust standard deviations from the same
+time on the other weeks are outliers."""
 OUTLIER_BINS_PER_DAY = 24
 """The robust spread is measured per hour of the day: night noise is larger in log space."""
 OUTLIER_MIN_SPREAD = 0.01
@@ -408,9 +409,9 @@ def estimate_profile(values: np.ndarray, trend: np.ndarray, periods: dict[str, i
 
     ``periods`` holds the detected "daily"/"weekly" periods. Weekly: day-type pooling
     (:func:`pooled_weekly_profile`); daily only: the mean day; neither: no profile. Only the
-    steps where ``mask`` is true are used (held-out steps stay unseen). The profile is
-    estimated twice: the second time without the steps the first one calls outliers
-    (:func:`profile_inliers`), so an outage or a holiday does not repeat every week.
+    steps where ``mask`` is true are used (held-out steps stay unseen), less the ones
+    :func:`profile_inliers` calls outliers, so an outage or a holiday does not repeat every
+    week.
     """
     x = np.asarray(values, dtype=float)
     r = x - np.asarray(trend, dtype=float)

@@ -245,8 +245,9 @@ class KaleForecaster(Forecaster):
                 f"validation windows for horizon {h} (context {geom.need} steps)")
         self.geom = geom
 
-        # One (outlier-robust) decomposition for the trend; the profile used in training
-        # never sees the held-out tail, so validation and calibration stay honest.
+        # The trend from a decomposition repeated with the outliers replaced (robust_trend);
+        # the profile used in training never sees the held-out tail, so validation and
+        # calibration stay honest.
         started = time.perf_counter()
         midnight = self._midnight_step(day)
         trend, z, outliers = robust_trend(z_raw, report.detected, day_start=midnight)

@@ -68,6 +68,23 @@ def seasonality_strength(values: np.ndarray, period: int) -> float | None:
     return float(max(0.0, 1.0 - np.var(resid) / denom))
 
 
+def detrended(values: np.ndarray, period: int) -> np.ndarray:
+    """The series less its centred moving average over ``period`` steps (shorter at the ends).
+
+    The moving average over one full cycle holds the trend and none of that cycle's season,
+    so what is left is the season plus the noise.
+    """
+    x = np.asarray(values, dtype=float)
+    n = len(x)
+    if period < 2 or n == 0:
+        return x - (x.mean() if n else 0.0)
+    c = np.concatenate([[0.0], np.cumsum(x)])
+    i = np.arange(n)
+    lo = np.clip(i - period // 2, 0, n)
+    hi = np.clip(i - period // 2 + period, 0, n)
+    return x - (c[hi] - c[lo]) / (hi - lo)
+
+
 def autocorrelation(values: np.ndarray, lag: int) -> float | None:
     """Sample autocorrelation at one lag (None when the lag does not fit twice)."""
     x = np.asarray(values, dtype=float)
@@ -110,11 +127,11 @@ class SeasonalityReport:
 
 
 def detect_seasonality(values: np.ndarray, interval_s: float) -> SeasonalityReport:
-    """Check each candidate period against the data (two cycles, ACF, STL strength)."""
+    """Check each candidate period against the data (two cycles, detrended ACF, STL strength)."""
     x = np.asarray(values, dtype=float)
     report = SeasonalityReport(interval_s=interval_s, candidates=candidate_periods(interval_s))
     for name, period in report.candidates.items():
-        acf = autocorrelation(x, period)
+        acf = autocorrelation(detrended(x, period), period)
         strength = seasonality_strength(x, period) if acf is not None else None
         report.acf[name] = acf
         report.strength[name] = strength

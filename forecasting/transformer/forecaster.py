@@ -43,6 +43,7 @@ from forecasting.base import Forecaster, InsufficientHistoryError, Payload
 from forecasting.decompose import SeasonalProfile, estimate_profile, robust_trend
 from forecasting.seasonality import candidate_periods, detect_seasonality
 from forecasting.transformer.features import (
+    LEVEL_PRIORS,
     Geometry,
     backbone,
     build_inputs,
@@ -268,7 +269,10 @@ class KaleForecaster(Forecaster):
         bb_origins = train_origins
         if len(bb_origins) > MAX_BACKBONE_ORIGINS:
             bb_origins = np.sort(rng.choice(train_origins, MAX_BACKBONE_ORIGINS, replace=False))
-        self.weights, ridge = fit_backbone(d, geom, bb_origins)
+        # Without a season the level may wander (see fit_backbone): both priors compete.
+        level = fit_backbone(d, geom, bb_origins,
+                             priors=("mean",) if report.detected else LEVEL_PRIORS)
+        self.weights, ridge, prior = level.weights, level.ridge, level.prior
         _, bb_tr = backbone(d, geom, bb_origins, self.weights)
         resid = d[bb_origins[:, None] + np.arange(h)[None, :]] - bb_tr
         self.scale = float(max(1.4826 * np.median(np.abs(resid - np.median(resid))), 1e-6))
@@ -298,7 +302,7 @@ class KaleForecaster(Forecaster):
             cv_origins = all_origins[np.unique(pick.round().astype(int))]
             started = time.perf_counter()
             _, cv_err = cv_residuals(z, trend, report.detected, geom, cv_origins, ridge,
-                                     day_start=midnight)
+                                     prior=prior, day_start=midnight)
             cv_s = time.perf_counter() - started
             calib = self._calibrate(batch, val_origins, z, season, cv_origins,
                                     cv_err / self.scale)
@@ -312,7 +316,9 @@ class KaleForecaster(Forecaster):
             val_windows=len(val_origins), holdout_start=_iso_step(self, tail),
             decomposition_seconds=decomp_s,
             outliers_replaced=int(np.count_nonzero(outliers)),
-            offset=self.offset, scale=self.scale, backbone_ridge=ridge, cv_seconds=cv_s,
+            offset=self.offset, scale=self.scale, backbone_ridge=ridge, backbone_prior=prior,
+            backbone_cv_mae=level.cv_mae,
+            cv_seconds=cv_s,
             **train_info, **calib,
         )
 

@@ -390,3 +390,42 @@ def test_kale_fits_on_exactly_two_weeks_of_history():
     s = series(x + rng.normal(0, 2, len(x)))
     fc = make_forecaster("kale", epochs=2).fit(s).predict(24)
     assert len(fc.mean) == 24 and np.all(np.isfinite(fc.mean))
+
+
+def _hourly_random_walk(days: int = 21, seed: int = 43) -> pd.Series:
+    rng = np.random.default_rng(seed)
+    n = days * 24
+    z = np.cumsum(rng.normal(0, 0.03, n)) + rng.normal(0, 0.05, n)
+    return series(200 * np.exp(z))
+
+
+def test_level_prior_last_is_chosen_for_a_wandering_level_and_mean_for_a_returning_one():
+    from forecasting.transformer.features import Geometry, fit_backbone
+
+    geom = Geometry.choose(horizon=48, day=24, available=24 * 21)
+    origins = np.arange(geom.need, 24 * 21 - 48)
+    walk = np.log(_hourly_random_walk().to_numpy())
+    fit = fit_backbone(walk, geom, origins, priors=("mean", "last"))
+    assert fit.prior == "last"
+    assert fit.cv_mae["last"] < 0.9 * fit.cv_mae["mean"]
+    assert np.all(fit.weights[-1] == 0.0)  # no drift carried forward from the walk's path
+    rng = np.random.default_rng(2)
+    ar = np.zeros(24 * 21)
+    for i in range(1, len(ar)):
+        ar[i] = 0.8 * ar[i - 1] + rng.normal(0, 0.1)
+    assert fit_backbone(ar, geom, origins, priors=("mean", "last")).prior == "mean"
+    # the default offers only "mean" (seasonal traffic returns to its profile)
+    assert fit_backbone(walk, geom, origins).prior == "mean"
+    with pytest.raises(ValueError, match="unknown level prior"):
+        fit_backbone(walk, geom, origins, priors=("mean", "median"))
+
+
+def test_kale_forecasts_a_random_walk_without_a_season_from_its_latest_level():
+    walk = _hourly_random_walk()
+    model = make_forecaster("kale", **{**TINY, "horizon": 48}).fit(walk)
+    s = model.fit_summary
+    assert s["seasonality"]["detected"] == {}
+    assert s["backbone_prior"] == "last"
+    # Mean-reverting with the walk's drift, the forecast went from 7 % below the last value
+    # to 5 % above it.
+    np.testing.assert_allclose(model.predict(48).p50, walk.iloc[-1], rtol=0.03)

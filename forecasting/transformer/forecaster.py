@@ -251,7 +251,12 @@ class KaleForecaster(Forecaster):
         # calibration stay honest.
         started = time.perf_counter()
         midnight = self._midnight_step(day)
-        trend, z, outliers = robust_trend(z_raw, report.detected, day_start=midnight)
+        hour = round(3600.0 / interval) if 3600.0 % interval == 0 else 0
+        trend, z, outliers, change = robust_trend(z_raw, report.detected, day_start=midnight,
+                                                  hour=hour)
+        # After a clock change (daylight saving time) the days before it are read on the
+        # current clock: their phase is step + shift (ClockChange).
+        clock = change.steps(n) if change else np.arange(n)
         # From here on the outliers (an outage, a holiday, a spike) are replaced (the
         # seasonally adjusted series interpolated across them): the level model, the
         # network and the band learn from ordinary traffic.
@@ -259,11 +264,11 @@ class KaleForecaster(Forecaster):
         # hourly trace with a holiday, an outage and a spike: a kept -11 % correction doubled
         # the next week's error). Predicting still reads the raw series.
         profile_tr, _ = estimate_profile(z, trend, report.detected, mask=~held,
-                                         day_start=midnight)
+                                         day_start=midnight, steps=clock)
         decomp_s = time.perf_counter() - started
 
         steps = np.arange(n + geom.out_len)
-        season = profile_tr.at(steps)
+        season = profile_tr.at(np.concatenate([clock, steps[n:]]))
         d = z - season[:n]
         rng = np.random.default_rng(p["seed"])
         bb_origins = train_origins
@@ -302,20 +307,23 @@ class KaleForecaster(Forecaster):
             cv_origins = all_origins[np.unique(pick.round().astype(int))]
             started = time.perf_counter()
             _, cv_err = cv_residuals(z, trend, report.detected, geom, cv_origins, ridge,
-                                     prior=prior, day_start=midnight)
+                                     prior=prior, day_start=midnight, clock=clock)
             cv_s = time.perf_counter() - started
             calib = self._calibrate(batch, val_origins, z, season, cv_origins,
                                     cv_err / self.scale)
 
         # Forecast with the profile of the whole history (the network is unchanged).
         self.profile, profile_info = estimate_profile(z, trend, report.detected,
-                                                      day_start=midnight)
+                                                      day_start=midnight, steps=clock)
         self.fit_summary.update(
             seasonality=report.to_dict(), profile=profile_info, device=self.device,
             geometry=geom.to_dict(), train_windows=len(train_origins),
             val_windows=len(val_origins), holdout_start=_iso_step(self, tail),
             decomposition_seconds=decomp_s,
             outliers_replaced=int(np.count_nonzero(outliers)),
+            clock_change=None if change is None else {
+                "at": _iso_step(self, change.at),
+                "shift_minutes": change.shift * interval / 60.0, "gain": change.gain},
             offset=self.offset, scale=self.scale, backbone_ridge=ridge, backbone_prior=prior,
             backbone_cv_mae=level.cv_mae,
             cv_seconds=cv_s,

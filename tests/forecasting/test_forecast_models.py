@@ -187,7 +187,7 @@ def test_robust_trend_is_not_bent_by_a_holiday_and_an_outage():
     periods = {"daily": day, "weekly": 7 * day}
     reference = decompose(clean, [day, 7 * day]).trend
     plain = decompose(hit, [day, 7 * day]).trend
-    robust, filled, replaced = robust_trend(hit, periods)
+    robust, filled, replaced, _ = robust_trend(hit, periods)
     assert replaced.sum() == day + 6
     assert replaced[day * 16: day * 17].all() and replaced[day * 8 + 20: day * 8 + 26].all()
     # the replacements are trend + profile: next to the clean series, not the incident
@@ -195,7 +195,7 @@ def test_robust_trend_is_not_bent_by_a_holiday_and_an_outage():
     # MSTL's own trend dips by a tenth (log) for a week or two; the robust one barely moves
     assert np.abs(plain - reference).max() > 0.1
     assert np.abs(robust - reference).max() < 0.03
-    _, _, untouched = robust_trend(clean, periods)
+    _, _, untouched, _ = robust_trend(clean, periods)
     assert untouched.sum() <= 2
 
 
@@ -429,3 +429,51 @@ def test_kale_forecasts_a_random_walk_without_a_season_from_its_latest_level():
     # Mean-reverting with the walk's drift, the forecast went from 7 % below the last value
     # to 5 % above it.
     np.testing.assert_allclose(model.predict(48).p50, walk.iloc[-1], rtol=0.03)
+
+
+def _local_clock_traffic(days: int, interval_s: float, change_day: int | None, shift_h: int,
+                         seed: int = 8) -> tuple[pd.Series, np.ndarray]:
+    """Traffic with a sharp evening peak (19:00 on the users' clock) that comes ``shift_h``
+    hours later in UTC from midnight of ``change_day`` (a daylight-saving change in a UTC
+    trace)."""
+    rng = np.random.default_rng(seed)
+    n = int(days * 86400 / interval_s)
+    hours = np.arange(n) * interval_s / 3600.0
+    if change_day is not None:
+        hours = hours - shift_h * (hours >= 24 * change_day)
+    clean = 50 + 400 * np.exp(-0.5 * ((np.mod(hours, 24) - 19) / 1.5) ** 2)
+    return series(clean * rng.lognormal(0, 0.03, n), interval_s=interval_s), clean
+
+
+@pytest.mark.parametrize("shift_h", [1, -1])
+def test_find_clock_change_finds_a_one_hour_move_and_nothing_else(shift_h):
+    from forecasting.decompose import find_clock_change
+
+    day, hour = 96, 4  # 15-minute steps
+    moved, _ = _local_clock_traffic(16, 900, change_day=10, shift_h=shift_h)
+    z = np.log(moved.to_numpy())
+    found = find_clock_change(z - z.mean(), day, hour)
+    assert found is not None
+    # The days before the change are read ``shift`` steps later on the current clock.
+    assert found.at == 10 * day and found.shift == shift_h * hour and found.gain > 0.3
+    assert found.steps(12 * day)[10 * day - 1] == 10 * day - 1 + found.shift
+    assert (found.steps(12 * day)[10 * day:] == np.arange(10 * day, 12 * day)).all()
+    steady, _ = _local_clock_traffic(16, 900, change_day=None, shift_h=0)
+    z = np.log(steady.to_numpy())
+    assert find_clock_change(z - z.mean(), day, hour) is None
+    level = np.log(steady.to_numpy()) + 0.5 * (np.arange(len(z)) >= 10 * day)
+    assert find_clock_change(level - level.mean(), day, hour) is None  # a level, not a clock
+
+
+def test_kale_forecasts_on_the_clock_after_a_daylight_saving_change():
+    history, _ = _local_clock_traffic(15, 900, change_day=10, shift_h=1)
+    _, truth = _local_clock_traffic(16, 900, change_day=10, shift_h=1)
+    model = make_forecaster("kale", **{**TINY, "horizon": 96}).fit(history)
+    change = model.fit_summary["clock_change"]
+    assert change is not None and change["shift_minutes"] == 60.0
+    assert change["at"] == "2026-01-15T00:00:00Z"
+    p50 = model.predict(96).p50
+    expected = truth[len(history):]
+    # With the ten old days averaged in, the next day was off by 7.5 % on average (the
+    # evening ramps by far more); on the current clock, by under 1 %.
+    assert np.mean(np.abs(p50 - expected)) / np.mean(expected) < 0.03

@@ -8,6 +8,7 @@ Run from the repository root::
     .venv/bin/python benchmarks/forecast.py --seeds 11-16 --only-seeds   # fresh generated
                                                       # traces, summarised per interval
     .venv/bin/python benchmarks/forecast.py --seeds 24-29 --only-seeds --incidents
+    .venv/bin/python benchmarks/forecast.py --structures  # no season, a DST clock change, …
 
 Per trace: ``forecasting.backtest.backtest`` with horizon 60 steps, 7 folds, 7 test days
 (each model fitted once before the test window). Traces: generated 1-minute (28 days, three
@@ -36,6 +37,7 @@ from collections.abc import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from forecast_structures import STRUCTURES  # noqa: E402
 
 from autoscaler.tracegen import generate_trace  # noqa: E402
 from autoscaler.traces import load_trace  # noqa: E402
@@ -247,8 +249,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --seeds: skip the named traces")
     ap.add_argument("--incidents", action="store_true",
                     help="with --seeds: add a holiday, an outage and a spike to each fresh trace")
+    ap.add_argument("--dense-all", action="store_true",
+                    help="backtest every model (not only kale) with --dense-folds origins")
+    ap.add_argument("--structures", action="store_true",
+                    help="run the traces of forecast_structures.py instead of the named ones: "
+                    "no season, a daylight-saving clock change, a level shift, small counts, "
+                    "5- and 15-minute intervals")
     args = ap.parse_args(argv)
+    TRACES.update(STRUCTURES)
     trace_names = [] if args.only_seeds else [t for t in args.traces.split(",") if t]
+    if args.structures:
+        trace_names = list(STRUCTURES)
     if args.seeds:
         trace_names += seed_traces_from_args(ap, args.seeds, args.shapes, args.incidents)
     unknown = [t for t in trace_names if t not in TRACES]
@@ -277,14 +288,19 @@ def main(argv: list[str] | None = None) -> int:
             "device", "epochs_run", "best_epoch", "val_pinball_backbone", "val_pinball",
             "median_correction_kept", "conformal_k_lo", "conformal_k_hi", "train_seconds",
             "decomposition_seconds", "time_budget_hit", "profile", "backbone_ridge",
-            "outliers_replaced")}
+            "outliers_replaced", "backbone_prior", "clock_change")}
         data["verdict"] = verdict(trace_name, data["models"], interval)
         if args.dense_folds and "kale" in names:
-            dense = backtest(series, {"kale": factories["kale"]}, horizon=HORIZON,
-                             folds=args.dense_folds, test_days=TEST_DAYS)
+            dense_models = factories if args.dense_all else {"kale": factories["kale"]}
+            dense = backtest(series, dense_models, horizon=HORIZON, folds=args.dense_folds,
+                             test_days=TEST_DAYS)
             dk = dense.models["kale"].metrics
             data["kale_dense"] = {"folds": args.dense_folds, "mase": dk["mase"],
                                   "p90_coverage": dk["p90_coverage"]}
+            if args.dense_all:
+                data["dense"] = {m: {"mase": r.metrics.get("mase"),
+                                     "p90_coverage": r.metrics.get("p90_coverage")}
+                                 for m, r in dense.models.items() if not r.error}
         results[trace_name] = data
         print(f"\n## {trace_name} — {label} ({len(series)} steps)")
         print(f"{'model':15s} {'MASE':>6s} {'sMAPE':>6s} {'p90cov':>6s} {'pinball':>9s} "
@@ -304,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
             kd = data["kale_dense"]
             print(f"kale with {kd['folds']} origins: MASE {kd['mase']:.3f}, "
                   f"p90 coverage {kd['p90_coverage']:.3f}")
+        if "dense" in data:
+            print(f"every model with {args.dense_folds} origins (MASE, p90 coverage): " + ", ".join(
+                f"{m} {r['mase']:.3f} {r['p90_coverage']:.2f}" for m, r in data["dense"].items()))
         print(f"kale fit: {data['kale_fit_summary']}")
         sys.stdout.flush()
     failing = {t: [k for k, ok in d["verdict"]["checks"].items() if not ok]

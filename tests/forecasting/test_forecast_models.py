@@ -477,3 +477,20 @@ def test_kale_forecasts_on_the_clock_after_a_daylight_saving_change():
     # With the ten old days averaged in, the next day was off by 7.5 % on average (the
     # evening ramps by far more); on the current clock, by under 1 %.
     assert np.mean(np.abs(p50 - expected)) / np.mean(expected) < 0.03
+
+
+def test_a_clock_change_needs_the_days_to_agree_with_it(monkeypatch):
+    import forecasting.decompose as decompose_module
+
+    day, hour = 96, 4
+    late, _ = _local_clock_traffic(16, 900, change_day=0, shift_h=1)  # 20:00 peaks
+    early, _ = _local_clock_traffic(16, 900, change_day=None, shift_h=0, seed=9)  # 19:00
+    z = np.log(late.to_numpy())
+    for d in range(1, 10, 2):  # half of the first ten days on the other clock
+        z[d * day: (d + 1) * day] = np.log(early.to_numpy()[d * day: (d + 1) * day])
+    # Isolate the agreement rule: any gain would do.
+    monkeypatch.setattr(decompose_module, "CLOCK_MIN_GAIN", 0.0)
+    assert decompose_module.find_clock_change(z - z.mean(), day, hour) is None
+    monkeypatch.setattr(decompose_module, "CLOCK_MIN_AGREEMENT", 0.0)
+    found = decompose_module.find_clock_change(z - z.mean(), day, hour)
+    assert found is not None and found.at == 10 * day  # what moving them all would have done

@@ -407,9 +407,9 @@ def find_clock_change(r: np.ndarray, day: int, hour: int, day_start: int = 0
     ±``hour`` steps for the days before is scored by how much of the day-to-day variation of
     the detrended daily shape (``r``: the series less its trend) it removes; the best one is
     kept when it removes at least :data:`CLOCK_MIN_GAIN` of it and the days agree with it one
-    by one (:data:`CLOCK_MIN_AGREEMENT`). Only whole days from
-    ``day_start`` (a midnight) count; the change is placed at the midnight that splits
-    them (real changes happen at night, when a day's shape barely shows them).
+    by one (:data:`CLOCK_MIN_AGREEMENT`). Only whole days from ``day_start`` (a midnight)
+    count; the change is placed at the midnight that splits them (real changes happen at
+    night, when a day's shape barely shows them).
     """
     if hour < 1 or day < 2 * hour:
         return None
@@ -454,6 +454,8 @@ TREND_ROUNDS = 3
 
 
 class RobustTrend(NamedTuple):
+    """What :func:`robust_trend` found (a tuple, so it unpacks)."""
+
     trend: np.ndarray
     filled: np.ndarray
     replaced: np.ndarray

@@ -5,8 +5,9 @@ Fit, in order:
 1. ``z = log(y + c)``; seasonality detection (ACF + STL strength) picks the periods.
 2. STL/MSTL (fast settings) gives the trend, decomposed again with the outliers (outages,
    spikes, holidays) replaced until they stay the same; the cleaned series is what the rest
-   learns from. The detrended series gives the seasonal profile, with days of the week that
-   look alike pooled (:mod:`forecasting.decompose`).
+   learns from. A one-hour clock change (daylight saving time) is looked for first; the days
+   before it are then read on the current clock. The detrended series gives the seasonal
+   profile, with days of the week that look alike pooled (:mod:`forecasting.decompose`).
 3. The backbone (the decomposition forecast): profile(t+h) + a ridge-fitted function of the
    recent deseasonalised levels (penalty by blocked cross-validation).
 4. The transformer (:mod:`.model`) learns p10/p50/p90 of the backbone's error from patched

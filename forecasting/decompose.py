@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from forecasting.seasonality import stl_decompose, stl_fast_kwargs
+from forecasting.seasonality import moving_average, stl_decompose, stl_fast_kwargs
 
 
 @dataclass
@@ -41,7 +41,7 @@ def decompose(values: np.ndarray, periods: list[int]) -> Decomposition:
     # dropped period would leave its column missing below.
     usable = sorted(p for p in set(periods) if p >= 2 and len(x) > 2 * p)
     if not usable:
-        trend = _moving_average(x, max(3, min(len(x) // 10, 25)))
+        trend = moving_average(x, max(3, min(len(x) // 10, 25)))
         return Decomposition(trend=trend, seasonals={}, resid=x - trend)
     if len(usable) == 1:
         p = usable[0]
@@ -58,16 +58,6 @@ def decompose(values: np.ndarray, periods: list[int]) -> Decomposition:
         seasonals={p: seas[:, i] for i, p in enumerate(usable)},
         resid=np.asarray(res.resid),
     )
-
-
-def _moving_average(x: np.ndarray, window: int) -> np.ndarray:
-    """Centred moving average with shrinking windows at the ends."""
-    window = max(1, min(window, len(x)))
-    c = np.concatenate([[0.0], np.cumsum(x)])
-    half = window // 2
-    lo = np.clip(np.arange(len(x)) - half, 0, len(x))
-    hi = np.clip(np.arange(len(x)) + window - half, 0, len(x))
-    return (c[hi] - c[lo]) / (hi - lo)
 
 
 @dataclass

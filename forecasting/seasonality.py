@@ -68,6 +68,17 @@ def seasonality_strength(values: np.ndarray, period: int) -> float | None:
     return float(max(0.0, 1.0 - np.var(resid) / denom))
 
 
+def moving_average(x: np.ndarray, window: int) -> np.ndarray:
+    """Centred moving average with shrinking windows at the ends."""
+    x = np.asarray(x, dtype=float)
+    window = max(1, min(window, len(x)))
+    c = np.concatenate([[0.0], np.cumsum(x)])
+    half = window // 2
+    lo = np.clip(np.arange(len(x)) - half, 0, len(x))
+    hi = np.clip(np.arange(len(x)) + window - half, 0, len(x))
+    return (c[hi] - c[lo]) / (hi - lo)
+
+
 def detrended(values: np.ndarray, period: int) -> np.ndarray:
     """The series less its centred moving average over ``period`` steps (shorter at the ends).
 
@@ -75,14 +86,9 @@ def detrended(values: np.ndarray, period: int) -> np.ndarray:
     so what is left is the season plus the noise.
     """
     x = np.asarray(values, dtype=float)
-    n = len(x)
-    if period < 2 or n == 0:
-        return x - (x.mean() if n else 0.0)
-    c = np.concatenate([[0.0], np.cumsum(x)])
-    i = np.arange(n)
-    lo = np.clip(i - period // 2, 0, n)
-    hi = np.clip(i - period // 2 + period, 0, n)
-    return x - (c[hi] - c[lo]) / (hi - lo)
+    if period < 2 or len(x) == 0:
+        return x - (x.mean() if len(x) else 0.0)
+    return x - moving_average(x, period)
 
 
 def autocorrelation(values: np.ndarray, lag: int) -> float | None:

@@ -413,13 +413,13 @@ def find_clock_change(r: np.ndarray, day: int, hour: int, day_start: int = 0
     if base <= 0:
         return None
     best: tuple[float, int, int] = (0.0, 0, 0)
+    # Running sums over the days, so each split costs O(day).
+    r1 = np.cumsum(np.vstack([np.zeros(day), rows]), axis=0)
+    r2 = np.cumsum(np.vstack([np.zeros(day), rows * rows]), axis=0)
     for shift in (-hour, hour):
         moved = np.roll(rows, shift, axis=1)
-        # Sums over the days before/after each split, so each split costs O(day).
         c1 = np.cumsum(np.vstack([np.zeros(day), moved]), axis=0)
         c2 = np.cumsum(np.vstack([np.zeros(day), moved * moved]), axis=0)
-        r1 = np.cumsum(np.vstack([np.zeros(day), rows]), axis=0)
-        r2 = np.cumsum(np.vstack([np.zeros(day), rows * rows]), axis=0)
         for split in range(CLOCK_MIN_DAYS, days - CLOCK_MIN_DAYS + 1):
             total = c1[split] + (r1[days] - r1[split])
             squares = c2[split] + (r2[days] - r2[split])

@@ -253,8 +253,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="backtest every model (not only kale) with --dense-folds origins")
     ap.add_argument("--structures", action="store_true",
                     help="run the traces of forecast_structures.py instead of the named ones: "
-                    "no season, a daylight-saving clock change, a level shift, small counts, "
-                    "5- and 15-minute intervals")
+                    "no season, daylight-saving clock changes (of all or part of the "
+                    "traffic), a level shift, small counts, 5- and 15-minute intervals")
     args = ap.parse_args(argv)
     TRACES.update(STRUCTURES)
     trace_names = [] if args.only_seeds else [t for t in args.traces.split(",") if t]
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
             "device", "epochs_run", "best_epoch", "val_pinball_backbone", "val_pinball",
             "median_correction_kept", "conformal_k_lo", "conformal_k_hi", "train_seconds",
             "decomposition_seconds", "time_budget_hit", "profile", "backbone_ridge",
-            "outliers_replaced", "backbone_prior", "clock_change")}
+            "outliers_replaced", "backbone_prior", "clock_changes")}
         data["verdict"] = verdict(trace_name, data["models"], interval)
         if args.dense_folds and "kale" in names:
             dense_models = factories if args.dense_all else {"kale": factories["kale"]}

@@ -48,13 +48,20 @@ def flat_ar(seed: int = 50) -> pd.Series:
     return pd.Series(400 * np.exp(z), index=idx)
 
 
-def clock_moved(interval_s: float, day: float, seed: int) -> pd.Series:
-    """Generated traffic whose clock moves an hour later at midnight of ``day`` (DST)."""
-    s = generate_trace(days=28, interval_s=interval_s, seed=seed)
+def clock_moved(interval_s: float, day: float, seed: int, share: float = 1.0,
+                second: tuple[float, float] | None = None, days: int = 28) -> pd.Series:
+    """Generated traffic whose clock moves an hour later at midnight of ``day`` (DST) for
+    ``share`` of it; ``second``: (day, share) of more traffic that moves later (users in
+    America and in Europe change clocks weeks apart)."""
+    s = generate_trace(days=days, interval_s=interval_s, seed=seed)
     hour = round(3600 / interval_s)
-    at = round(day * 86400 / interval_s)
-    v = s.to_numpy().copy()
-    v[at:] = np.roll(s.to_numpy(), hour)[at:]
+    old = s.to_numpy()
+    late = np.roll(old, hour)
+    t = np.arange(len(old)) * interval_s / 86400
+    moves = [(day, share)] + ([second] if second else [])
+    v = (1 - sum(a for _, a in moves)) * old
+    for at, a in moves:
+        v = v + a * np.where(t >= at, late, old)
     return pd.Series(v, index=s.index)
 
 
@@ -104,6 +111,12 @@ STRUCTURES: dict[str, tuple[str, Callable[[], pd.Series]]] = {
     "dst_1h": ("generated, 1 h, clock 1 h later from day 14", lambda: clock_moved(3600, 14, 45)),
     "dst_late_1h": ("generated, 1 h, clock 1 h later from day 18",
                     lambda: clock_moved(3600, 18, 53)),
+    "half_dst_1h": ("generated, 1 h, clock of half the traffic 1 h later from day 14",
+                    lambda: clock_moved(3600, 14, 65, share=0.5)),
+    "half_dst_1m": ("generated, 1 min, clock of half the traffic 1 h later from day 14",
+                    lambda: clock_moved(60, 14, 66, share=0.5)),
+    "two_dst_1h": ("generated, 1 h, clock of 40 % 1 h later from day 8, of 40 % more from "
+                   "day 15", lambda: clock_moved(3600, 8, 67, share=0.4, second=(15, 0.4))),
     "level_shift_1m": ("generated, 1 min, traffic x2 from day 17", level_shift),
     "poisson_1m": ("Poisson counts, <= 11/min, weekends half, 1 min", poisson_counts),
     "growth_30m": ("generated, 30 min, 42 d, traffic x3 over the trace",

@@ -225,20 +225,18 @@ def fit_backbone(d: np.ndarray, geom: Geometry, origins: np.ndarray, folds: int 
 
 def cv_residuals(z: np.ndarray, trend: np.ndarray, periods: dict[str, int], geom: Geometry,
                  origins: np.ndarray, ridge: float, *, prior: str = "mean", folds: int = 5,
-                 day_start: int = 0, max_fit: int = 20000, clock: np.ndarray | None = None,
+                 day_start: int = 0, max_fit: int = 20000,
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Out-of-sample backbone errors for every origin, by blocked cross-validation.
 
     ``origins`` are cut into ``folds`` contiguous chunks; for each, the seasonal profile and
     the backbone are re-estimated without the chunk's steps (and a horizon-wide margin) and
-    the chunk is forecast. ``clock``: each step's phase step (after a clock change; default
-    the steps). Returns (origins, errors of d with shape (len(origins), horizon)).
+    the chunk is forecast. Returns (origins, errors of d with shape (len(origins), horizon)).
     These errors — from every part of the history, not just the last days — set the width
     of the forecast band.
     """
     n = len(z)
     steps = np.arange(n)
-    phases = steps if clock is None else np.asarray(clock)
     out = np.full((len(origins), geom.horizon), np.nan)
     for chunk in np.array_split(np.arange(len(origins)), folds):
         if len(chunk) == 0:
@@ -248,9 +246,8 @@ def cv_residuals(z: np.ndarray, trend: np.ndarray, periods: dict[str, int], geom
         if len(fit_o) < 4 * len(geom.level_windows):
             continue
         held = (steps >= lo) & (steps < hi)
-        profile, _ = estimate_profile(z, trend, periods, mask=~held, day_start=day_start,
-                                      steps=phases)
-        d = z - profile.at(phases)
+        profile, _ = estimate_profile(z, trend, periods, mask=~held, day_start=day_start)
+        d = z - profile.at(steps)
         if len(fit_o) > max_fit:
             fit_o = fit_o[np.linspace(0, len(fit_o) - 1, max_fit).round().astype(int)]
         means = trailing_means(d, geom.level_windows, fit_o)

@@ -5,9 +5,10 @@ Fit, in order:
 1. ``z = log(y + c)``; seasonality detection (ACF + STL strength) picks the periods.
 2. STL/MSTL (fast settings) gives the trend, decomposed again with the outliers (outages,
    spikes, holidays) replaced until they stay the same; the cleaned series is what the rest
-   learns from. A one-hour clock change (daylight saving time) is looked for first; the days
-   before it are then read on the current clock. The detrended series gives the seasonal
-   profile, with days of the week that look alike pooled (:mod:`forecasting.decompose`).
+   learns from. A one-hour clock change (daylight saving time, of all or part of the
+   traffic) is looked for first; the days before it are then put on the current clock. The
+   detrended series gives the seasonal profile, with days of the week that look alike
+   pooled (:mod:`forecasting.decompose`).
 3. The backbone (the decomposition forecast): profile(t+h) + a ridge-fitted function of the
    recent deseasonalised levels (penalty by blocked cross-validation).
 4. The transformer (:mod:`.model`) learns p10/p50/p90 of the backbone's error from patched
@@ -253,23 +254,22 @@ class KaleForecaster(Forecaster):
         started = time.perf_counter()
         midnight = self._midnight_step(day)
         hour = round(3600.0 / interval) if 3600.0 % interval == 0 else 0
-        trend, z, outliers, change = robust_trend(z_raw, report.detected, day_start=midnight,
+        trend, z, outliers, changes = robust_trend(z_raw, report.detected, day_start=midnight,
                                                   hour=hour)
-        # After a clock change (daylight saving time) the days before it are read on the
-        # current clock: their phase is step + shift (ClockChange).
-        clock = change.steps(n) if change else np.arange(n)
-        # From here on the outliers (an outage, a holiday, a spike) are replaced (the
+        # From here on the days before a clock change (daylight saving time) are on the
+        # current clock (ClockChange.apply) and the outliers (an outage, a holiday, a spike)
+        # are replaced (the
         # seasonally adjusted series interpolated across them): the level model, the
         # network and the band learn from ordinary traffic.
         # Left in, the network learned the incidents' level from the calendar (measured on an
         # hourly trace with a holiday, an outage and a spike: a kept -11 % correction doubled
         # the next week's error). Predicting still reads the raw series.
         profile_tr, _ = estimate_profile(z, trend, report.detected, mask=~held,
-                                         day_start=midnight, steps=clock)
+                                         day_start=midnight)
         decomp_s = time.perf_counter() - started
 
         steps = np.arange(n + geom.out_len)
-        season = profile_tr.at(np.concatenate([clock, steps[n:]]))
+        season = profile_tr.at(steps)
         d = z - season[:n]
         rng = np.random.default_rng(p["seed"])
         bb_origins = train_origins
@@ -308,23 +308,24 @@ class KaleForecaster(Forecaster):
             cv_origins = all_origins[np.unique(pick.round().astype(int))]
             started = time.perf_counter()
             _, cv_err = cv_residuals(z, trend, report.detected, geom, cv_origins, ridge,
-                                     prior=prior, day_start=midnight, clock=clock)
+                                     prior=prior, day_start=midnight)
             cv_s = time.perf_counter() - started
             calib = self._calibrate(batch, val_origins, z, season, cv_origins,
                                     cv_err / self.scale)
 
         # Forecast with the profile of the whole history (the network is unchanged).
         self.profile, profile_info = estimate_profile(z, trend, report.detected,
-                                                      day_start=midnight, steps=clock)
+                                                      day_start=midnight)
+        clocks = [{"at": _iso_step(self, c.at), "shift_minutes": c.shift * interval / 60.0,
+                   "share": c.share, "gain": c.gain} for c in sorted(changes, key=lambda c: c.at)]
         self.fit_summary.update(
             seasonality=report.to_dict(), profile=profile_info, device=self.device,
             geometry=geom.to_dict(), train_windows=len(train_origins),
             val_windows=len(val_origins), holdout_start=_iso_step(self, tail),
             decomposition_seconds=decomp_s,
             outliers_replaced=int(np.count_nonzero(outliers)),
-            clock_change=None if change is None else {
-                "at": _iso_step(self, change.at),
-                "shift_minutes": change.shift * interval / 60.0, "gain": change.gain},
+            # Every change found, in time order; clock_change is the latest (or None).
+            clock_changes=clocks, clock_change=clocks[-1] if clocks else None,
             offset=self.offset, scale=self.scale, backbone_ridge=ridge, backbone_prior=prior,
             backbone_cv_mae=level.cv_mae,
             cv_seconds=cv_s,

@@ -432,17 +432,30 @@ def test_kale_forecasts_a_random_walk_without_a_season_from_its_latest_level():
 
 
 def _local_clock_traffic(days: int, interval_s: float, change_day: int | None, shift_h: int,
-                         seed: int = 8) -> tuple[pd.Series, np.ndarray]:
+                         seed: int = 8, share: float = 1.0,
+                         second: tuple[int, float] | None = None) -> tuple[pd.Series, np.ndarray]:
     """Traffic with a sharp evening peak (19:00 on the users' clock) that comes ``shift_h``
-    hours later in UTC from midnight of ``change_day`` (a daylight-saving change in a UTC
-    trace)."""
+    hours later in UTC from midnight of ``change_day`` for ``share`` of the users (a
+    daylight-saving change in a UTC trace); ``second``: (day, share) of more users whose
+    clock moves the same way later."""
     rng = np.random.default_rng(seed)
     n = int(days * 86400 / interval_s)
     hours = np.arange(n) * interval_s / 3600.0
-    if change_day is not None:
-        hours = hours - shift_h * (hours >= 24 * change_day)
-    clean = 50 + 400 * np.exp(-0.5 * ((np.mod(hours, 24) - 19) / 1.5) ** 2)
+
+    def peak(moves_at: float | None) -> np.ndarray:
+        h = hours if moves_at is None else hours - shift_h * (hours >= 24 * moves_at)
+        return 400 * np.exp(-0.5 * ((np.mod(h, 24) - 19) / 1.5) ** 2)
+
+    later_share = second[1] if second else 0.0
+    clean = 50 + (1 - share - later_share) * peak(None) + share * peak(change_day)
+    if second:
+        clean = clean + later_share * peak(second[0])
     return series(clean * rng.lognormal(0, 0.03, n), interval_s=interval_s), clean
+
+
+def _clock_residual(s: pd.Series) -> np.ndarray:
+    z = np.log(s.to_numpy())
+    return z - z.mean()
 
 
 @pytest.mark.parametrize("shift_h", [1, -1])
@@ -450,19 +463,56 @@ def test_find_clock_change_finds_a_one_hour_move_and_nothing_else(shift_h):
     from forecasting.decompose import find_clock_change
 
     day, hour = 96, 4  # 15-minute steps
-    moved, _ = _local_clock_traffic(16, 900, change_day=10, shift_h=shift_h)
-    z = np.log(moved.to_numpy())
-    found = find_clock_change(z - z.mean(), day, hour)
+    moved, clean = _local_clock_traffic(16, 900, change_day=10, shift_h=shift_h)
+    z = _clock_residual(moved)
+    found = find_clock_change(z, day, hour)
     assert found is not None
-    # The days before the change are read ``shift`` steps later on the current clock.
-    assert found.at == 10 * day and found.shift == shift_h * hour and found.gain > 0.3
-    assert found.steps(12 * day)[10 * day - 1] == 10 * day - 1 + found.shift
-    assert (found.steps(12 * day)[10 * day:] == np.arange(10 * day, 12 * day)).all()
+    assert (found.at, found.shift, found.share) == (10 * day, shift_h * hour, 1.0)
+    assert found.gain > 0.8
+    # Put on the current clock, a day before the change looks like the days after it.
+    on_now = found.apply(np.log(clean), day)
+    np.testing.assert_allclose(on_now[9 * day: 10 * day], np.log(clean[11 * day: 12 * day]))
     steady, _ = _local_clock_traffic(16, 900, change_day=None, shift_h=0)
-    z = np.log(steady.to_numpy())
-    assert find_clock_change(z - z.mean(), day, hour) is None
+    assert find_clock_change(_clock_residual(steady), day, hour) is None
     level = np.log(steady.to_numpy()) + 0.5 * (np.arange(len(z)) >= 10 * day)
     assert find_clock_change(level - level.mean(), day, hour) is None  # a level, not a clock
+
+
+def test_find_clock_change_finds_a_move_of_part_of_the_traffic():
+    from forecasting.decompose import find_clock_change
+
+    day, hour = 96, 4
+    moved, clean = _local_clock_traffic(16, 900, change_day=9, shift_h=1, share=0.5)
+    found = find_clock_change(_clock_residual(moved), day, hour)
+    assert found is not None
+    assert (found.at, found.shift, found.share) == (9 * day, hour, 0.5)
+    # Half of the traffic moved: the mix of the old day with itself an hour later.
+    on_now = found.apply(np.log(clean), day)
+    np.testing.assert_allclose(on_now[8 * day: 9 * day], np.log(clean[10 * day: 11 * day]),
+                               rtol=1e-9)
+    full = _local_clock_traffic(16, 900, change_day=9, shift_h=1, share=1.0)[0]
+    assert find_clock_change(_clock_residual(full), day, hour).share == 1.0
+
+
+def test_moving_all_of_the_traffic_does_not_explain_a_partial_move(monkeypatch):
+    import forecasting.decompose as decompose_module
+
+    day, hour = 96, 4
+    moved, _ = _local_clock_traffic(16, 900, change_day=9, shift_h=1, share=0.5)
+    monkeypatch.setattr(decompose_module, "CLOCK_SHARES", (1.0,))  # the only model before
+    assert decompose_module.find_clock_change(_clock_residual(moved), day, hour) is None
+
+
+def test_robust_trend_finds_two_clock_changes_weeks_apart():
+    from forecasting.decompose import robust_trend
+
+    day, hour = 96, 4
+    moved, _ = _local_clock_traffic(21, 900, change_day=6, shift_h=1, share=0.5,
+                                    second=(13, 0.5))
+    z = np.log(moved.to_numpy())
+    found = robust_trend(z, {"daily": day}, hour=hour).clocks
+    assert sorted(c.at for c in found) == [6 * day, 13 * day]
+    assert all(c.shift == hour for c in found)
 
 
 def test_kale_forecasts_on_the_clock_after_a_daylight_saving_change():
@@ -470,8 +520,9 @@ def test_kale_forecasts_on_the_clock_after_a_daylight_saving_change():
     _, truth = _local_clock_traffic(16, 900, change_day=10, shift_h=1)
     model = make_forecaster("kale", **{**TINY, "horizon": 96}).fit(history)
     change = model.fit_summary["clock_change"]
-    assert change is not None and change["shift_minutes"] == 60.0
+    assert change is not None and change["shift_minutes"] == 60.0 and change["share"] == 1.0
     assert change["at"] == "2026-01-15T00:00:00Z"
+    assert model.fit_summary["clock_changes"] == [change]
     p50 = model.predict(96).p50
     expected = truth[len(history):]
     # With the ten old days averaged in, the next day was off by 7.5 % on average (the
@@ -479,18 +530,29 @@ def test_kale_forecasts_on_the_clock_after_a_daylight_saving_change():
     assert np.mean(np.abs(p50 - expected)) / np.mean(expected) < 0.03
 
 
+def test_kale_forecasts_after_half_of_the_traffic_moved_its_clock():
+    history, _ = _local_clock_traffic(15, 900, change_day=9, shift_h=1, share=0.5)
+    _, truth = _local_clock_traffic(16, 900, change_day=9, shift_h=1, share=0.5)
+    model = make_forecaster("kale", **{**TINY, "horizon": 96}).fit(history)
+    assert model.fit_summary["clock_change"]["share"] == 0.5
+    p50 = model.predict(96).p50
+    expected = truth[len(history):]
+    assert np.mean(np.abs(p50 - expected)) / np.mean(expected) < 0.03
+
+
 def test_a_clock_change_needs_the_days_to_agree_with_it(monkeypatch):
     import forecasting.decompose as decompose_module
 
     day, hour = 96, 4
-    late, _ = _local_clock_traffic(16, 900, change_day=0, shift_h=1)  # 20:00 peaks
-    early, _ = _local_clock_traffic(16, 900, change_day=None, shift_h=0, seed=9)  # 19:00
-    z = np.log(late.to_numpy())
-    for d in range(1, 10, 2):  # half of the first ten days on the other clock
-        z[d * day: (d + 1) * day] = np.log(early.to_numpy()[d * day: (d + 1) * day])
-    # Isolate the agreement rule: any gain would do.
+    early, _ = _local_clock_traffic(16, 900, change_day=None, shift_h=0)  # 19:00 peaks
+    late, _ = _local_clock_traffic(16, 900, change_day=0, shift_h=1, seed=9)  # 20:00
+    z = np.log(early.to_numpy())
+    for d in range(10, 16, 2):  # from day 10, every other day on the other clock
+        z[d * day: (d + 1) * day] = np.log(late.to_numpy()[d * day: (d + 1) * day])
+    # On average the days after day 10 look like half of the traffic moved; one by one,
+    # half of them moved entirely and half not at all. Isolate the agreement rule.
     monkeypatch.setattr(decompose_module, "CLOCK_MIN_GAIN", 0.0)
     assert decompose_module.find_clock_change(z - z.mean(), day, hour) is None
     monkeypatch.setattr(decompose_module, "CLOCK_MIN_AGREEMENT", 0.0)
     found = decompose_module.find_clock_change(z - z.mean(), day, hour)
-    assert found is not None and found.at == 10 * day  # what moving them all would have done
+    assert found is not None and found.share < 1.0

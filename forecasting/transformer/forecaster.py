@@ -254,13 +254,12 @@ class KaleForecaster(Forecaster):
         started = time.perf_counter()
         midnight = self._midnight_step(day)
         hour = round(3600.0 / interval) if 3600.0 % interval == 0 else 0
-        trend, z, outliers, changes = robust_trend(z_raw, report.detected, day_start=midnight,
-                                                  hour=hour)
+        trend, z, outliers, changes = robust_trend(z_raw, report.detected,
+                                                   day_start=midnight, hour=hour)
         # From here on the days before a clock change (daylight saving time) are on the
         # current clock (ClockChange.apply) and the outliers (an outage, a holiday, a spike)
-        # are replaced (the
-        # seasonally adjusted series interpolated across them): the level model, the
-        # network and the band learn from ordinary traffic.
+        # are replaced (the seasonally adjusted series interpolated across them): the level
+        # model, the network and the band learn from ordinary traffic.
         # Left in, the network learned the incidents' level from the calendar (measured on an
         # hourly trace with a holiday, an outage and a spike: a kept -11 % correction doubled
         # the next week's error). Predicting still reads the raw series.

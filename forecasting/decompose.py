@@ -372,6 +372,14 @@ its weekday before the change once that is moved than as it was. A real change c
 every day; days that only alternate between two shapes do not."""
 
 
+def moved_share(z: np.ndarray, moved: np.ndarray, share: float) -> np.ndarray:
+    """``log((1 - share) * exp(z) + share * exp(moved))``: traffic adds up, so a share of it
+    on another clock mixes in linearly (``z`` is log traffic)."""
+    if share >= 1.0:
+        return np.asarray(moved, dtype=float)
+    return np.logaddexp(np.log1p(-share) + z, np.log(share) + moved)
+
+
 @dataclass(frozen=True)
 class ClockChange:
     """At step ``at`` the clock of ``share`` of the traffic moved by ``shift`` steps.
@@ -388,9 +396,9 @@ class ClockChange:
     def apply(self, z: np.ndarray, day: int, week: int | None = None) -> np.ndarray:
         """``z`` (log traffic) with the steps before ``at`` put on the current clock.
 
-        Traffic adds up, so the moved share is mixed in linearly: a step before the change
-        becomes ``(1 - share) * y[t] + share * y[t - shift]`` (``exp(z)`` is the traffic plus
-        the model's offset, which the mix keeps). Where ``t - shift`` falls outside the days
+        A step before the change becomes ``(1 - share) * y[t] + share * y[t - shift]``
+        (:func:`moved_share`; ``exp(z)`` is the traffic plus the model's offset, which the mix
+        keeps). Where ``t - shift`` falls outside the days
         before the change (the first hour of the history, the last before the change), the
         same time a ``week`` later or earlier stands in (the same weekday), else a ``day``.
         """
@@ -404,10 +412,7 @@ class ClockChange:
             src = np.where(bad & (want < 0), want + period, src)
             src = np.where(bad & (want >= self.at), want - period, src)
         src = np.clip(src, 0, max(self.at - 1, 0))
-        if self.share >= 1.0:
-            out[t] = z[src]
-        else:
-            out[t] = np.logaddexp(np.log1p(-self.share) + z[t], np.log(self.share) + z[src])
+        out[t] = moved_share(z[t], z[src], self.share)
         return out
 
 
@@ -415,9 +420,7 @@ def _shape_rows(rows: np.ndarray, share: float, shift: int) -> np.ndarray:
     """Each day's shape (log, less its mean) with ``share`` of its traffic moved ``shift``
     steps later."""
     if share > 0:
-        moved = np.roll(rows, shift, axis=1)
-        rows = moved if share >= 1.0 else np.logaddexp(np.log1p(-share) + rows,
-                                                        np.log(share) + moved)
+        rows = moved_share(rows, np.roll(rows, shift, axis=1), share)
     return rows - rows.mean(axis=1, keepdims=True)
 
 

@@ -18,22 +18,22 @@ from autoscaler.cli.trace import load_trace_cli
 from autoscaler.errors import UserError
 
 
-def _models(text: str) -> list[str]:
+def _models(text: str, flag: str = "--models") -> list[str]:
     from forecasting.registry import ALL_NAMES
 
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
-        raise UserError("--models: give at least one model name")
+        raise UserError(f"{flag}: give at least one model name")
     bad = [n for n in names if n not in ALL_NAMES]
     if bad:
-        raise UserError(f"--models: unknown model {bad[0]!r} (choose from {', '.join(ALL_NAMES)})")
+        raise UserError(f"{flag}: unknown model {bad[0]!r} (choose from {', '.join(ALL_NAMES)})")
     return names
 
 
 def _model(name: str) -> str:
     if "," in name:
         raise UserError(f"--model: give one model, got {name!r}")
-    return _models(name)[0].replace("--models", "--model")
+    return _models(name, flag="--model")[0]
 
 
 def _model_kwargs(horizon: int, device: str, seed: int, epochs: int | None = None) -> dict:

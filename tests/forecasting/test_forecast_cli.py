@@ -101,6 +101,8 @@ def test_plot_writes_the_picture(capsys, trace_csv, tmp_path, suffix):
         (["predict", "--trace", "missing.csv"], "file not found"),
         # an unknown model name
         (["backtest", "--trace", "{trace}", "--models", "kale,prophet"], "unknown model"),
+        # an unknown model where one is expected: the message names the flag given
+        (["predict", "--trace", "{trace}", "--model", "prophet"], "--model: unknown model"),
         # more than one model where one is expected
         (["predict", "--trace", "{trace}", "--model", "ets,kale"], "give one model"),
         # a test window longer than the trace

@@ -2,10 +2,12 @@
 
 A trace is a CSV with header ``timestamp,value``: ISO-8601 timestamps on a regular grid and
 the arrival rate in samples per second. Loading is strict about what cannot be repaired
-(unparsable rows, timestamps that go backwards or repeat, negative or NaN rates) and lenient
-about what can: missing steps are filled by linear interpolation, with a warning that says
-how many. Errors name the file, the line and the reason, because the person reading them is
-looking at that file.
+(unparsable rows, timestamps that go backwards or repeat, negative or infinite rates) and
+lenient about what can: missing steps — absent rows, and rows whose value is empty or
+``nan``, which is how pandas and numpy write a gap — are filled by linear interpolation, with
+a warning that says how many; a gap at either end cannot be interpolated and is cut off,
+also with a warning. Errors name the file, the line and the reason, because the person
+reading them is looking at that file.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
         raise UserError(f"{name}:1: header must be 'timestamp,value', got {','.join(header)!r}")
     times: list[datetime] = []
     values: list[float] = []
+    linenos: list[int] = []
     for lineno, row in enumerate(reader, start=2):
         if not row or all(not c.strip() for c in row):
             continue
@@ -85,10 +88,11 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
         except ValueError:
             raise UserError(f"{name}:{lineno}: timestamp {row[0]!r} is not ISO-8601") from None
         try:
-            value = float(row[1])
+            # An empty cell is a gap, like NaN: both are filled with the missing rows.
+            value = float(row[1]) if row[1].strip() else math.nan
         except ValueError:
             raise UserError(f"{name}:{lineno}: value {row[1]!r} is not a number") from None
-        if math.isnan(value) or math.isinf(value):
+        if math.isinf(value):
             raise UserError(f"{name}:{lineno}: value is {row[1].strip()}, expected a finite rate")
         if value < 0:
             raise UserError(f"{name}:{lineno}: value {value:g} is negative (samples/s must be ≥ 0)")
@@ -102,12 +106,26 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
                 )
         times.append(ts)
         values.append(value)
+        linenos.append(lineno)
     if len(times) < 2:
         raise UserError(f"{name}: needs at least 2 rows, found {len(times)}")
-    return _regularise(name, times, values)
+    known = [i for i, v in enumerate(values) if not math.isnan(v)]
+    if len(known) < 2:
+        raise UserError(f"{name}: needs at least 2 rows with a value, found {len(known)}")
+    first, last = known[0], known[-1]
+    if first or last < len(values) - 1:
+        warnings.warn(
+            f"{name}: {first + len(values) - 1 - last} row(s) with no value at the start or end "
+            "cut off (a gap at an end cannot be interpolated)",
+            TraceGapWarning,
+            stacklevel=2,
+        )
+    keep = slice(first, last + 1)
+    return _regularise(name, times[keep], values[keep], linenos[keep])
 
 
-def _regularise(name: str, times: list[datetime], values: list[float]) -> Trace:
+def _regularise(name: str, times: list[datetime], values: list[float],
+                linenos: list[int]) -> Trace:
     index = pd.DatetimeIndex(times)
     # Seconds from the index itself: pandas 3 picks the resolution (us, ns) per index.
     steps = np.diff(np.asarray((index - index[0]).total_seconds(), dtype=float))
@@ -119,16 +137,19 @@ def _regularise(name: str, times: list[datetime], values: list[float]) -> Trace:
     if bad.size:
         i = int(bad[0])
         raise UserError(
-            f"{name}:{i + 3}: irregular interval: {steps[i]:g} s after the previous row is not a "
-            f"multiple of the trace's interval {interval:g} s"
+            f"{name}:{linenos[i + 1]}: irregular interval: {steps[i]:g} s after the previous "
+            f"row is not a multiple of the trace's interval {interval:g} s"
         )
     series = pd.Series(values, index=index, dtype=float, name="value")
-    missing = int(np.round(ratios).sum() - len(steps))
+    absent = int(np.round(ratios).sum() - len(steps))
+    blank = int(series.isna().sum())
+    missing = absent + blank
     if missing:
         grid = pd.date_range(index[0], index[-1], freq=pd.Timedelta(seconds=interval))
         series = series.reindex(grid).interpolate(method="linear")
+        why = f" ({blank} with an empty or nan value)" if blank else ""
         warnings.warn(
-            f"{name}: {missing} missing step(s) filled by linear interpolation",
+            f"{name}: {missing} missing step(s){why} filled by linear interpolation",
             TraceGapWarning,
             stacklevel=3,
         )

@@ -34,9 +34,20 @@ BAD_TRACES = [
         ":3: value -2 is negative",
     ),
     (
-        "nan",
-        "timestamp,value\n2026-01-01T00:00:00Z,nan\n2026-01-01T00:01:00Z,2\n",
-        ":2: value is nan, expected a finite rate",
+        "infinite",
+        "timestamp,value\n2026-01-01T00:00:00Z,inf\n2026-01-01T00:01:00Z,2\n",
+        ":2: value is inf, expected a finite rate",
+    ),
+    (
+        "no-values",
+        "timestamp,value\n2026-01-01T00:00:00Z,\n2026-01-01T00:01:00Z,nan\n2026-01-01T00:02:00Z,3\n",
+        "needs at least 2 rows with a value, found 1",
+    ),
+    (
+        "irregular-after-blank-line",
+        "timestamp,value\n2026-01-01T00:00:00Z,1\n\n2026-01-01T00:01:00Z,1\n"
+        "2026-01-01T00:02:30Z,1\n",
+        ":5: irregular interval",
     ),
     (
         "duplicate",
@@ -89,6 +100,24 @@ def test_gaps_are_interpolated_with_a_warning_that_counts_them(tmp_path):
         trace = load_trace(path)
     assert trace.series.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
     assert trace.filled_steps == 2
+
+
+def test_empty_and_nan_values_are_gaps_filled_like_missing_rows(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "timestamp,value\n2026-01-01T00:00:00Z,\n2026-01-01T00:01:00Z,1\n"
+        "2026-01-01T00:02:00Z,\n2026-01-01T00:03:00Z,NaN\n2026-01-01T00:05:00Z,5\n"
+        "2026-01-01T00:06:00Z,nan\n"
+    )
+    with pytest.warns(TraceGapWarning) as caught:
+        trace = load_trace(path)
+    messages = [str(w.message) for w in caught]
+    assert any("2 row(s) with no value at the start or end cut off" in m for m in messages)
+    assert any("3 missing step(s) (2 with an empty or nan value)" in m for m in messages)
+    # The ends cannot be interpolated: the trace runs from the first to the last value.
+    assert trace.series.index[0].isoformat() == "2026-01-01T00:01:00+00:00"
+    assert trace.series.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert trace.filled_steps == 3
 
 
 @pytest.mark.parametrize("interval", [60, 300, 1800, 3600])

@@ -9,6 +9,7 @@ Run from the repository root::
                                                       # traces, summarised per interval
     .venv/bin/python benchmarks/forecast.py --seeds 24-29 --only-seeds --incidents
     .venv/bin/python benchmarks/forecast.py --structures  # no season, a DST clock change, …
+    .venv/bin/python benchmarks/forecast.py --csv my_trace.csv --only-csv   # your own trace
 
 Per trace: ``forecasting.backtest.backtest`` with horizon 60 steps, 7 folds, 7 test days
 (each model fitted once before the test window). Traces: generated 1-minute (28 days, three
@@ -39,6 +40,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from forecast_structures import STRUCTURES  # noqa: E402
 
+from autoscaler.errors import UserError  # noqa: E402
 from autoscaler.tracegen import generate_trace  # noqa: E402
 from autoscaler.traces import load_trace  # noqa: E402
 from forecasting.backtest import backtest  # noqa: E402
@@ -255,11 +257,25 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the traces of forecast_structures.py instead of the named ones: "
                     "no season, daylight-saving clock changes (of all or part of the "
                     "traffic), a level shift, small counts, 5- and 15-minute intervals")
+    ap.add_argument("--csv", action="append", default=[], metavar="PATH",
+                    help="also backtest this trace file (timestamp,value; repeatable), e.g. "
+                    "a real trace of your own; named after the file")
+    ap.add_argument("--only-csv", action="store_true",
+                    help="with --csv: skip the named traces")
     args = ap.parse_args(argv)
     TRACES.update(STRUCTURES)
-    trace_names = [] if args.only_seeds else [t for t in args.traces.split(",") if t]
+    trace_names = [] if args.only_seeds or args.only_csv else [
+        t for t in args.traces.split(",") if t]
     if args.structures:
         trace_names = list(STRUCTURES)
+    for path in args.csv:
+        try:
+            trace = load_trace(path)
+        except UserError as exc:
+            ap.error(f"--csv: {exc}")
+        name = Path(path).stem
+        TRACES[name] = (f"file {path}", lambda s=trace.series: s)
+        trace_names.append(name)
     if args.seeds:
         trace_names += seed_traces_from_args(ap, args.seeds, args.shapes, args.incidents)
     unknown = [t for t in trace_names if t not in TRACES]
@@ -288,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
             "device", "epochs_run", "best_epoch", "val_pinball_backbone", "val_pinball",
             "median_correction_kept", "conformal_k_lo", "conformal_k_hi", "train_seconds",
             "decomposition_seconds", "time_budget_hit", "profile", "backbone_ridge",
-            "outliers_replaced", "backbone_prior", "clock_changes")}
+            "outliers_replaced", "backbone_prior", "clock_changes",
+            "profile_half_life_days")}
         data["verdict"] = verdict(trace_name, data["models"], interval)
         if args.dense_folds and "kale" in names:
             dense_models = factories if args.dense_all else {"kale": factories["kale"]}

@@ -131,14 +131,39 @@ def smooth_within_days(table: np.ndarray, half: int, day: int, day_start: int) -
     return np.roll(out.reshape(-1), day_start)
 
 
-def _phase_stats(r: np.ndarray, phase: np.ndarray, period: int) -> tuple[np.ndarray, ...]:
-    """Per phase: count, mean, and the variance of that mean."""
-    cnt = np.bincount(phase, minlength=period).astype(float)
-    s1 = np.bincount(phase, weights=r, minlength=period)
-    s2 = np.bincount(phase, weights=r * r, minlength=period)
-    mean = s1 / np.maximum(cnt, 1.0)
-    var = np.maximum(s2 / np.maximum(cnt, 1.0) - mean**2, 0.0) * cnt / np.maximum(cnt - 1.0, 1.0)
+def _phase_stats(r: np.ndarray, phase: np.ndarray, period: int,
+                 weights: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """Per phase: (effective) count, mean, and the variance of that mean.
+
+    With ``weights`` (recent weeks weigh more, :func:`recency_weights`) the mean is
+    weighted and the count is the effective number of observations, (Σw)² / Σw².
+    """
+    if weights is None:
+        cnt = np.bincount(phase, minlength=period).astype(float)
+        s1 = np.bincount(phase, weights=r, minlength=period)
+        s2 = np.bincount(phase, weights=r * r, minlength=period)
+        mean = s1 / np.maximum(cnt, 1.0)
+        var = (np.maximum(s2 / np.maximum(cnt, 1.0) - mean**2, 0.0)
+               * cnt / np.maximum(cnt - 1.0, 1.0))
+        return cnt, mean, np.maximum(var, 1e-12) / np.maximum(cnt, 1.0)
+    w = np.asarray(weights, dtype=float)
+    sw = np.bincount(phase, weights=w, minlength=period)
+    sw2 = np.bincount(phase, weights=w * w, minlength=period)
+    mean = np.bincount(phase, weights=w * r, minlength=period) / np.maximum(sw, 1e-300)
+    m2 = np.bincount(phase, weights=w * r * r, minlength=period) / np.maximum(sw, 1e-300)
+    cnt = sw**2 / np.maximum(sw2, 1e-300)
+    var = np.maximum(m2 - mean**2, 0.0) * cnt / np.maximum(cnt - 1.0, 1.0)
     return cnt, mean, np.maximum(var, 1e-12) / np.maximum(cnt, 1.0)
+
+
+def recency_weights(steps: np.ndarray, half_life: float | None,
+                    center: int | None = None) -> np.ndarray | None:
+    """Weights that halve every ``half_life`` steps away from ``center`` (default: the last
+    step), so the weeks nearest the forecast count most. None: all steps weigh the same."""
+    if half_life is None or len(steps) == 0:
+        return None
+    at = float(np.max(steps)) if center is None else float(center)
+    return np.exp2(-np.abs(at - np.asarray(steps, dtype=float)) / float(half_life))
 
 
 POOL_STRICTNESS = 3.0
@@ -148,7 +173,8 @@ POOL_MIN_WINDOW = 3
 
 
 def pooled_weekly_profile(r: np.ndarray, steps: np.ndarray, day: int, *,
-                          strictness: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+                          strictness: float | None = None,
+                          weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A week of seasonal values where days that look alike share their data.
 
     The weekly seasonal of three or four weeks is an average of three or four values per
@@ -162,7 +188,7 @@ def pooled_weekly_profile(r: np.ndarray, steps: np.ndarray, day: int, *,
     """
     week = 7 * day
     strictness = POOL_STRICTNESS if strictness is None else strictness
-    cnt, mean, var_mean = _phase_stats(r, np.mod(steps, week), week)
+    cnt, mean, var_mean = _phase_stats(r, np.mod(steps, week), week, weights)
     win = max(POOL_MIN_WINDOW, day // 8)
     num = cnt * mean
     den = cnt.copy()
@@ -209,18 +235,20 @@ and in very smooth series the trend's own wiggles would otherwise be called outl
 
 
 def _profile_table(r: np.ndarray, steps: np.ndarray, day: int | None, week: int | None,
-                   day_start: int) -> tuple[np.ndarray, dict[str, object]]:
+                   day_start: int, half_life: float | None = None,
+                   center: int | None = None) -> tuple[np.ndarray, dict[str, object]]:
     """The (unnormalised) profile table (by step mod its period) and what was done."""
     info: dict[str, object] = {}
+    w = recency_weights(steps, half_life, center)
     if day and week and week == 7 * day:
-        table, eff = pooled_weekly_profile(r, steps, day)
+        table, eff = pooled_weekly_profile(r, steps, day, weights=w)
         info.update(kind="weekly, days pooled by similarity",
                     mean_days_pooled=float(np.mean(eff) / max((np.ptp(steps) + 1) / week, 1.0)))
     elif day:
-        _, table, _ = _phase_stats(r, np.mod(steps, day), day)
+        _, table, _ = _phase_stats(r, np.mod(steps, day), day, w)
         info["kind"] = "daily"
     else:
-        _, table, _ = _phase_stats(r, np.mod(steps, week), week)
+        _, table, _ = _phase_stats(r, np.mod(steps, week), week, w)
         info["kind"] = "weekly"
     if day:
         half = choose_smoothing(r, steps, day, day_start)
@@ -340,12 +368,15 @@ def profile_period(periods: dict[str, int | None]) -> int:
 
 
 def _inlier_profile(r: np.ndarray, steps: np.ndarray, day: int | None, week: int | None,
-                    day_start: int) -> tuple[np.ndarray, np.ndarray, dict[str, object]]:
+                    day_start: int, half_life: float | None = None,
+                    center: int | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, dict[str, object]]:
     """The profile table of ``r`` without the steps :func:`profile_inliers` calls outliers.
     Returns (table, inlier mask, info)."""
     keep = profile_inliers(r, steps, profile_period({"daily": day, "weekly": week}), day,
                            day_start=day_start)
-    table, info = _profile_table(r[keep], steps[keep], day, week, day_start)
+    table, info = _profile_table(r[keep], steps[keep], day, week, day_start, half_life,
+                                 center)
     info["outlier_steps_left_out"] = int(np.size(keep) - np.count_nonzero(keep))
     return table, keep, info
 
@@ -584,6 +615,7 @@ def robust_trend(values: np.ndarray, periods: dict[str, int], day_start: int = 0
 
 def estimate_profile(values: np.ndarray, trend: np.ndarray, periods: dict[str, int],
                      mask: np.ndarray | None = None, day_start: int = 0,
+                     half_life: float | None = None, center: int | None = None,
                      ) -> tuple[SeasonalProfile, dict[str, object]]:
     """The seasonal profile of ``values - trend`` over steps 0..n-1 (anchor 0).
 
@@ -592,7 +624,8 @@ def estimate_profile(values: np.ndarray, trend: np.ndarray, periods: dict[str, i
     steps where ``mask`` is true are used (held-out steps stay unseen), less the ones
     :func:`profile_inliers` calls outliers, so an outage or a holiday does not repeat every
     week. After a clock change, ``values`` must already be on the current clock
-    (:meth:`ClockChange.apply`).
+    (:meth:`ClockChange.apply`). With ``half_life`` (steps), weeks weigh less the further
+    they are from ``center`` (default: the last step used; :func:`choose_half_life`).
     """
     x = np.asarray(values, dtype=float)
     r = x - np.asarray(trend, dtype=float)
@@ -602,5 +635,67 @@ def estimate_profile(values: np.ndarray, trend: np.ndarray, periods: dict[str, i
     day, week = periods.get("daily"), periods.get("weekly")
     if not day and not week:
         return SeasonalProfile(np.zeros(0), 0), {"kind": "none", "smoothing_half_width": 0}
-    table, _, info = _inlier_profile(r, steps, day, week, day_start)
+    table, _, info = _inlier_profile(r, steps, day, week, day_start, half_life, center)
     return SeasonalProfile(table - float(np.mean(table)), 0), info
+
+
+PROFILE_HALF_LIVES_DAYS: tuple[float | None, ...] = (None, 14.0, 7.0, 3.5)
+"""Candidate recencies of the profile: every week alike (None), or weights that halve every
+two weeks, week or half week back in time."""
+PROFILE_HALF_LIFE_MARGIN = 0.97
+"""A recency-weighted profile must score this much better than the equal-weight one: on
+traffic whose shape does not drift, weighting only throws data away."""
+PROFILE_HALF_LIFE_DAYS_SCORED = 7
+"""How many of the last whole days score the candidates."""
+
+
+def choose_half_life(values: np.ndarray, trend: np.ndarray, periods: dict[str, int], *,
+                     mask: np.ndarray | None = None, day_start: int = 0,
+                     candidates: tuple[float | None, ...] = PROFILE_HALF_LIVES_DAYS,
+                     days: int = PROFILE_HALF_LIFE_DAYS_SCORED,
+                     ) -> tuple[float | None, dict[str, float]]:
+    """How fast the seasonal profile forgets old weeks (a half-life in steps, or None).
+
+    Some traffic keeps its daily and weekly shape for months; some drifts (electricity
+    demand over a summer follows the sunset, a service's users change their habits). An
+    equal-weight average over every week then describes none of them well, and repeating
+    last week (seasonal naive) beats it: on a real half-hourly electricity trace kale's
+    backbone scored 1.39x seasonal naive's error with equal weights and 0.92-0.97x with
+    weights halving every 3.5-7 days. Each of the last ``days`` whole days of the usable
+    history (``mask``) is forecast by the profile of the steps before it, under each
+    candidate; its error is measured after taking out the day's own median (the level
+    model handles the level), and the candidate with the lowest mean absolute error wins,
+    if it beats equal weights by :data:`PROFILE_HALF_LIFE_MARGIN`. A scored day needs two
+    periods of the profile before it. Returns (half-life in steps or None, the score per
+    candidate keyed by its half-life in days, "none" for equal weights).
+    """
+    day = periods.get("daily")
+    period = profile_period(periods)
+    x = np.asarray(values, dtype=float) - np.asarray(trend, dtype=float)
+    n = len(x)
+    steps = np.arange(n)
+    usable = np.ones(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    if not day or period <= 1 or not usable.any():
+        return None, {}
+    end = int(steps[usable].max()) + 1
+    last_start = end - (end - day_start) % day - day  # the last whole day's first step
+    starts = [a for a in range(last_start, -1, -day)[:days] if a >= 2 * period]
+    if len(starts) < 2:
+        return None, {}
+    zero = np.zeros(n)
+    scores: dict[float | None, float] = {}
+    for hl in candidates:
+        total = 0.0
+        for a in starts:
+            before = usable & (steps < a)
+            profile, _ = estimate_profile(x, zero, periods, mask=before, day_start=day_start,
+                                          half_life=None if hl is None else hl * day)
+            err = x[a:a + day] - profile.at(steps[a:a + day])
+            total += float(np.mean(np.abs(err - np.median(err))))
+        scores[hl] = total / len(starts)
+    best = min(candidates, key=lambda c: (scores[c], -(c or np.inf)))
+    if best is not None and None in scores \
+            and scores[best] > PROFILE_HALF_LIFE_MARGIN * scores[None]:
+        best = None
+    report = {("none" if c is None else f"{c:g}"): s for c, s in scores.items()}
+    return (None if best is None else best * day), report

@@ -42,7 +42,12 @@ import pandas as pd
 import torch
 
 from forecasting.base import Forecaster, InsufficientHistoryError, Payload
-from forecasting.decompose import SeasonalProfile, estimate_profile, robust_trend
+from forecasting.decompose import (
+    SeasonalProfile,
+    choose_half_life,
+    estimate_profile,
+    robust_trend,
+)
 from forecasting.seasonality import candidate_periods, detect_seasonality
 from forecasting.transformer.features import (
     LEVEL_PRIORS,
@@ -263,8 +268,11 @@ class KaleForecaster(Forecaster):
         # Left in, the network learned the incidents' level from the calendar (measured on an
         # hourly trace with a holiday, an outage and a spike: a kept -11 % correction doubled
         # the next week's error). Predicting still reads the raw series.
+        # How fast the profile forgets old weeks, chosen before the held-out tail.
+        half_life, half_life_scores = choose_half_life(z, trend, report.detected, mask=~held,
+                                                       day_start=midnight)
         profile_tr, _ = estimate_profile(z, trend, report.detected, mask=~held,
-                                         day_start=midnight)
+                                         day_start=midnight, half_life=half_life)
         decomp_s = time.perf_counter() - started
 
         steps = np.arange(n + geom.out_len)
@@ -307,14 +315,14 @@ class KaleForecaster(Forecaster):
             cv_origins = all_origins[np.unique(pick.round().astype(int))]
             started = time.perf_counter()
             _, cv_err = cv_residuals(z, trend, report.detected, geom, cv_origins, ridge,
-                                     prior=prior, day_start=midnight)
+                                     prior=prior, day_start=midnight, half_life=half_life)
             cv_s = time.perf_counter() - started
             calib = self._calibrate(batch, val_origins, z, season, cv_origins,
                                     cv_err / self.scale)
 
         # Forecast with the profile of the whole history (the network is unchanged).
         self.profile, profile_info = estimate_profile(z, trend, report.detected,
-                                                      day_start=midnight)
+                                                      day_start=midnight, half_life=half_life)
         clocks = [{"at": _iso_step(self, c.at), "shift_minutes": c.shift * interval / 60.0,
                    "share": c.share, "gain": c.gain} for c in sorted(changes, key=lambda c: c.at)]
         self.fit_summary.update(
@@ -323,6 +331,9 @@ class KaleForecaster(Forecaster):
             val_windows=len(val_origins), holdout_start=_iso_step(self, tail),
             decomposition_seconds=decomp_s,
             outliers_replaced=int(np.count_nonzero(outliers)),
+            # None: every week of the profile weighs the same.
+            profile_half_life_days=None if half_life is None else half_life * interval / 86400,
+            profile_half_life_scores=half_life_scores,
             # Every change found, in time order; clock_change is the latest (or None).
             clock_changes=clocks, clock_change=clocks[-1] if clocks else None,
             offset=self.offset, scale=self.scale, backbone_ridge=ridge, backbone_prior=prior,

@@ -13,11 +13,13 @@ import pytest
 
 from forecasting.base import Forecast, Forecaster, InvalidSeriesError
 from forecasting.decompose import (
+    choose_half_life,
     decompose,
     estimate_profile,
     phase_medians,
     pooled_weekly_profile,
     profile_inliers,
+    recency_weights,
     robust_trend,
     smooth_within_days,
 )
@@ -101,6 +103,49 @@ def _weekly_truth(weeks: int, day: int = 48) -> tuple[np.ndarray, np.ndarray, in
     truth = np.where(weekend, 0.5 * np.cos(2 * np.pi * hour / day),
                      np.sin(2 * np.pi * hour / day))
     return steps, truth, day
+
+
+def _drifting(weeks: int, drift: float, seed: int, day: int = 48) -> np.ndarray:
+    """A weekly shape whose evening peak moves ``drift`` steps later every week (a sunset),
+    plus noise."""
+    rng = np.random.default_rng(seed)
+    steps, truth, day = _weekly_truth(weeks, day)
+    peak = 36 + drift * steps / (7 * day)
+    return truth + np.exp(-0.5 * ((steps % day - peak) / 3) ** 2) + rng.normal(0, 0.05,
+                                                                                len(steps))
+
+
+def test_recency_weights_halve_every_half_life_from_the_centre():
+    steps = np.arange(10)
+    assert recency_weights(steps, None) is None
+    np.testing.assert_allclose(recency_weights(steps, 3.0)[[9, 6, 3]], [1.0, 0.5, 0.25])
+    np.testing.assert_allclose(recency_weights(steps, 2.0, center=4)[[4, 2, 6, 0]],
+                               [1.0, 0.5, 0.5, 0.25])
+
+
+def test_profile_forgets_old_weeks_only_when_the_shape_drifts():
+    day = 48
+    periods = {"daily": day, "weekly": 7 * day}
+    zero = np.zeros(7 * day * 8)
+    drifting = _drifting(8, drift=1.5, seed=4)
+    hl, scores = choose_half_life(drifting, zero, periods)
+    assert hl is not None and hl <= 7 * day
+    assert min(scores.values()) < 0.9 * scores["none"]
+    # The profile with the chosen half-life describes the next week better than the
+    # equal-weight one (the peak has moved on by then).
+    nxt = _drifting(9, drift=1.5, seed=4)[-7 * day:]
+    week = np.arange(8 * 7 * day, 9 * 7 * day)
+    err = {}
+    for name, h in (("equal", None), ("recent", hl)):
+        profile, _ = estimate_profile(drifting, zero, periods, half_life=h)
+        e = nxt - profile.at(week)
+        err[name] = np.abs(e - e.mean()).mean()
+    assert err["recent"] < 0.8 * err["equal"]
+    # A shape that stays put keeps every week: weighting would only add noise.
+    steady = _drifting(8, drift=0.0, seed=5)
+    assert choose_half_life(steady, zero, periods)[0] is None
+    # Too little history to score (two weeks before a scored day): equal weights, no scores.
+    assert choose_half_life(drifting[: 7 * day * 2], zero[: 7 * day * 2], periods) == (None, {})
 
 
 def test_profile_leaves_out_an_outage_and_a_holiday():
@@ -299,6 +344,17 @@ def test_kale_reports_what_it_did():
     kept = parts[s["median_correction_kept"]]
     assert all(m <= m0 for m, m0 in zip(kept, parts[0.0], strict=True))
     assert model.supports_gpu and model.supports_probabilistic
+
+
+def test_kale_profile_follows_a_drifting_weekly_shape():
+    # Eight weeks of half-hourly traffic whose evening peak moves later every week.
+    values = np.exp(2.0 + 0.5 * _drifting(8, drift=1.5, seed=8))
+    model = make_forecaster("kale", **TINY).fit(series(values, interval_s=1800.0))
+    s = model.fit_summary
+    assert s["profile_half_life_days"] is not None and s["profile_half_life_days"] <= 7
+    assert min(s["profile_half_life_scores"].values()) < s["profile_half_life_scores"]["none"]
+    steady = make_forecaster("kale", **TINY).fit(traffic(6, 900, seed=6)).fit_summary
+    assert steady["profile_half_life_days"] is None
 
 
 def test_kale_does_not_repeat_an_outage_the_next_days():

@@ -642,9 +642,12 @@ def estimate_profile(values: np.ndarray, trend: np.ndarray, periods: dict[str, i
 PROFILE_HALF_LIVES_DAYS: tuple[float | None, ...] = (None, 14.0, 7.0, 3.5)
 """Candidate recencies of the profile: every week alike (None), or weights that halve every
 two weeks, week or half week back in time."""
-PROFILE_HALF_LIFE_MARGIN = 0.97
+PROFILE_HALF_LIFE_MARGIN = 0.9
 """A recency-weighted profile must score this much better than the equal-weight one: on
-traffic whose shape does not drift, weighting only throws data away."""
+traffic whose shape does not drift, weighting only throws data away. With 0.97, the real
+NASA trace at 30 minutes took a 3.5-day half-life (score 0.94x equal weights): its MASE did
+not move (0.341 -> 0.342 over 84 origins) and its band widened (p90 coverage 0.906 -> 0.954).
+The drifting electricity trace scored 0.62x."""
 PROFILE_HALF_LIFE_DAYS_SCORED = 7
 """How many of the last whole days score the candidates."""
 
@@ -665,7 +668,7 @@ def choose_half_life(values: np.ndarray, trend: np.ndarray, periods: dict[str, i
     history (``mask``) is forecast by the profile of the steps before it, under each
     candidate; its error is measured after taking out the day's own median (the level
     model handles the level), and the candidate with the lowest mean absolute error wins,
-    if it beats equal weights by :data:`PROFILE_HALF_LIFE_MARGIN`. A scored day needs two
+    if it beats equal weights by 10 % (:data:`PROFILE_HALF_LIFE_MARGIN`). A scored day needs two
     periods of the profile before it. Returns (half-life in steps or None, the score per
     candidate keyed by its half-life in days, "none" for equal weights).
     """

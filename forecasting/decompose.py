@@ -663,7 +663,7 @@ def choose_half_life(values: np.ndarray, trend: np.ndarray, periods: dict[str, i
     demand over a summer follows the sunset, a service's users change their habits). An
     equal-weight average over every week then describes none of them well, and repeating
     last week (seasonal naive) beats it: on a real half-hourly electricity trace kale's
-    backbone scored 1.39x seasonal naive's error with equal weights and 0.92-0.97x with
+    backbone scored 1.39x seasonal naive's error with equal weights and 0.92-0.99x with
     weights halving every 3.5-7 days. Each of the last ``days`` whole days of the usable
     history (``mask``) is forecast by the profile of the steps before it, under each
     candidate; its error is measured after taking out the day's own median (the level

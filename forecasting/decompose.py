@@ -138,20 +138,12 @@ def _phase_stats(r: np.ndarray, phase: np.ndarray, period: int,
     With ``weights`` (recent weeks weigh more, :func:`recency_weights`) the mean is
     weighted and the count is the effective number of observations, (Σw)² / Σw².
     """
-    if weights is None:
-        cnt = np.bincount(phase, minlength=period).astype(float)
-        s1 = np.bincount(phase, weights=r, minlength=period)
-        s2 = np.bincount(phase, weights=r * r, minlength=period)
-        mean = s1 / np.maximum(cnt, 1.0)
-        var = (np.maximum(s2 / np.maximum(cnt, 1.0) - mean**2, 0.0)
-               * cnt / np.maximum(cnt - 1.0, 1.0))
-        return cnt, mean, np.maximum(var, 1e-12) / np.maximum(cnt, 1.0)
-    w = np.asarray(weights, dtype=float)
+    w = np.ones(len(r)) if weights is None else np.asarray(weights, dtype=float)
     sw = np.bincount(phase, weights=w, minlength=period)
     sw2 = np.bincount(phase, weights=w * w, minlength=period)
     mean = np.bincount(phase, weights=w * r, minlength=period) / np.maximum(sw, 1e-300)
     m2 = np.bincount(phase, weights=w * r * r, minlength=period) / np.maximum(sw, 1e-300)
-    cnt = sw**2 / np.maximum(sw2, 1e-300)
+    cnt = sw**2 / np.maximum(sw2, 1e-300)  # equal weights: the plain count
     var = np.maximum(m2 - mean**2, 0.0) * cnt / np.maximum(cnt - 1.0, 1.0)
     return cnt, mean, np.maximum(var, 1e-12) / np.maximum(cnt, 1.0)
 

@@ -636,7 +636,8 @@ PROFILE_HALF_LIVES_DAYS: tuple[float | None, ...] = (None, 14.0, 7.0, 3.5, 2.5, 
 two weeks, week, half week, 2.5 or 1.75 days back in time. The two shortest came from the
 electricity trace, whose score kept falling past 3.5 days (0.62x equal weights at 3.5, 0.585x
 at 2.5, 0.59x at 1.75, 0.61x at 1; its 84-origin MAE fell 8-10 % from 3.5 to 2.5 days). On
-generated traffic and NASA no candidate passes the margin, so they fit as before."""
+51 generated, structure and NASA traces they changed no choice (only growth_30m passes
+the margin, and keeps 3.5 days)."""
 PROFILE_HALF_LIFE_MARGIN = 0.9
 """A recency-weighted profile must score this much better than the equal-weight one: on
 traffic whose shape does not drift, weighting only throws data away. With 0.97, the real
@@ -697,3 +698,4 @@ def choose_half_life(values: np.ndarray, trend: np.ndarray, periods: dict[str, i
         best = None
     report = {("none" if c is None else f"{c:g}"): s for c, s in scores.items()}
     return (None if best is None else best * day), report
+

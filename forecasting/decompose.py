@@ -35,11 +35,26 @@ class Decomposition:
 
 
 def decompose(values: np.ndarray, periods: list[int]) -> Decomposition:
-    """STL (one period), MSTL (several) or a trend-only split when there is no season."""
+    """STL (one period), MSTL (several) or a trend-only split when there is no season.
+
+    A period needs more than two cycles of ``values``; with exactly two (two weeks of
+    history, the least that seasonality detection accepts), one step — the same time a
+    cycle earlier — is appended for the decomposition and dropped from its result.
+    Without it the weekly period was left out, the daily STL's trend (about a day and a
+    half long) followed each weekend's dip, and the profile found weekends hardly different
+    from weekdays: three-week hourly traces (two weeks fitted) scored 1.8-3.5x seasonal naive.
+    """
     x = np.asarray(values, dtype=float)
+    n = len(x)
+    exact = [p for p in set(periods) if p >= 2 and n == 2 * p]
+    if exact:
+        padded = decompose(np.append(x, x[n - max(exact)]), periods)
+        return Decomposition(trend=padded.trend[:n],
+                             seasonals={p: c[:n] for p, c in padded.seasonals.items()},
+                             resid=padded.resid[:n])
     # Strictly more than two cycles: MSTL silently drops a period with p >= n / 2, and a
     # dropped period would leave its column missing below.
-    usable = sorted(p for p in set(periods) if p >= 2 and len(x) > 2 * p)
+    usable = sorted(p for p in set(periods) if p >= 2 and n > 2 * p)
     if not usable:
         trend = moving_average(x, max(3, min(len(x) // 10, 25)))
         return Decomposition(trend=trend, seasonals={}, resid=x - trend)

@@ -425,18 +425,26 @@ def test_loading_something_else_is_a_clear_error(tmp_path):
         Forecaster.load(bad)
 
 
-def test_decompose_keeps_only_periods_with_more_than_two_cycles():
-    """Exactly two weekly cycles: MSTL would drop the weekly period on its own (p >= n / 2)
-    and the weekly column would be missing; the period is left out up front instead."""
+def test_decompose_keeps_only_periods_with_at_least_two_cycles():
+    """MSTL drops a period with p >= n / 2 on its own, which would leave its column
+    missing: fewer than two cycles leave the period out up front. Exactly two cycles (two
+    weeks: the least seasonality detection accepts) keep it, and the trend stays smooth
+    instead of following the weekly wave."""
     from forecasting.decompose import decompose
 
     hours = np.arange(24 * 14)
-    x = 10 + 3 * np.sin(2 * np.pi * hours / 24) + np.sin(2 * np.pi * hours / 168)
-    dec = decompose(x, [24, 168])
+    weekly = np.where((hours // 24) % 7 >= 5, -2.0, 0.8)  # weekends low
+    x = 10 + 3 * np.sin(2 * np.pi * hours / 24) + weekly
+    dec = decompose(x[:-1], [24, 168])
     assert set(dec.seasonals) == {24}
-    dec = decompose(np.concatenate([x, x[:1]]), [24, 168])
-    assert set(dec.seasonals) == {24, 168}
-    assert all(len(c) == len(x) + 1 for c in dec.seasonals.values())
+    for cut in (x, np.concatenate([x, x[:1]])):
+        dec = decompose(cut, [24, 168])
+        assert set(dec.seasonals) == {24, 168}
+        assert all(len(c) == len(cut) for c in (dec.trend, dec.resid, *dec.seasonals.values()))
+        np.testing.assert_allclose(dec.trend + dec.seasonal + dec.resid, cut, atol=1e-9)
+        # The weekend dip (2.8) is in the weekly seasonal, not in the trend.
+        assert np.ptp(dec.trend) < 0.5
+        assert np.ptp(dec.seasonals[168]) > 2.0
 
 
 def test_kale_fits_on_exactly_two_weeks_of_history():

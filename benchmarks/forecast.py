@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             "median_correction_kept", "conformal_k_lo", "conformal_k_hi", "train_seconds",
             "decomposition_seconds", "time_budget_hit", "profile", "backbone_ridge",
             "outliers_replaced", "backbone_prior", "clock_changes",
-            "profile_half_life_days")}
+            "profile_half_life_days", "network_skipped")}
         data["verdict"] = verdict(trace_name, data["models"], interval)
         if args.dense_folds and "kale" in names:
             dense_models = factories if args.dense_all else {"kale": factories["kale"]}

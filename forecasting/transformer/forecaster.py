@@ -67,6 +67,11 @@ ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 MAX_BACKBONE_ORIGINS = 20000
 MAX_VAL_ORIGINS = 1024
 MAX_CV_ORIGINS = 2048
+MIN_NETWORK_WINDOWS = (32, 4)
+"""Training and held-out windows the network needs; with fewer, kale forecasts with the
+backbone alone (see ``KaleForecaster._fit``)."""
+MIN_BACKBONE_ORIGINS = 24
+"""Forecast origins the level model needs to be fitted and cross-validated at all."""
 
 
 @contextlib.contextmanager
@@ -89,19 +94,23 @@ def _iso_step(model: Forecaster, step: int) -> str:
     return ts.isoformat().replace("+00:00", "Z")
 
 
+def smooth_over_horizon(per_step: np.ndarray) -> np.ndarray:
+    """A moving average over a sixth of the horizon (ends padded with the end values):
+    per-step quantiles of a few hundred overlapping windows are noisy step to step."""
+    width = max(1, len(per_step) // 6)
+    kernel = np.ones(width) / width
+    padded = np.concatenate([np.full(width // 2, per_step[0]), per_step,
+                             np.full(width - 1 - width // 2, per_step[-1])])
+    return np.convolve(padded, kernel, mode="valid")
+
+
 def conformal_factors(scores: np.ndarray, group: np.ndarray, level: float) -> np.ndarray:
     """Per-step factors k[h] such that ``level`` of the scores (windows × steps) are ≤ k[h].
 
     Shape over h: pooled per-step quantiles, smoothed over a sixth of the horizon. Level:
     the median over groups of the factor each group alone would need.
     """
-    horizon = scores.shape[1]
-    per_step = np.quantile(scores, level, axis=0)
-    width = max(1, horizon // 6)
-    kernel = np.ones(width) / width
-    padded = np.concatenate([np.full(width // 2, per_step[0]), per_step,
-                             np.full(width - 1 - width // 2, per_step[-1])])
-    shape = np.maximum(np.convolve(padded, kernel, mode="valid"), 1e-3)
+    shape = np.maximum(smooth_over_horizon(np.quantile(scores, level, axis=0)), 1e-3)
     shape = shape / np.mean(shape)
     norm = scores / shape
     levels = [float(np.quantile(norm[group == g], level))
@@ -191,6 +200,9 @@ class KaleForecaster(Forecaster):
         self.alpha = 1.0
         self.k_lo = np.ones(horizon)
         self.k_hi = np.ones(horizon)
+        # Without a network (histories too short for it): p10/p90 offsets of z − season from
+        # the backbone forecast, per step, in units of ``scale``.
+        self.band: np.ndarray | None = None
 
     # ---- capabilities
     @property
@@ -202,7 +214,9 @@ class KaleForecaster(Forecaster):
         return pd.Timedelta(days=2)
 
     def min_history_steps_for(self, interval_s: float) -> int:
-        return max(super().min_history_steps_for(interval_s), 3 * self.horizon + 48)
+        # The backbone needs its context, the horizon and enough origins; the network, more
+        # (without them kale fits the backbone alone, see _fit).
+        return max(super().min_history_steps_for(interval_s), 2 * self.horizon + 24)
 
     # ---- helpers
     def _epoch_seconds(self, steps: np.ndarray) -> np.ndarray:
@@ -247,11 +261,23 @@ class KaleForecaster(Forecaster):
         in_held = ends[origins + h] - ends[origins]
         train_origins = origins[in_held == 0]
         val_origins = origins[in_held == h]
-        if len(train_origins) < 32 or len(val_origins) < 4:
-            raise InsufficientHistoryError(
-                f"kale: {n} steps leave {len(train_origins)} training and {len(val_origins)} "
-                f"validation windows for horizon {h} (context {geom.need} steps)")
+        # Too short for the network (a week of hourly data for 60 steps ahead): the backbone
+        # alone, fitted on the whole history, with its band from cross-validated errors.
+        # Refusing would leave only the fallback's seasonal naive, which the backbone beats.
+        no_net = (len(train_origins) < MIN_NETWORK_WINDOWS[0]
+                  or len(val_origins) < MIN_NETWORK_WINDOWS[1])
+        if no_net:
+            if len(origins) < MIN_BACKBONE_ORIGINS:
+                raise InsufficientHistoryError(
+                    f"kale: {n} steps leave {len(origins)} forecast windows for horizon {h} "
+                    f"(context {geom.need} steps); {MIN_BACKBONE_ORIGINS} are needed")
+            network_skipped = (f"{len(train_origins)} training and {len(val_origins)} "
+                               f"held-out windows are too few for the network (it needs "
+                               f"{MIN_NETWORK_WINDOWS[0]} and {MIN_NETWORK_WINDOWS[1]})")
+            log.info("kale: backbone only: %s", network_skipped)
+            held, train_origins = np.zeros(n, dtype=bool), origins
         self.geom = geom
+        self.band = None
 
         # The trend from a decomposition repeated with the outliers replaced (robust_trend);
         # the profile used in training never sees the held-out tail, so validation and
@@ -271,8 +297,8 @@ class KaleForecaster(Forecaster):
         # How fast the profile forgets old weeks, chosen before the held-out tail.
         half_life, half_life_scores = choose_half_life(z, trend, report.detected, mask=~held,
                                                        day_start=midnight)
-        profile_tr, _ = estimate_profile(z, trend, report.detected, mask=~held,
-                                         day_start=midnight, half_life=half_life)
+        profile_tr, profile_tr_info = estimate_profile(z, trend, report.detected, mask=~held,
+                                                       day_start=midnight, half_life=half_life)
         decomp_s = time.perf_counter() - started
 
         steps = np.arange(n + geom.out_len)
@@ -291,9 +317,29 @@ class KaleForecaster(Forecaster):
         self.scale = float(max(1.4826 * np.median(np.abs(resid - np.median(resid))), 1e-6))
         self.season_mu = float(np.mean(profile_tr.table)) if profile_tr.period else 0.0
         self.season_sd = float(max(np.std(profile_tr.table), 1e-3)) if profile_tr.period else 1.0
+        self.profile = profile_tr
+        if no_net:
+            started = time.perf_counter()
+            band_info = self._fit_band_without_network(
+                z, trend, report.detected, ridge, prior, midnight, half_life, resid)
+            self.fit_summary.update(
+                seasonality=report.to_dict(), profile=profile_tr_info,
+                device=self.device, geometry=geom.to_dict(), network=None,
+                network_skipped=network_skipped, train_windows=len(train_origins),
+                val_windows=0, decomposition_seconds=decomp_s,
+                outliers_replaced=int(np.count_nonzero(outliers)),
+                profile_half_life_days=None if half_life is None
+                else half_life * interval / 86400,
+                profile_half_life_scores=half_life_scores,
+                clock_changes=self._clocks(changes), offset=self.offset, scale=self.scale,
+                backbone_ridge=ridge, backbone_prior=prior, backbone_cv_mae=level.cv_mae,
+                cv_seconds=time.perf_counter() - started, median_correction_kept=0.0,
+                **band_info)
+            self.fit_summary["clock_change"] = (self.fit_summary["clock_changes"][-1]
+                                                if changes else None)
+            return
         dn, sn = self._normalised(d, season)
         cal = self._calendar(steps)
-        self.profile = profile_tr
 
         def batch(origins: np.ndarray) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
             ref, bb = backbone(d, geom, origins, self.weights)
@@ -323,8 +369,7 @@ class KaleForecaster(Forecaster):
         # Forecast with the profile of the whole history (the network is unchanged).
         self.profile, profile_info = estimate_profile(z, trend, report.detected,
                                                       day_start=midnight, half_life=half_life)
-        clocks = [{"at": _iso_step(self, c.at), "shift_minutes": c.shift * interval / 60.0,
-                   "share": c.share, "gain": c.gain} for c in sorted(changes, key=lambda c: c.at)]
+        clocks = self._clocks(changes)
         self.fit_summary.update(
             seasonality=report.to_dict(), profile=profile_info, device=self.device,
             geometry=geom.to_dict(), train_windows=len(train_origins),
@@ -336,11 +381,45 @@ class KaleForecaster(Forecaster):
             profile_half_life_scores=half_life_scores,
             # Every change found, in time order; clock_change is the latest (or None).
             clock_changes=clocks, clock_change=clocks[-1] if clocks else None,
+            network="transformer", network_skipped=None,
             offset=self.offset, scale=self.scale, backbone_ridge=ridge, backbone_prior=prior,
             backbone_cv_mae=level.cv_mae,
             cv_seconds=cv_s,
             **train_info, **calib,
         )
+
+    def _clocks(self, changes) -> list[dict[str, Any]]:
+        """The clock changes found, in time order, for the fit summary."""
+        interval = float(self.interval_s or 60)
+        return [{"at": _iso_step(self, c.at), "shift_minutes": c.shift * interval / 60.0,
+                 "share": c.share, "gain": c.gain} for c in sorted(changes, key=lambda c: c.at)]
+
+    def _fit_band_without_network(self, z: np.ndarray, trend: np.ndarray,
+                                  periods: dict[str, int], ridge: float, prior: str,
+                                  midnight: int, half_life: float | None,
+                                  resid: np.ndarray) -> dict[str, Any]:
+        """p10/p90 of the backbone alone: per-step quantiles of its cross-validated errors.
+
+        With no held-out tail, the blocked cross-validation over the whole history is the only
+        out-of-sample error there is. Where it cannot run (too few windows in every chunk)
+        the in-sample residuals stand in, and the summary says so: they are optimistic.
+        """
+        geom = self.geom
+        assert geom is not None
+        origins = np.arange(geom.need, len(z) - self.horizon + 1)
+        pick = np.linspace(0, len(origins) - 1, min(MAX_CV_ORIGINS, len(origins)))
+        cv_origins = origins[np.unique(pick.round().astype(int))]
+        _, cv_err = cv_residuals(z, trend, periods, geom, cv_origins, ridge, prior=prior,
+                                 day_start=midnight, half_life=half_life)
+        ok = np.isfinite(cv_err).all(axis=1)
+        errors, source = (cv_err[ok], "cross-validation") if ok.sum() >= 8 \
+            else (resid, "in-sample residuals")
+        lo = np.minimum(smooth_over_horizon(np.quantile(errors, 0.1, axis=0)), 0.0)
+        hi = np.maximum(smooth_over_horizon(np.quantile(errors, 0.9, axis=0)), 0.0)
+        self.net, self.net_config, self.alpha = None, {}, 0.0
+        self.band = np.stack([lo, hi], axis=1) / self.scale
+        self.k_lo = self.k_hi = np.ones(self.horizon)
+        return {"band_from": source, "calibration_windows": len(errors)}
 
     def _train(self, batch, train_origins: np.ndarray, val_origins: np.ndarray,
                rng: np.random.Generator) -> dict[str, Any]:
@@ -477,7 +556,8 @@ class KaleForecaster(Forecaster):
     def _forecast_z(self, context: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         """(future steps' season, (H, 3) quantiles of z − season) from the context's end."""
         geom, net = self.geom, self.net
-        assert geom is not None and net is not None and self.weights is not None
+        assert geom is not None and self.weights is not None
+        assert net is not None or self.band is not None
         if len(context) < geom.need:
             raise InsufficientHistoryError(
                 f"kale: predict needs {geom.need} steps of history, got {len(context)}")
@@ -492,12 +572,18 @@ class KaleForecaster(Forecaster):
         origin = np.array([geom.need])
         ref, bb = backbone(d, geom, origin, self.weights)
         ref, bb = ref / self.scale, bb / self.scale
-        inputs = build_inputs(dn=dn, sn=sn, cal=cal, origins=origin, ref=ref, bb=bb, geom=geom)
-        with torch.no_grad():
-            q = self.net(*self._tensors(inputs))[0, : self.horizon].cpu().numpy().astype(float)
-        mid = bb[0] + self.alpha * q[:, 1]
-        lo = mid - self.k_lo * (q[:, 1] - q[:, 0])
-        hi = mid + self.k_hi * (q[:, 2] - q[:, 1])
+        if net is None:
+            assert self.band is not None
+            mid = bb[0]
+            lo, hi = mid + self.band[:, 0], mid + self.band[:, 1]
+        else:
+            inputs = build_inputs(dn=dn, sn=sn, cal=cal, origins=origin, ref=ref, bb=bb,
+                                  geom=geom)
+            with torch.no_grad():
+                q = net(*self._tensors(inputs))[0, : self.horizon].cpu().numpy().astype(float)
+            mid = bb[0] + self.alpha * q[:, 1]
+            lo = mid - self.k_lo * (q[:, 1] - q[:, 0])
+            hi = mid + self.k_hi * (q[:, 2] - q[:, 1])
         rel = np.stack([lo, mid, hi], axis=1) * self.scale
         return season[geom.need: geom.need + self.horizon], rel
 
@@ -522,30 +608,39 @@ class KaleForecaster(Forecaster):
 
     # ---- persistence
     def _dump(self) -> Payload:
-        assert self.net is not None and self.geom is not None and self.weights is not None
-        buf = io.BytesIO()
-        torch.save({k: v.detach().cpu() for k, v in self.net.state_dict().items()}, buf)
+        assert self.geom is not None and self.weights is not None
+        blobs: dict[str, bytes] = {}
+        if self.net is not None:
+            buf = io.BytesIO()
+            torch.save({k: v.detach().cpu() for k, v in self.net.state_dict().items()}, buf)
+            blobs["weights.pt"] = buf.getvalue()
         meta = {
-            "geometry": self.geom.to_dict(), "net": self.net_config, "offset": self.offset,
+            "geometry": self.geom.to_dict(),
+            "net": self.net_config if self.net is not None else None, "offset": self.offset,
             "scale": self.scale, "season_mu": self.season_mu, "season_sd": self.season_sd,
             "alpha": self.alpha,
             "profile_anchor": self.profile.anchor,
         }
-        return Payload(meta=meta, arrays={"profile": self.profile.table,
-                                          "backbone": self.weights, "k_lo": self.k_lo,
-                                          "k_hi": self.k_hi},
-                       blobs={"weights.pt": buf.getvalue()})
+        arrays = {"profile": self.profile.table, "backbone": self.weights, "k_lo": self.k_lo,
+                  "k_hi": self.k_hi}
+        if self.band is not None:
+            arrays["band"] = self.band
+        return Payload(meta=meta, arrays=arrays, blobs=blobs)
 
     def _restore(self, payload: Payload) -> None:
         m = payload.meta
         self.geom = Geometry.from_dict(m["geometry"])
-        self.net_config = dict(m["net"])
+        self.net_config = dict(m["net"] or {})
         for key in ("offset", "scale", "season_mu", "season_sd", "alpha"):
             setattr(self, key, float(m[key]))
         self.k_lo, self.k_hi = payload.arrays["k_lo"], payload.arrays["k_hi"]
         self.profile = SeasonalProfile(payload.arrays["profile"], int(m["profile_anchor"]))
         self.weights = payload.arrays["backbone"]
+        self.band = payload.arrays.get("band")
         self.device = "cpu"
+        if m["net"] is None:
+            self.net = None
+            return
         net = KaleNet(**self.net_config)
         state = torch.load(io.BytesIO(payload.blobs["weights.pt"]), map_location="cpu",
                            weights_only=True)

@@ -447,6 +447,44 @@ def test_decompose_keeps_only_periods_with_at_least_two_cycles():
         assert np.ptp(dec.seasonals[168]) > 2.0
 
 
+def test_kale_without_enough_windows_for_the_network_forecasts_with_the_backbone(tmp_path):
+    """A week of hourly data is too little for the network at 60 steps ahead (its training
+    and held-out windows), not for the decomposition and the level model: kale forecasts
+    with those, says so, keeps its band ordered and saves and loads without a network."""
+    rng = np.random.default_rng(3)
+    hours = np.arange(24 * 7)
+    x = 100 * np.exp(0.5 * np.sin(2 * np.pi * hours / 24)) * rng.lognormal(0, 0.05, len(hours))
+    s = series(x)
+    model = make_forecaster("kale", horizon=60).fit(s)
+    summary = model.fit_summary
+    assert summary["network"] is None and "too few for the network" in summary["network_skipped"]
+    assert summary["median_correction_kept"] == 0.0 and summary["calibration_windows"] >= 8
+    fc = model.predict(60)
+    assert np.all(fc.p10 <= fc.p50) and np.all(fc.p50 <= fc.p90) and np.any(fc.p10 < fc.p90)
+    # The daily shape is forecast (peak at the daily sine's top), not a flat line.
+    peak = fc.timestamps[int(np.argmax(fc.p50[:24]))].hour
+    assert peak in (5, 6, 7), peak
+    model.save(tmp_path / "m.kale")
+    again = Forecaster.load(tmp_path / "m.kale")
+    np.testing.assert_allclose(again.predict(60).p90, fc.p90)
+    # A network-backed refit of the same object drops the backbone-only band.
+    longer = series(np.tile(x, 3))
+    model.fit(longer)
+    assert model.fit_summary["network"] == "transformer" and model.band is None
+
+
+def test_kale_below_its_minimum_history_is_a_clear_error():
+    """Two horizons and a day (144 hourly steps at 60 ahead): less is refused up front, with
+    the numbers, and the fallback wrapper takes over."""
+    hours = np.arange(24 * 6 - 1)
+    s = series(100 + 30 * np.sin(2 * np.pi * hours / 24))
+    with pytest.raises(ValueError, match=r"kale needs at least 144 steps .* got 143"):
+        make_forecaster("kale", horizon=60).fit(s)
+    fb = FallbackForecaster(primary="kale", primary_kwargs={"horizon": 60}).fit(s)
+    assert fb.fit_summary["fallback"] and "needs 6 days (144 steps)" in fb.fit_summary["reason"]
+    make_forecaster("kale", horizon=60, epochs=1).fit(series(np.append(s.to_numpy(), 100.0)))
+
+
 def test_kale_fits_on_exactly_two_weeks_of_history():
     rng = np.random.default_rng(0)
     hours = np.arange(24 * 14)

@@ -42,7 +42,7 @@ def decompose(values: np.ndarray, periods: list[int]) -> Decomposition:
     cycle earlier — is appended for the decomposition and dropped from its result.
     Without it the weekly period was left out, the daily STL's trend (about a day and a
     half long) followed each weekend's dip, and the profile found weekends hardly different
-    from weekdays: three-week hourly traces (two weeks fitted) scored 1.8-3.5x seasonal naive.
+    from weekdays: three-week hourly traces (two weeks fitted) scored up to 3.5x seasonal naive.
     """
     x = np.asarray(values, dtype=float)
     n = len(x)

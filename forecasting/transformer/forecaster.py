@@ -20,6 +20,9 @@ Fit, in order:
    tail's errors and the backbone's cross-validated errors over the whole history.
 6. The profile is re-estimated on the whole history for forecasting.
 
+A history too short for the network's training and held-out windows is forecast by the
+backbone alone (fitted on all of it), with p10/p90 from its cross-validated errors.
+
 Predicting reads only the last ``geometry.need`` steps and looks the profile up, so it takes
 milliseconds however long the history is.
 """
@@ -263,7 +266,8 @@ class KaleForecaster(Forecaster):
         val_origins = origins[in_held == h]
         # Too short for the network (a week of hourly data for 60 steps ahead): the backbone
         # alone, fitted on the whole history, with its band from cross-validated errors.
-        # Refusing would leave only the fallback's seasonal naive, which the backbone beats.
+        # Refusing left only the fallback's seasonal naive; what the backbone does instead is
+        # measured in docs/forecasting.md ("Short histories").
         no_net = (len(train_origins) < MIN_NETWORK_WINDOWS[0]
                   or len(val_origins) < MIN_NETWORK_WINDOWS[1])
         if no_net:

@@ -322,25 +322,29 @@ class KaleForecaster(Forecaster):
         self.season_mu = float(np.mean(profile_tr.table)) if profile_tr.period else 0.0
         self.season_sd = float(max(np.std(profile_tr.table), 1e-3)) if profile_tr.period else 1.0
         self.profile = profile_tr
+        clocks = self._clocks(changes)
+        self.fit_summary.update(
+            seasonality=report.to_dict(), device=self.device, geometry=geom.to_dict(),
+            decomposition_seconds=decomp_s, outliers_replaced=int(np.count_nonzero(outliers)),
+            # None: every week of the profile weighs the same.
+            profile_half_life_days=None if half_life is None else half_life * interval / 86400,
+            profile_half_life_scores=half_life_scores,
+            # Every change found, in time order; clock_change is the latest (or None).
+            clock_changes=clocks, clock_change=clocks[-1] if clocks else None,
+            offset=self.offset, scale=self.scale, backbone_ridge=ridge, backbone_prior=prior,
+            backbone_cv_mae=level.cv_mae,
+        )
+        cv_origins = self._cv_origins(n)
         if no_net:
             started = time.perf_counter()
             band_info = self._fit_band_without_network(
-                z, trend, report.detected, ridge, prior, midnight, half_life, resid)
+                z, trend, report.detected, ridge, prior, midnight, half_life, resid,
+                cv_origins)
             self.fit_summary.update(
-                seasonality=report.to_dict(), profile=profile_tr_info,
-                device=self.device, geometry=geom.to_dict(), network=None,
-                network_skipped=network_skipped, train_windows=len(train_origins),
-                val_windows=0, decomposition_seconds=decomp_s,
-                outliers_replaced=int(np.count_nonzero(outliers)),
-                profile_half_life_days=None if half_life is None
-                else half_life * interval / 86400,
-                profile_half_life_scores=half_life_scores,
-                clock_changes=self._clocks(changes), offset=self.offset, scale=self.scale,
-                backbone_ridge=ridge, backbone_prior=prior, backbone_cv_mae=level.cv_mae,
+                profile=profile_tr_info, network=None, network_skipped=network_skipped,
+                train_windows=len(train_origins), val_windows=0,
                 cv_seconds=time.perf_counter() - started, median_correction_kept=0.0,
                 **band_info)
-            self.fit_summary["clock_change"] = (self.fit_summary["clock_changes"][-1]
-                                                if changes else None)
             return
         dn, sn = self._normalised(d, season)
         cal = self._calendar(steps)
@@ -360,9 +364,6 @@ class KaleForecaster(Forecaster):
         with _torch_settings(int(p["threads"])):
             torch.manual_seed(int(p["seed"]))
             train_info = self._train(batch, train_origins, val_origins, rng)
-            all_origins = np.arange(geom.need, n - h + 1)
-            pick = np.linspace(0, len(all_origins) - 1, min(MAX_CV_ORIGINS, len(all_origins)))
-            cv_origins = all_origins[np.unique(pick.round().astype(int))]
             started = time.perf_counter()
             _, cv_err = cv_residuals(z, trend, report.detected, geom, cv_origins, ridge,
                                      prior=prior, day_start=midnight, half_life=half_life)
@@ -373,23 +374,10 @@ class KaleForecaster(Forecaster):
         # Forecast with the profile of the whole history (the network is unchanged).
         self.profile, profile_info = estimate_profile(z, trend, report.detected,
                                                       day_start=midnight, half_life=half_life)
-        clocks = self._clocks(changes)
         self.fit_summary.update(
-            seasonality=report.to_dict(), profile=profile_info, device=self.device,
-            geometry=geom.to_dict(), train_windows=len(train_origins),
-            val_windows=len(val_origins), holdout_start=_iso_step(self, tail),
-            decomposition_seconds=decomp_s,
-            outliers_replaced=int(np.count_nonzero(outliers)),
-            # None: every week of the profile weighs the same.
-            profile_half_life_days=None if half_life is None else half_life * interval / 86400,
-            profile_half_life_scores=half_life_scores,
-            # Every change found, in time order; clock_change is the latest (or None).
-            clock_changes=clocks, clock_change=clocks[-1] if clocks else None,
-            network="transformer", network_skipped=None,
-            offset=self.offset, scale=self.scale, backbone_ridge=ridge, backbone_prior=prior,
-            backbone_cv_mae=level.cv_mae,
-            cv_seconds=cv_s,
-            **train_info, **calib,
+            profile=profile_info, network="transformer", network_skipped=None,
+            train_windows=len(train_origins), val_windows=len(val_origins),
+            holdout_start=_iso_step(self, tail), cv_seconds=cv_s, **train_info, **calib,
         )
 
     def _clocks(self, changes) -> list[dict[str, Any]]:
@@ -398,10 +386,18 @@ class KaleForecaster(Forecaster):
         return [{"at": _iso_step(self, c.at), "shift_minutes": c.shift * interval / 60.0,
                  "share": c.share, "gain": c.gain} for c in sorted(changes, key=lambda c: c.at)]
 
+    def _cv_origins(self, n: int) -> np.ndarray:
+        """Every forecast origin of an n-step history, thinned to MAX_CV_ORIGINS."""
+        assert self.geom is not None
+        origins = np.arange(self.geom.need, n - self.horizon + 1)
+        pick = np.linspace(0, len(origins) - 1, min(MAX_CV_ORIGINS, len(origins)))
+        return origins[np.unique(pick.round().astype(int))]
+
     def _fit_band_without_network(self, z: np.ndarray, trend: np.ndarray,
                                   periods: dict[str, int], ridge: float, prior: str,
                                   midnight: int, half_life: float | None,
-                                  resid: np.ndarray) -> dict[str, Any]:
+                                  resid: np.ndarray, cv_origins: np.ndarray
+                                  ) -> dict[str, Any]:
         """p10/p90 of the backbone alone: per-step quantiles of its cross-validated errors.
 
         With no held-out tail, the blocked cross-validation over the whole history is the only
@@ -410,9 +406,6 @@ class KaleForecaster(Forecaster):
         """
         geom = self.geom
         assert geom is not None
-        origins = np.arange(geom.need, len(z) - self.horizon + 1)
-        pick = np.linspace(0, len(origins) - 1, min(MAX_CV_ORIGINS, len(origins)))
-        cv_origins = origins[np.unique(pick.round().astype(int))]
         _, cv_err = cv_residuals(z, trend, periods, geom, cv_origins, ridge, prior=prior,
                                  day_start=midnight, half_life=half_life)
         ok = np.isfinite(cv_err).all(axis=1)

@@ -74,6 +74,20 @@ def test_seasonal_naive_picks_weekly_daily_or_last_value():
     assert flat.fit_summary["rule"] == "last value"
 
 
+def test_stl_ets_does_not_repeat_a_burst_a_day_later():
+    # One burst 100x the level in the last day: the season must not carry it forward.
+    rng = np.random.default_rng(2)
+    hours = np.arange(24 * 14)
+    y = 100 + 50 * np.sin(2 * np.pi * hours / 24) + rng.normal(0, 2, len(hours))
+    y[-10] += 10_000
+    model = make_forecaster("stl_ets").fit(series(y))
+    assert 24 in model.fit_summary["periods"]
+    fc = model.predict(24)
+    expected = 100 + 50 * np.sin(2 * np.pi * (hours[-1] + 1 + np.arange(24)) / 24)
+    # The damped level still feels the burst a little; a copied burst would be ~10 000.
+    assert np.abs(np.asarray(fc.mean) - expected).max() < 300
+
+
 def test_weekly_profile_pools_alike_days_and_keeps_different_ones_apart():
     rng = np.random.default_rng(2)
     day = 24

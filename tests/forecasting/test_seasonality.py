@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from forecasting.seasonality import autocorrelation, detect_seasonality, detrended
+from forecasting.seasonality import (
+    autocorrelation,
+    clip_spikes,
+    detect_seasonality,
+    detrended,
+)
 
 
 def _random_walk(days: int = 28, seed: int = 43) -> np.ndarray:
@@ -42,3 +47,23 @@ def test_a_daily_pattern_is_detected_with_or_without_a_trend(trend):
     report = detect_seasonality(z, 3600.0)
     assert "daily" in report.detected
     assert report.acf["daily"] > 0.5
+
+
+def test_rare_huge_spikes_do_not_hide_a_daily_pattern():
+    # Bursts 100x the usual level on 1 % of the hours (news events in a tweet-volume trace)
+    # hold most of the variance; the ordinary days still repeat and must be found.
+    rng = np.random.default_rng(3)
+    t = np.arange(24 * 28)
+    y = 50 + 30 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 5, len(t))
+    spikes = rng.choice(len(t), size=len(t) // 100, replace=False)
+    y[spikes] += 5000 * rng.uniform(0.5, 1.5, len(spikes))
+    assert autocorrelation(detrended(y, 24), 24) < 0.2  # what the raw series shows
+    assert detect_seasonality(y, 3600.0).detected.get("daily") == 24
+
+
+def test_clipping_spikes_leaves_ordinary_peaked_traffic_alone():
+    # A 30x peak/trough day is not a spike: nothing may be clipped.
+    t = np.arange(24 * 14)
+    y = 10 + 290 * (0.5 + 0.5 * np.sin(2 * np.pi * t / 24)) ** 3
+    np.testing.assert_array_equal(clip_spikes(y), y)
+    assert clip_spikes(np.full(10, 3.0)).tolist() == [3.0] * 10  # no spread: unchanged

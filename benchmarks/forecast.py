@@ -53,13 +53,16 @@ COVERAGE = (0.85, 0.95)
 MASE_RATIO = 0.8
 
 
+def averaged(series: pd.Series, interval_s: int) -> pd.Series:
+    """The trace averaged over clock-aligned buckets of ``interval_s``, partial ends dropped."""
+    out = series.resample(pd.Timedelta(seconds=interval_s)).mean()
+    return out.iloc[1:-1]  # the first and last buckets are partial
+
+
 def _nasa(interval_s: int) -> Callable[[], pd.Series]:
     def load() -> pd.Series:
         series = load_trace(NASA).series
-        if interval_s == 60:
-            return series
-        out = series.resample(pd.Timedelta(seconds=interval_s)).mean()
-        return out.iloc[1:-1]  # the first and last buckets are partial
+        return series if interval_s == 60 else averaged(series, interval_s)
 
     return load
 
@@ -262,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
                     "a real trace of your own; named after the file")
     ap.add_argument("--only-csv", action="store_true",
                     help="with --csv: skip the named traces")
+    ap.add_argument("--average", action="append", default=[], type=int, metavar="SECONDS",
+                    help="with --csv: also backtest each file averaged to this interval "
+                    "(repeatable), e.g. 1800 and 3600 for a 5-minute trace")
     args = ap.parse_args(argv)
     TRACES.update(STRUCTURES)
     trace_names = [] if args.only_seeds or args.only_csv else [
@@ -276,6 +282,17 @@ def main(argv: list[str] | None = None) -> int:
         name = Path(path).stem
         TRACES[name] = (f"file {path}", lambda s=trace.series: s)
         trace_names.append(name)
+        for seconds in args.average:
+            if seconds <= trace.interval_s or seconds % trace.interval_s:
+                ap.error(f"--average {seconds}: not a multiple of {path}'s interval "
+                         f"({trace.interval_s:g} s)")
+            coarse = averaged(trace.series, seconds)
+            if coarse.isna().any():
+                ap.error(f"--average {seconds}: {path} has gaps longer than {seconds} s")
+            label = f"{seconds // 60}m" if seconds < 3600 else f"{seconds / 3600:g}h"
+            TRACES[f"{name}_{label}"] = (f"file {path}, averaged to {label}",
+                                         lambda s=coarse: s)
+            trace_names.append(f"{name}_{label}")
     if args.seeds:
         trace_names += seed_traces_from_args(ap, args.seeds, args.shapes, args.incidents)
     unknown = [t for t in trace_names if t not in TRACES]

@@ -139,9 +139,40 @@ def backtest_cmd(trace_path: str, models: str, horizon: int, folds: int, test_da
     result = backtest(trace.series, factories, horizon=horizon, folds=folds,
                       test_days=test_days, progress=_progress())
     out = result.to_dict()
+    failed = _warn_failed_models(result, trace.series.index[0], test_days)
     if as_json:
         emit_json(out)
-        return
+    else:
+        _print_backtest_table(out, test_days, horizon)
+    if len(failed) == len(names):
+        # Nothing was scored. Too little data before the test window is the user's split
+        # (exit 2, like a bad flag); any other failure is ours (exit 1).
+        short = all(e.startswith("InsufficientHistoryError") for e in failed)
+        raise click.exceptions.Exit(2 if short else 1)
+
+
+def _warn_failed_models(result, start: pd.Timestamp, test_days: float) -> list[str]:
+    """Say on stderr which models could not be scored, and why; return their errors.
+
+    The JSON keeps its shape (null metrics plus ``error``), so a script reads the same
+    document; a person sees the reason without reading it, and a hint when the cause is the
+    split: every model is fitted only on the data before the test window.
+    """
+    fit_days = (result.fit_end - start).total_seconds() / 86400.0
+    failed: list[str] = []
+    for name, res in result.models.items():
+        if not res.error:
+            continue
+        failed.append(res.error)
+        hint = ""
+        if res.error.startswith("InsufficientHistoryError"):
+            hint = (f" (the models are fitted on the {fit_days:.3g} days before the last "
+                    f"{test_days:g}; use a shorter --test-days or a longer trace)")
+        click.echo(f"kale: warning: {name} was not scored: {res.error}{hint}", err=True)
+    return failed
+
+
+def _print_backtest_table(out: dict, test_days: float, horizon: int) -> None:
     keys = ("mase", "smape", "mae", "rmse", "p90_coverage", "pinball", "fit_seconds",
             "predict_ms")
     rows = [[name, *[m.get(k) for k in keys], m.get("error") or m.get("model_used", name)]

@@ -85,7 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return the documented exit code (the console script exits with it)."""
     args = sys.argv[1:] if argv is None else argv
     try:
-        cli.main(args=args, prog_name="kale", standalone_mode=False, auto_envvar_prefix="KALE")
+        rv = cli.main(args=args, prog_name="kale", standalone_mode=False,
+                      auto_envvar_prefix="KALE")
+        # Without standalone mode, click hands a command's `Exit(code)` back as the return
+        # value instead of raising it; commands themselves return None.
+        if isinstance(rv, int) and not isinstance(rv, bool):
+            return rv
     except UserError as err:
         if len(err.problems) > 1 or err.bare:
             for line in err.problems:  # one line per problem, as `FILE: path: reason`

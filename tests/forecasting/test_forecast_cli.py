@@ -48,6 +48,36 @@ def test_backtest_table_for_people(capsys, trace_csv):
     assert "seasonal_naive" in out and "mase" in out
 
 
+@pytest.fixture(scope="module")
+def short_fit_csv(tmp_path_factory) -> str:
+    """Six days, so a 5-day test window leaves one day to fit: too short for kale."""
+    path = tmp_path_factory.mktemp("traces") / "short_fit.csv"
+    save_trace(generate_trace(days=6, interval_s=900, seed=3), path)
+    return str(path)
+
+
+def test_backtest_says_which_model_was_not_scored_and_why(capsys, short_fit_csv):
+    rc, out, err = run(capsys, "backtest", "--trace", short_fit_csv, "--models",
+                       "kale,seasonal_naive", "--folds", "2", "--test-days", "5", *FAST,
+                       "--json")
+    assert rc == 0  # seasonal naive was scored
+    data = json.loads(out)
+    assert data["models"]["kale"]["mase"] is None
+    assert "InsufficientHistoryError" in data["models"]["kale"]["error"]
+    assert isinstance(data["models"]["seasonal_naive"]["mase"], float)
+    lines = [ln for ln in err.splitlines() if ln.startswith("kale: warning: kale was not")]
+    assert len(lines) == 1
+    assert "--test-days" in lines[0] and "fitted on the 1 days" in lines[0]
+
+
+def test_backtest_with_nothing_scored_exits_2(capsys, short_fit_csv):
+    rc, out, err = run(capsys, "backtest", "--trace", short_fit_csv, "--models", "kale",
+                       "--folds", "2", "--test-days", "5", *FAST, "--json")
+    assert rc == 2
+    assert json.loads(out)["models"]["kale"]["error"]  # the document is still printed
+    assert "kale was not scored" in err
+
+
 def test_predict_json_shape(capsys, trace_csv):
     rc, out, err = run(capsys, "predict", "--trace", trace_csv, "--model", "kale", *FAST,
                        "--json")

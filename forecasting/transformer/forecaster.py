@@ -23,8 +23,11 @@ Fit, in order:
 A history too short for the network's training and held-out windows is forecast by the
 backbone alone (fitted on all of it), with p10/p90 from its cross-validated errors.
 
-Predicting reads only the last ``geometry.need`` steps and looks the profile up, so it takes
-milliseconds however long the history is.
+Predicting reads only the last ``geometry.need`` steps plus two days and looks the profile
+up, so it takes milliseconds however long the history is. In the same forward pass it
+forecasts from up to 48 origins of the last two days and scores what has happened since;
+when those forecasts missed more than the band promised, the band is widened
+(:func:`recent_band_factor`).
 """
 
 from __future__ import annotations
@@ -75,6 +78,34 @@ MIN_NETWORK_WINDOWS = (32, 4)
 backbone alone (see ``KaleForecaster._fit``)."""
 MIN_BACKBONE_ORIGINS = 24
 """Forecast origins the level model needs to be fitted and cross-validated at all."""
+
+
+RECENT_BAND_DAYS = 2.0
+RECENT_BAND_ORIGINS = 48
+RECENT_BAND_MAX = 3.0
+RECENT_BAND_LEVEL = 0.8
+RECENT_BAND_MIN_SCORES = 10
+"""Predict-time widening from the forecasts of the last two days (:func:`recent_band_factor`):
+how far back, from how many origins at most, by at most how much."""
+
+
+def recent_band_factor(scores: np.ndarray, most: float = RECENT_BAND_MAX) -> dict[str, Any]:
+    """How much to widen the band, given how the last days' forecasts fared.
+
+    ``scores`` are errors of forecasts made from recent origins, over the steps that have
+    already happened, each in units of its own half-band (1 = on p10 or p90). The fitted band
+    covers 80 % of such scores in calibration; when the recent 80th percentile is larger —
+    the level moved, a calm history met a busy week, the shape drifted — the band is widened
+    by that ratio (at most ``most``). It is never narrowed: a calm stretch says little about
+    the next burst, and narrowing moved as many traces out of the coverage range as into it.
+    Measured offline on 47 traces (1 min … 1 h, generated and real; 7 folds): p90 coverage
+    in 0.85–0.95 on 27 → 35, mean pinball unchanged.
+    """
+    if len(scores) < RECENT_BAND_MIN_SCORES:
+        return {"band_widening": 1.0, "recent_errors_scored": len(scores)}
+    q = float(np.quantile(scores, RECENT_BAND_LEVEL))
+    return {"band_widening": float(np.clip(q, 1.0, most)),
+            "recent_errors_scored": len(scores), "recent_error_p80": q}
 
 
 @contextlib.contextmanager
@@ -206,6 +237,8 @@ class KaleForecaster(Forecaster):
         # Without a network (histories too short for it): p10/p90 offsets of z − season from
         # the backbone forecast, per step, in units of ``scale``.
         self.band: np.ndarray | None = None
+        # What the last predict did with the band (recent_band_factor's report).
+        self.last_predict: dict[str, Any] = {}
 
     # ---- capabilities
     @property
@@ -550,50 +583,92 @@ class KaleForecaster(Forecaster):
                 "calibration_windows": len(tgt_all)}
 
     # ---- predict
-    def _forecast_z(self, context: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-        """(future steps' season, (H, 3) quantiles of z − season) from the context's end."""
+    def _quantiles_z(self, tail: pd.Series, origins: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Forecast from several origins (positions in ``tail``) in one batch.
+
+        Returns the season over the tail and ``out_len`` steps past it, the tail's ``z``,
+        and ``(len(origins), H, 3)`` p10/p50/p90 of ``z − season`` after each origin.
+        """
         geom, net = self.geom, self.net
         assert geom is not None and self.weights is not None
         assert net is not None or self.band is not None
-        if len(context) < geom.need:
-            raise InsufficientHistoryError(
-                f"kale: predict needs {geom.need} steps of history, got {len(context)}")
-        tail = context.iloc[-geom.need:]
         steps0 = int(self.step_index(tail.index[:1])[0])
-        steps = steps0 + np.arange(geom.need + geom.out_len)
+        steps = steps0 + np.arange(len(tail) + geom.out_len)
         season = self.profile.at(steps)
         z = np.log(tail.to_numpy() + self.offset)
-        d = z - season[: geom.need]
-        dn, sn = self._normalised(d, season)
-        cal = self._calendar(steps)
-        origin = np.array([geom.need])
-        ref, bb = backbone(d, geom, origin, self.weights)
+        d = z - season[: len(tail)]
+        ref, bb = backbone(d, geom, origins, self.weights)
         ref, bb = ref / self.scale, bb / self.scale
         if net is None:
             assert self.band is not None
-            mid = bb[0]
-            lo, hi = mid + self.band[:, 0], mid + self.band[:, 1]
+            mid = bb
+            lo, hi = mid + self.band[None, :, 0], mid + self.band[None, :, 1]
         else:
-            inputs = build_inputs(dn=dn, sn=sn, cal=cal, origins=origin, ref=ref, bb=bb,
-                                  geom=geom)
+            dn, sn = self._normalised(d, season)
+            inputs = build_inputs(dn=dn, sn=sn, cal=self._calendar(steps), origins=origins,
+                                  ref=ref, bb=bb, geom=geom)
             with torch.no_grad():
-                q = net(*self._tensors(inputs))[0, : self.horizon].cpu().numpy().astype(float)
-            mid = bb[0] + self.alpha * q[:, 1]
-            lo = mid - self.k_lo * (q[:, 1] - q[:, 0])
-            hi = mid + self.k_hi * (q[:, 2] - q[:, 1])
-        rel = np.stack([lo, mid, hi], axis=1) * self.scale
-        return season[geom.need: geom.need + self.horizon], rel
+                q = net(*self._tensors(inputs))[:, : self.horizon].cpu().numpy().astype(float)
+            mid = bb + self.alpha * q[..., 1]
+            lo = mid - self.k_lo * (q[..., 1] - q[..., 0])
+            hi = mid + self.k_hi * (q[..., 2] - q[..., 1])
+        return season, z, np.stack([lo, mid, hi], axis=-1) * self.scale
+
+    def _forecast_z(self, context: pd.Series, *, score_recent: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        """(future steps' season, (H, 3) quantiles of z − season, recent-error report).
+
+        With ``score_recent``, the same batch also forecasts from up to
+        ``recent_band_origins`` origins over the last ``recent_band_days`` and scores what of
+        those forecasts has already happened (see :func:`recent_band_factor`).
+        """
+        geom = self.geom
+        assert geom is not None
+        if len(context) < geom.need:
+            raise InsufficientHistoryError(
+                f"kale: predict needs {geom.need} steps of history, got {len(context)}")
+        back, stride = 0, 1
+        if score_recent:
+            days = float(self.params.get("recent_band_days", RECENT_BAND_DAYS))
+            wanted = round(days * 86400.0 / float(self.interval_s or 60))
+            back = max(0, min(wanted, len(context) - geom.need))
+            stride = max(1, wanted // int(self.params.get("recent_band_origins",
+                                                          RECENT_BAND_ORIGINS)))
+        tail = context.iloc[-(geom.need + back):]
+        end = len(tail)
+        past = np.arange(end - stride, geom.need - 1, -stride) if back else np.zeros(0, int)
+        origins = np.concatenate([[end], past]).astype(int)
+        season, z, rel = self._quantiles_z(tail, origins)
+        report: dict[str, Any] = {"band_widening": 1.0, "recent_errors_scored": 0}
+        if len(past):
+            scores = []
+            for o, r in zip(past, rel[1:], strict=True):
+                n = min(self.horizon, end - o)
+                err = z[o: o + n] - (season[o: o + n] + r[:n, 1])
+                up = np.maximum(r[:n, 2] - r[:n, 1], 1e-9)
+                down = np.maximum(r[:n, 1] - r[:n, 0], 1e-9)
+                scores.append(np.where(err >= 0, err / up, -err / down))
+            report = recent_band_factor(
+                np.concatenate(scores), float(self.params.get("recent_band_max",
+                                                              RECENT_BAND_MAX)))
+        return season[end: end + self.horizon], rel[0], report
 
     def _predict(self, context: pd.Series, horizon: int):
         chunks: list[np.ndarray] = []
         ctx = context
+        widen_recent = 1.0
         with _torch_settings(1):  # one small forward pass: more threads only add overhead
             while sum(len(c) for c in chunks) < horizon:
-                season, rel = self._forecast_z(ctx)
                 k = len(chunks)
-                if k:  # recursive chunks past the trained horizon: widen the band
-                    widen = math.sqrt(k + 1)
-                    rel = rel[:, 1:2] + (rel - rel[:, 1:2]) * widen
+                season, rel, report = self._forecast_z(ctx, score_recent=k == 0)
+                if k == 0:
+                    widen_recent = float(report["band_widening"])
+                    self.last_predict = report
+                # Recent misses widen the band around the median (see recent_band_factor);
+                # recursive chunks past the trained horizon widen it by √(chunks) as well.
+                widen = widen_recent * math.sqrt(k + 1)
+                rel = rel[:, 1:2] + (rel - rel[:, 1:2]) * widen
                 y = np.exp(season[:, None] + rel) - self.offset
                 chunks.append(y)
                 step = pd.Timedelta(seconds=float(self.interval_s or 60))

@@ -386,6 +386,40 @@ def test_kale_does_not_repeat_an_outage_the_next_days():
     np.testing.assert_allclose(forecasts["hit"], forecasts["clean"], rtol=0.05)
 
 
+def test_recent_band_factor_widens_after_misses_and_never_narrows():
+    from forecasting.transformer.forecaster import RECENT_BAND_MAX, recent_band_factor
+
+    calm = recent_band_factor(np.full(100, 0.3))
+    assert calm["band_widening"] == 1.0 and calm["recent_error_p80"] == pytest.approx(0.3)
+    # 80th percentile of the scores: the fitted band covers 80 % of calibration errors
+    missed = recent_band_factor(np.r_[np.full(70, 0.5), np.full(30, 2.0)])
+    assert missed["band_widening"] == pytest.approx(2.0)
+    assert recent_band_factor(np.full(100, 50.0))["band_widening"] == RECENT_BAND_MAX
+    few = recent_band_factor(np.full(5, 9.0))  # too few to judge
+    assert few["band_widening"] == 1.0 and few["recent_errors_scored"] == 5
+
+
+def test_kale_widens_its_band_when_the_last_days_ran_off_the_forecast():
+    history = traffic(8, 900, seed=11)
+    model = make_forecaster("kale", **TINY).fit(history.iloc[: 6 * 96])
+    steady = model.predict(6, history=history)
+    assert model.last_predict["band_widening"] < 1.3
+    assert model.last_predict["recent_errors_scored"] > 100
+    shifted = history.copy()
+    shifted.iloc[-36:] *= 1.8  # the last nine hours ran 80 % above the forecast
+    wide = model.predict(6, history=shifted)
+    factor = model.last_predict["band_widening"]
+    assert factor > 1.5
+    model.params["recent_band_days"] = 0.0  # the same forecast without the widening
+    plain = model.predict(6, history=shifted)
+    assert model.last_predict["band_widening"] == 1.0
+    np.testing.assert_allclose(wide.p50, plain.p50)
+    z = np.log(wide.p90 + model.offset) - np.log(wide.p50 + model.offset)
+    z0 = np.log(plain.p90 + model.offset) - np.log(plain.p50 + model.offset)
+    np.testing.assert_allclose(z, factor * z0, rtol=1e-6)
+    assert np.all(steady.p10 <= steady.p50) and np.all(wide.p10 < plain.p10)
+
+
 def test_kept_share_must_help_in_every_stretch_of_the_tail():
     from forecasting.transformer.forecaster import choose_kept_share
 

@@ -97,7 +97,8 @@ def recent_band_factor(scores: np.ndarray, most: float = RECENT_BAND_MAX) -> dic
     covers 80 % of such scores in calibration; when the recent 80th percentile is larger —
     the level moved, a calm history met a busy week, the shape drifted — the band is widened
     by that ratio (at most ``most``). It is never narrowed: a calm stretch says little about
-    the next burst, and narrowing moved as many traces out of the coverage range as into it.
+    the next burst; narrowing down to 0.7x put no more traces in range on 7 folds and cost one
+    hourly trace 5.5 % of pinball (its narrowed band met a burst).
     Measured offline on 47 traces (1 min … 1 h, generated and real; 7 folds): p90 coverage
     in 0.85–0.95 on 27 → 35, mean pinball unchanged.
     """

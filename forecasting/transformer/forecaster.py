@@ -89,6 +89,16 @@ RECENT_BAND_MIN_SCORES = 10
 how far back, from how many origins at most, by at most how much."""
 
 
+def band_scores(err: np.ndarray, up: np.ndarray, down: np.ndarray) -> np.ndarray:
+    """Errors in units of the half-band on their own side (1 = on p10 or p90).
+
+    One definition for calibrating the band (``_calibrate``) and for judging it afterwards
+    (:func:`recent_band_factor`), so that "80 % of scores under 1" means the same in both.
+    ``up`` and ``down`` must be positive.
+    """
+    return np.maximum(err / up, -err / down)
+
+
 def recent_band_factor(scores: np.ndarray, most: float = RECENT_BAND_MAX) -> dict[str, Any]:
     """How much to widen the band, given how the last days' forecasts fared.
 
@@ -575,7 +585,7 @@ class KaleForecaster(Forecaster):
         # 80 % of the calibration errors, and a bias that differs between stretches of the
         # history widens the band instead of shifting it (the next week may be biased the
         # other way).
-        score = np.maximum((tgt_all - mid) / up, (mid - tgt_all) / down)
+        score = band_scores(tgt_all - mid, up, down)
         self.k_hi = self.k_lo = conformal_factors(score, group, level=0.8)
         return {"median_correction_kept": self.alpha, "val_mae_by_kept_share": maes,
                 "val_mae_by_kept_share_and_part": by_part,
@@ -649,7 +659,7 @@ class KaleForecaster(Forecaster):
                 err = z[o: o + n] - (season[o: o + n] + r[:n, 1])
                 up = np.maximum(r[:n, 2] - r[:n, 1], 1e-9)
                 down = np.maximum(r[:n, 1] - r[:n, 0], 1e-9)
-                scores.append(np.where(err >= 0, err / up, -err / down))
+                scores.append(band_scores(err, up, down))
             report = recent_band_factor(
                 np.concatenate(scores), float(self.params.get("recent_band_max",
                                                               RECENT_BAND_MAX)))

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from forecasting.decompose import estimate_profile
+from forecasting.decompose import DayTypes, estimate_profile
 
 DAY_S = 86400.0
 N_CAL = 4
@@ -226,6 +226,7 @@ def fit_backbone(d: np.ndarray, geom: Geometry, origins: np.ndarray, folds: int 
 def cv_residuals(z: np.ndarray, trend: np.ndarray, periods: dict[str, int], geom: Geometry,
                  origins: np.ndarray, ridge: float, *, prior: str = "mean", folds: int = 5,
                  day_start: int = 0, max_fit: int = 20000, half_life: float | None = None,
+                 day_types: DayTypes | None = None,
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Out-of-sample backbone errors for every origin, by blocked cross-validation.
 
@@ -249,7 +250,7 @@ def cv_residuals(z: np.ndarray, trend: np.ndarray, periods: dict[str, int], geom
         # Weeks weigh by their distance from the held-out chunk, as they would from a
         # forecast made there.
         profile, _ = estimate_profile(z, trend, periods, mask=~held, day_start=day_start,
-                                      half_life=half_life, center=lo)
+                                      half_life=half_life, center=lo, day_types=day_types)
         d = z - profile.at(steps)
         if len(fit_o) > max_fit:
             fit_o = fit_o[np.linspace(0, len(fit_o) - 1, max_fit).round().astype(int)]

@@ -8,7 +8,9 @@ Fit, in order:
    learns from. A one-hour clock change (daylight saving time, of all or part of the
    traffic) is looked for first; the days before it are then put on the current clock. The
    detrended series gives the seasonal profile, with days of the week that look alike
-   pooled (:mod:`forecasting.decompose`).
+   pooled (:mod:`forecasting.decompose`). With one to three weeks and no weekly season
+   detected, days that differ (a weekend) may still get their own profile
+   (:func:`~forecasting.decompose.choose_day_types`; ``day_types=False`` turns it off).
 3. The backbone (the decomposition forecast): profile(t+h) + a ridge-fitted function of the
    recent deseasonalised levels (penalty by blocked cross-validation).
 4. The transformer (:mod:`.model`) learns p10/p50/p90 of the backbone's error from patched
@@ -49,7 +51,9 @@ import torch
 
 from forecasting.base import Forecaster, InsufficientHistoryError, Payload
 from forecasting.decompose import (
+    DayTypes,
     SeasonalProfile,
+    choose_day_types,
     choose_half_life,
     estimate_profile,
     robust_trend,
@@ -335,6 +339,19 @@ class KaleForecaster(Forecaster):
         hour = round(3600.0 / interval) if 3600.0 % interval == 0 else 0
         trend, z, outliers, changes = robust_trend(z_raw, report.detected,
                                                    day_start=midnight, hour=hour)
+        # Under two weeks there is no weekly season; days that differ (a weekend) may still
+        # get their own profile (choose_day_types), judged before the held-out tail on the
+        # series with its incidents replaced. The outliers are then judged again, each
+        # step against the days of its type.
+        day_types, day_type_report = None, None
+        if (p.get("day_types", True) and report.detected.get("daily")
+                and not report.detected.get("weekly")):
+            day_types, day_type_report = choose_day_types(
+                z, report.detected["daily"], day_start=midnight, hour=hour, mask=~held)
+            if day_types is not None:
+                trend, z, outliers, changes = robust_trend(
+                    z_raw, report.detected, day_start=midnight, hour=hour,
+                    day_types=day_types)
         # From here on the days before a clock change (daylight saving time) are on the
         # current clock (ClockChange.apply) and the outliers (an outage, a holiday, a spike)
         # are replaced (the seasonally adjusted series interpolated across them): the level
@@ -344,9 +361,11 @@ class KaleForecaster(Forecaster):
         # the next week's error). Predicting still reads the raw series.
         # How fast the profile forgets old weeks, chosen before the held-out tail.
         half_life, half_life_scores = choose_half_life(z, trend, report.detected, mask=~held,
-                                                       day_start=midnight)
+                                                       day_start=midnight,
+                                                       day_types=day_types)
         profile_tr, profile_tr_info = estimate_profile(z, trend, report.detected, mask=~held,
-                                                       day_start=midnight, half_life=half_life)
+                                                       day_start=midnight, half_life=half_life,
+                                                       day_types=day_types)
         decomp_s = time.perf_counter() - started
 
         steps = np.arange(n + geom.out_len)
@@ -375,6 +394,7 @@ class KaleForecaster(Forecaster):
             profile_half_life_scores=half_life_scores,
             # Every change found, in time order; clock_change is the latest (or None).
             clock_changes=clocks, clock_change=clocks[-1] if clocks else None,
+            day_types=self._describe_day_types(day_types, day_type_report),
             offset=self.offset, scale=self.scale, backbone_ridge=ridge, backbone_prior=prior,
             backbone_cv_mae=level.cv_mae,
         )
@@ -383,7 +403,7 @@ class KaleForecaster(Forecaster):
             started = time.perf_counter()
             band_info = self._fit_band_without_network(
                 z, trend, report.detected, ridge, prior, midnight, half_life, resid,
-                cv_origins)
+                cv_origins, day_types)
             self.fit_summary.update(
                 profile=profile_tr_info, network=None, network_skipped=network_skipped,
                 train_windows=len(train_origins), val_windows=0,
@@ -410,19 +430,45 @@ class KaleForecaster(Forecaster):
             train_info = self._train(batch, train_origins, val_origins, rng)
             started = time.perf_counter()
             _, cv_err = cv_residuals(z, trend, report.detected, geom, cv_origins, ridge,
-                                     prior=prior, day_start=midnight, half_life=half_life)
+                                     prior=prior, day_start=midnight, half_life=half_life,
+                                     day_types=day_types)
             cv_s = time.perf_counter() - started
             calib = self._calibrate(batch, val_origins, z, season, cv_origins,
                                     cv_err / self.scale)
 
         # Forecast with the profile of the whole history (the network is unchanged).
         self.profile, profile_info = estimate_profile(z, trend, report.detected,
-                                                      day_start=midnight, half_life=half_life)
+                                                      day_start=midnight, half_life=half_life,
+                                                      day_types=day_types)
         self.fit_summary.update(
             profile=profile_info, network="transformer", network_skipped=None,
             train_windows=len(train_origins), val_windows=len(val_origins),
             holdout_start=_iso_step(self, tail), cv_seconds=cv_s, **train_info, **calib,
         )
+
+    def _describe_day_types(self, day_types: DayTypes | None,
+                            report: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The day types for the fit summary: which calendar days (UTC) form each group and
+        when their days start; None when the weekly season or too short a history left
+        nothing to choose."""
+        if report is None:
+            return None
+        out: dict[str, Any] = {"used": day_types is not None, "score": report.get("score"),
+                               "shape_score": report.get("shape_score")}
+        if "skipped" in report:
+            out["skipped"] = report["skipped"]
+        if day_types is None:
+            return out
+        # Each day is named by the calendar day its middle falls on (a day that starts at
+        # 23:00 UTC on Friday is Saturday's).
+        starts = day_types.start + day_types.day * np.arange(7)
+        middles = self._epoch_seconds(starts + day_types.day // 2)
+        names = [pd.Timestamp(s, unit="s", tz="UTC").day_name()[:3] for s in middles]
+        first = pd.Timestamp(self._epoch_seconds(starts[:1])[0], unit="s", tz="UTC")
+        out.update(groups={name: int(g) for name, g in
+                           zip(names, day_types.groups, strict=True)},
+                   days_start_at=first.strftime("%H:%M UTC"))
+        return out
 
     def _clocks(self, changes) -> list[dict[str, Any]]:
         """The clock changes found, in time order, for the fit summary."""
@@ -440,8 +486,8 @@ class KaleForecaster(Forecaster):
     def _fit_band_without_network(self, z: np.ndarray, trend: np.ndarray,
                                   periods: dict[str, int], ridge: float, prior: str,
                                   midnight: int, half_life: float | None,
-                                  resid: np.ndarray, cv_origins: np.ndarray
-                                  ) -> dict[str, Any]:
+                                  resid: np.ndarray, cv_origins: np.ndarray,
+                                  day_types: DayTypes | None = None) -> dict[str, Any]:
         """p10/p90 of the backbone alone: per-step quantiles of its cross-validated errors.
 
         With no held-out tail, the blocked cross-validation over the whole history is the only
@@ -451,7 +497,7 @@ class KaleForecaster(Forecaster):
         geom = self.geom
         assert geom is not None
         _, cv_err = cv_residuals(z, trend, periods, geom, cv_origins, ridge, prior=prior,
-                                 day_start=midnight, half_life=half_life)
+                                 day_start=midnight, half_life=half_life, day_types=day_types)
         ok = np.isfinite(cv_err).all(axis=1)
         errors, source = (cv_err[ok], "cross-validation") if ok.sum() >= 8 \
             else (resid, "in-sample residuals")

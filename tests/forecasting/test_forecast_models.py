@@ -706,3 +706,80 @@ def test_a_clock_change_needs_the_days_to_agree_with_it(monkeypatch):
     monkeypatch.setattr(decompose_module, "CLOCK_MIN_AGREEMENT", 0.0)
     found = decompose_module.find_clock_change(z - z.mean(), day, hour)
     assert found is not None and found.share < 1.0
+
+
+def _weekday_traffic(days: int, *, weekend: float, seed: int = 0, walk: float = 0.0,
+                     start: str = "2026-01-05") -> pd.Series:
+    """Hourly traffic from a Monday: a daily wave; weekends at ``weekend`` of the working
+    days' level with a later, flatter wave (unless ``weekend`` is 1: every day alike);
+    lognormal noise; and (``walk``) a level that wanders day to day."""
+    rng = np.random.default_rng(seed)
+    hours = np.arange(24 * days)
+    off = (hours // 24) % 7 >= 5
+    level = np.where(off, weekend, 1.0)
+    wander = np.exp(np.repeat(np.cumsum(rng.normal(0, walk, days)), 24)) if walk else 1.0
+    wave = np.exp(0.6 * np.sin(2 * np.pi * (hours - 6) / 24))
+    if weekend != 1.0:
+        wave = np.where(off, np.exp(0.35 * np.sin(2 * np.pi * (hours - 9) / 24)), wave)
+    return series(100 * level * wander * wave * rng.lognormal(0, 0.05, len(hours)),
+                  start=start)
+
+
+def test_day_types_find_a_weekend_in_ten_days_and_nothing_in_a_plain_daily_wave():
+    """Under two weeks no weekly season is detected; a week and a half is enough to see
+    that two neighbouring days differ from the other five. A weekend that differs only in
+    level is not taken (see test_day_types_are_not_fooled_by_a_wandering_level)."""
+    from forecasting.decompose import choose_day_types
+
+    day = 24
+    z = np.log(_weekday_traffic(10, weekend=0.5).to_numpy())
+    found, report = choose_day_types(z, day)
+    assert found is not None and report["score"] < 0.5
+    middle = np.arange(7) * day + 12                       # Monday … Sunday, midday
+    groups = found.group_of(middle)
+    assert groups[5] == groups[6] != 0 and set(groups[:5]) == {0}
+    assert found.start % day in (22, 23, 0, 1, 2)          # days start near midnight
+    for seed in range(3):                                  # the same every day of the week
+        plain = np.log(_weekday_traffic(10, weekend=1.0, seed=seed).to_numpy())
+        assert choose_day_types(plain, day)[0] is None
+    hours = np.arange(10 * day)                            # a weekend in level only
+    rng = np.random.default_rng(5)
+    level_only = (np.where((hours // day) % 7 >= 5, np.log(0.5), 0.0)
+                  + 0.6 * np.sin(2 * np.pi * (hours - 6) / day) + rng.normal(0, 0.05, len(hours)))
+    assert choose_day_types(level_only, day)[0] is None
+    assert choose_day_types(z[: 6 * day], day) == (None, {"score": None,
+                                                          "skipped": "needs 7 to 21 days"})
+
+
+def test_day_types_are_not_fooled_by_a_wandering_level():
+    """Neighbouring days share a wandering level, so any two of them look alike; a grouping
+    must also beat the same grouping on the other days of the week."""
+    from forecasting.decompose import choose_day_types
+
+    for seed in range(4):
+        z = np.log(_weekday_traffic(11, weekend=1.0, seed=seed, walk=0.08).to_numpy())
+        assert choose_day_types(z, 24)[0] is None, seed
+
+
+def test_kale_forecasts_the_weekend_from_a_week_and_a_half_of_history():
+    """11 days of hourly traffic whose weekends run at half the working days' level (and
+    later in the day): the
+    forecast from Friday noon over the weekend follows the weekend (before day types, the
+    profile was one mean day and the weekend was forecast like Friday)."""
+    s = _weekday_traffic(14, weekend=0.5, seed=1)
+    cut = 24 * 11 + 12                                      # Friday of the second week, noon
+    history, future = s.iloc[:cut], s.iloc[cut:cut + 60].to_numpy()
+    model = make_forecaster("kale", horizon=60).fit(history)
+    summary = model.fit_summary["day_types"]
+    assert summary["used"] and summary["days_start_at"] in ("22:00 UTC", "23:00 UTC",
+                                                            "00:00 UTC", "01:00 UTC",
+                                                            "02:00 UTC")
+    assert {d for d, g in summary["groups"].items() if g} == {"Sat", "Sun"}
+    assert model.fit_summary["profile"]["kind"].startswith("day types")
+    with_types = model.predict(60)
+    without = make_forecaster("kale", horizon=60, day_types=False).fit(history)
+    assert without.fit_summary["day_types"] is None
+    mae = np.mean(np.abs(with_types.p50 - future))
+    mae_without = np.mean(np.abs(without.predict(60).p50 - future))
+    assert mae < 0.5 * mae_without, (mae, mae_without)
+    assert np.mean(future <= with_types.p90) >= 0.7

@@ -348,17 +348,16 @@ def choose_day_types(values: np.ndarray, day: int, *, day_start: int = 0, hour: 
     hourly history kale lost to seasonal naive on most real and generated traces. A week
     holds each weekday once, which is too little for a weekly profile but enough to tell
     whether some days differ. Each whole day's values (hourly means, less the mean of the
-    seven days around it, so that a trend or a wandering level does not count; a straight
+    seven days around it, so that a trend or a wandering level does not count: a straight
     line fitted through one week that ends on a weekend tilts, and made Monday and Tuesday
-    look apart)
-    is predicted by the mean of the other days of its group; a grouping (one day apart, two
-    neighbouring days together, or each apart; days starting at midnight moved by -12..+11
-    hours, since the data's clock may not be its users') wins if its error is below
-    ``margin`` times both the mean day's and the median of the same grouping moved to the
-    other six days of the week, and on the days' shapes alone (each less its own level)
-    below :data:`DAY_TYPE_SHAPE_MARGIN` times the mean day's. The last two tests are what a
-    real weekend passes and chance does not: with a wandering level, any two neighbouring
-    days look alike. ``values`` should have its incidents replaced already
+    look apart) are predicted by the mean of the other days of its group. A grouping (one
+    day apart, two neighbouring days together, or each apart; days starting at midnight
+    moved by -12..+11 hours, since the data's clock may not be its users') wins if its
+    error is below ``margin`` times both the mean day's and the median of the same grouping
+    moved to the other six days of the week, and on the days' shapes alone (each less its
+    own level) below :data:`DAY_TYPE_SHAPE_MARGIN` times the mean day's. The last two tests
+    are what a real weekend passes and chance does not: with a wandering level, any two
+    neighbouring days look alike. ``values`` should have its incidents replaced already
     (:func:`robust_trend` with the daily period): a day with a 3-hour outage spoils the mean
     that predicts every other day, and a grouping that puts it apart looked like a day type.
     Returns (the day types or None, a report with the scores).
@@ -418,7 +417,7 @@ def choose_day_types(values: np.ndarray, day: int, *, day_start: int = 0, hour: 
         if best is None or rel < best[0]:
             best = (rel, name, off, lookup[name])
     if best is None:
-        report["skipped"] = "no offset leaves seven whole days"
+        report["skipped"] = "no day start leaves six whole days"
         return None, report
     rel, name, off, groups = best
     shape_rel = shape_scores[(name, off)] / max(shape_scores[("daily", off)], 1e-12)

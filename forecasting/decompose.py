@@ -309,20 +309,18 @@ def day_type_residual(x: np.ndarray, steps: np.ndarray, day_types: DayTypes,
     for _ in range(rounds):
         slope, icept = np.polyfit(t, x - season, 1)
         r = x - (icept + slope * t)
-        cnt = np.bincount(phase, minlength=n_ph)
-        season = (np.bincount(phase, weights=r, minlength=n_ph) / np.maximum(cnt, 1))[phase]
+        season = _phase_stats(r, phase, n_ph)[1][phase]
     return r
 
 
-def _loo_day_errors(shapes: np.ndarray, groups: np.ndarray, cap: float = np.inf) -> float:
-    """Mean absolute error of predicting each day by the mean of the other days of its group
-    (of all other days when it is alone in its group); errors count up to ``cap``, so that
-    one odd stretch does not decide the grouping. (Medians instead of means were tried:
-    they predict working days well from the others even when weekends are among them, and
-    real weekends no longer stood out: the electricity trace's shape score rose from
-    0.5-0.6 to 0.9-0.96.) Incidents are taken out before: see :func:`choose_day_types`."""
+def _loo_day_errors(shapes: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Absolute errors (days × bins) of predicting each day by the mean of the other days of
+    its group (of all other days when it is alone in its group). (Medians instead of means
+    were tried: they predict working days well from the others even when weekends are among
+    them, and real weekends no longer stood out: the electricity trace's shape score rose
+    from 0.5-0.6 to 0.9-0.96.) Incidents are taken out before: see :func:`choose_day_types`."""
     total = shapes.sum(axis=0)
-    err = 0.0
+    err = np.empty_like(shapes)
     for g in np.unique(groups):
         sel = groups == g
         cnt = int(sel.sum())
@@ -330,12 +328,25 @@ def _loo_day_errors(shapes: np.ndarray, groups: np.ndarray, cap: float = np.inf)
             pred = (shapes[sel].sum(axis=0)[None, :] - shapes[sel]) / (cnt - 1)
         else:
             pred = (total[None, :] - shapes[sel]) / (len(shapes) - 1)
-        err += float(np.minimum(np.abs(shapes[sel] - pred), cap).sum())
-    return err / shapes.size
+        err[sel] = np.abs(shapes[sel] - pred)
+    return err
 
 
 DAY_TYPE_ERROR_CAP = 4.0
-"""Errors count up to this many times the median error of the mean day."""
+"""Errors count up to this many times the median error of the mean day, so that one odd
+stretch does not decide the grouping."""
+
+
+def _grouping_scores(shapes: np.ndarray, weekday: np.ndarray,
+                     patterns: list[tuple[str, tuple[int, ...]]]) -> dict[str, float]:
+    """Capped mean left-out error of the mean day ("daily") and of each grouping."""
+    daily = _loo_day_errors(shapes, np.zeros(len(shapes), dtype=int))
+    cap = DAY_TYPE_ERROR_CAP * float(np.median(daily))
+    out = {"daily": float(np.minimum(daily, cap).mean())}
+    for name, groups in patterns:
+        err = _loo_day_errors(shapes, np.asarray(groups)[weekday])
+        out[name] = float(np.minimum(err, cap).mean())
+    return out
 
 
 def choose_day_types(values: np.ndarray, day: int, *, day_start: int = 0, hour: int = 0,
@@ -396,17 +407,10 @@ def choose_day_types(values: np.ndarray, day: int, *, day_start: int = 0, hour: 
         shapes = shapes - local[:, None]
         weekday = np.mod(index, 7)
         flat = shapes - level[:, None]
-        one = np.zeros(k, dtype=int)
-        loo = (shapes.sum(axis=0)[None, :] - shapes) / (k - 1)
-        cap = DAY_TYPE_ERROR_CAP * float(np.median(np.abs(shapes - loo)))
-        loo_flat = (flat.sum(axis=0)[None, :] - flat) / (k - 1)
-        cap_flat = DAY_TYPE_ERROR_CAP * float(np.median(np.abs(flat - loo_flat)))
-        scores[("daily", off)] = _loo_day_errors(shapes, one, cap)
-        shape_scores[("daily", off)] = _loo_day_errors(flat, one, cap_flat)
-        for name, groups in patterns:
-            scores[(name, off)] = _loo_day_errors(shapes, np.asarray(groups)[weekday], cap)
-            shape_scores[(name, off)] = _loo_day_errors(flat, np.asarray(groups)[weekday],
-                                                        cap_flat)
+        for name, err in _grouping_scores(shapes, weekday, patterns).items():
+            scores[(name, off)] = err
+        for name, err in _grouping_scores(flat, weekday, patterns).items():
+            shape_scores[(name, off)] = err
     best: tuple[float, str, int, tuple[int, ...]] | None = None
     lookup = dict(patterns)
     for (name, off), err in scores.items():

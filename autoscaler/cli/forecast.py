@@ -7,7 +7,10 @@ stderr says which model ran and why); ``backtest`` scores each model as it is.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -71,6 +74,34 @@ def _say_fallback(model) -> None:
                    err=True)
 
 
+@contextlib.contextmanager
+def _fallback_log_quiet() -> Iterator[None]:
+    """Mute the fallback wrapper's log while fitting: ``_say_fallback`` prints the same reason
+    as one ``kale: warning:`` line, and the log's bare copy would say it twice."""
+    logger = logging.getLogger("forecasting.fallback")
+    old = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(old)
+
+
+class _KaleWarningHandler(logging.Handler):
+    """Library warnings (a primary that failed to predict) as ``kale: warning:`` lines."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"kale: warning: {record.getMessage()}", err=True)
+
+
+def _route_library_warnings() -> None:
+    logger = logging.getLogger("forecasting")
+    if not any(isinstance(h, _KaleWarningHandler) for h in logger.handlers):
+        handler = _KaleWarningHandler(level=logging.WARNING)
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
 def _fit_or_load(trace_series: pd.Series, model: str, model_file: str | None, horizon: int,
                  device: str, seed: int, epochs: int | None, no_fallback: bool):
     from forecasting.base import Forecaster, ForecastError, InsufficientHistoryError
@@ -82,7 +113,8 @@ def _fit_or_load(trace_series: pd.Series, model: str, model_file: str | None, ho
             raise UserError(f"--model-file: {exc}") from None
     fc = _build(model, horizon, device, seed, epochs, fallback=not no_fallback)
     try:
-        fc.fit(trace_series)
+        with _fallback_log_quiet():
+            fc.fit(trace_series)
     except (InsufficientHistoryError, ValueError) as exc:
         raise UserError(f"--trace: {exc}") from None
     _say_fallback(fc)
@@ -106,6 +138,7 @@ trace_option = click.option("--trace", "trace_path", type=click.Path(), required
 @click.group()
 def forecast() -> None:
     """Forecast a trace's arrival rate, backtest the models, plot a forecast."""
+    _route_library_warnings()
 
 
 @forecast.command("backtest")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -109,6 +111,20 @@ def test_short_trace_still_forecasts_and_warns(capsys, tmp_path):
     assert rc == 0
     assert "using seasonal_naive" in err and "days" in err
     assert len(json.loads(out)["p90"]) == 8
+
+
+def test_the_fallback_reason_is_said_once(tmp_path):
+    """In a real process (pytest's log capture would hide a second, bare copy from the
+    fallback wrapper's log): one ``kale: warning:`` line, nothing else on stderr."""
+    path = tmp_path / "short.csv"
+    save_trace(generate_trace(days=1, interval_s=900, seed=1), path)
+    done = subprocess.run(
+        [sys.executable, "-m", "autoscaler.cli.main", "forecast", "predict", "--trace",
+         str(path), "--model", "kale", "--horizon", "4", "--json"],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        "kale: warning: using seasonal_naive: history is 1 days, kale needs 2 days (192 steps)"]
 
 
 @pytest.mark.parametrize("suffix", [".png", ".html"])

@@ -49,10 +49,20 @@ def mase_scale(history: np.ndarray, interval_s: float) -> float:
     return float(np.mean(np.abs(h[lag:] - h[:-lag])))
 
 
+ROUND_OFF = 1e-9
+"""Errors below this share of the history's mean level (plus one) count as zero when the
+MASE scale is zero: a model that works in log space misses a constant trace by ~1e-13."""
+
+
 def mase(actual: np.ndarray, forecast: np.ndarray, history: np.ndarray, interval_s: float) -> float:
+    """MAE over :func:`mase_scale`. A history that repeats exactly (constant, all zeros) has
+    scale 0: then an error at round-off level is 0, any other is infinite."""
     scale = mase_scale(history, interval_s)
     err = mae(actual, forecast)
-    return float(err / scale) if scale > 0 else float("inf") if err > 0 else 0.0
+    if scale > 0:
+        return float(err / scale)
+    tol = ROUND_OFF * (1.0 + float(np.mean(np.abs(np.asarray(history, dtype=float)))))
+    return float("inf") if err > tol else 0.0
 
 
 def coverage(actual: np.ndarray, upper: np.ndarray) -> float:

@@ -31,6 +31,16 @@ def test_mase_uses_lag_one_when_history_is_under_two_days():
     assert metrics.mase_scale(history, 3600) == pytest.approx(7 / 3)
 
 
+@pytest.mark.parametrize("level", [0.0, 7.0])
+def test_mase_on_a_history_that_repeats_exactly(level):
+    """Scale 0: round-off (a log-space model's 1e-13) is a perfect forecast, a real miss is
+    infinitely worse than the seasonal naive."""
+    history = np.full(48, level)
+    actual = np.full(4, level)
+    assert metrics.mase(actual, actual + 2e-13, history, 3600) == 0.0
+    assert metrics.mase(actual, actual + 0.01, history, 3600) == float("inf")
+
+
 def test_coverage_counts_values_at_or_below_the_upper_quantile():
     actual = np.array([1.0, 2.0, 3.0, 4.0])
     assert metrics.coverage(actual, np.array([1.0, 1.0, 5.0, 5.0])) == 0.75

@@ -783,3 +783,24 @@ def test_kale_forecasts_the_weekend_from_a_week_and_a_half_of_history():
     mae_without = np.mean(np.abs(without.predict(60).p50 - future))
     assert mae < 0.5 * mae_without, (mae, mae_without)
     assert np.mean(future <= with_types.p90) >= 0.7
+
+
+def test_kale_tells_the_weekend_from_a_week_of_history_with_a_held_out_tail():
+    """A week and 18 hours of 15-minute traffic: the network's held-out tail (15 %) leaves
+    under seven days before it, too few to choose day types on; they are then chosen on the
+    whole history (the profile is still estimated before the tail)."""
+    rng = np.random.default_rng(1)
+    q = np.arange(96 * 7 + 72)                               # Monday 00:00 … next Monday 18:00
+    off = (q // 96) % 7 >= 5
+    hours = q / 4
+    wave = np.where(off, np.exp(0.35 * np.sin(2 * np.pi * (hours - 9) / 24)),
+                    np.exp(0.6 * np.sin(2 * np.pi * (hours - 6) / 24)))
+    history = pd.Series(100 * np.where(off, 0.5, 1.0) * wave * rng.lognormal(0, 0.05, len(q)),
+                        index=pd.date_range("2026-01-05", periods=len(q), freq="15min",
+                                            tz="UTC"))
+    model = make_forecaster("kale", horizon=16, epochs=1).fit(history)
+    assert model.fit_summary["network_skipped"] is None      # so there is a held-out tail
+    summary = model.fit_summary["day_types"]
+    assert summary["used"], summary
+    assert summary["chosen_on"].startswith("whole history")
+    assert {d for d, g in summary["groups"].items() if g} == {"Sat", "Sun"}

@@ -95,11 +95,11 @@ class _KaleWarningHandler(logging.Handler):
 
 
 def _route_library_warnings() -> None:
+    """With a handler of its own the logger no longer falls back to logging's bare
+    last-resort line; records still propagate, to whatever the caller configured."""
     logger = logging.getLogger("forecasting")
     if not any(isinstance(h, _KaleWarningHandler) for h in logger.handlers):
-        handler = _KaleWarningHandler(level=logging.WARNING)
-        logger.addHandler(handler)
-        logger.propagate = False
+        logger.addHandler(_KaleWarningHandler(level=logging.WARNING))
 
 
 def _fit_or_load(trace_series: pd.Series, model: str, model_file: str | None, horizon: int,

@@ -54,8 +54,14 @@ def _parse_timestamp(text: str) -> datetime:
     return ts.astimezone(UTC)
 
 
-def load_trace(path: str | os.PathLike[str]) -> Trace:
-    """Read and check a trace CSV; raise :class:`UserError` naming file, line and reason."""
+def _read_rows(path: str | os.PathLike[str], *, strict_order: bool
+               ) -> tuple[list[datetime], list[float], list[int]]:
+    """The rows of a trace CSV as (timestamps, values, line numbers).
+
+    Every row is checked (parsable timestamp, a finite non-negative number or a gap); with
+    ``strict_order`` timestamps must also increase, which is what a trace is, and what
+    :func:`resample_points` does not need.
+    """
     name = str(path)
     p = Path(path)
     if not p.exists():
@@ -96,7 +102,7 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
             raise UserError(f"{name}:{lineno}: value is {row[1].strip()}, expected a finite rate")
         if value < 0:
             raise UserError(f"{name}:{lineno}: value {value:g} is negative (samples/s must be ≥ 0)")
-        if times:
+        if strict_order and times:
             if ts == times[-1]:
                 raise UserError(f"{name}:{lineno}: duplicate timestamp {row[0].strip()}")
             if ts < times[-1]:
@@ -107,6 +113,13 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
         times.append(ts)
         values.append(value)
         linenos.append(lineno)
+    return times, values, linenos
+
+
+def load_trace(path: str | os.PathLike[str]) -> Trace:
+    """Read and check a trace CSV; raise :class:`UserError` naming file, line and reason."""
+    name = str(path)
+    times, values, linenos = _read_rows(path, strict_order=True)
     if len(times) < 2:
         raise UserError(f"{name}: needs at least 2 rows, found {len(times)}")
     known = [i for i, v in enumerate(values) if not math.isnan(v)]
@@ -138,7 +151,8 @@ def _regularise(name: str, times: list[datetime], values: list[float],
         i = int(bad[0])
         raise UserError(
             f"{name}:{linenos[i + 1]}: irregular interval: {steps[i]:g} s after the previous "
-            f"row is not a multiple of the trace's interval {interval:g} s"
+            f"row is not a multiple of the trace's interval {interval:g} s (put it on a "
+            f"regular grid with 'kale trace resample --interval SECONDS')"
         )
     series = pd.Series(values, index=index, dtype=float, name="value")
     absent = int(np.round(ratios).sum() - len(steps))
@@ -155,6 +169,42 @@ def _regularise(name: str, times: list[datetime], values: list[float],
         )
     series.index.freq = pd.Timedelta(seconds=interval)
     return Trace(series=series, interval_s=interval, path=name, filled_steps=missing)
+
+
+def resample_points(path: str | os.PathLike[str], interval_s: float, *,
+                    how: str = "mean") -> tuple[pd.Series, dict[str, int]]:
+    """Put a trace CSV whose timestamps are irregular (scrape jitter, rows out of order,
+    repeated timestamps, a changed interval) on a regular grid of ``interval_s`` seconds.
+
+    Each step ``[t, t + interval)`` takes the ``mean`` of the rates whose timestamps fall in
+    it (rates in samples/s average), or their ``sum`` (per-step counts add); steps with no
+    row stay empty, which :func:`load_trace` fills by interpolation and reports. The grid
+    starts at the first timestamp rounded down to a multiple of the interval since the
+    epoch, so resampled files of the same source line up. Returns the series (NaN for empty
+    steps) and counts: ``rows``, ``steps``, ``empty_steps``.
+    """
+    if how not in ("mean", "sum"):
+        raise ValueError(f"how must be 'mean' or 'sum', got {how!r}")
+    if not interval_s > 0:
+        raise UserError(f"interval must be positive, got {interval_s:g}")
+    times, values, _ = _read_rows(path, strict_order=False)
+    points = pd.Series(values, index=pd.DatetimeIndex(times), dtype=float).dropna()
+    if points.empty:
+        raise UserError(f"{path}: no rows with a value")
+    step = pd.Timedelta(seconds=interval_s)
+    epoch = pd.Timestamp(0, tz="UTC")
+    slots = np.floor((points.index - epoch) / step).astype(np.int64)
+    grouped = points.groupby(np.asarray(slots))
+    agg = grouped.mean() if how == "mean" else grouped.sum()
+    first, last = int(agg.index.min()), int(agg.index.max())
+    full = agg.reindex(np.arange(first, last + 1))
+    if len(full) < 2:
+        raise UserError(f"{path}: every row falls in one {interval_s:g}-second step; "
+                        "choose a shorter --interval")
+    index = pd.date_range(epoch + first * step, periods=len(full), freq=step)
+    out = pd.Series(full.to_numpy(dtype=float), index=index, name="value")
+    return out, {"rows": len(times), "steps": len(out),
+                 "empty_steps": int(out.isna().sum())}
 
 
 def save_trace(series: pd.Series, path: str | os.PathLike[str]) -> None:

@@ -107,3 +107,39 @@ def info(file: str, as_json: bool) -> None:
         return
     rows = [(k, v) for k, v in data.items() if not isinstance(v, dict)]
     click.echo(table(rows, ["field", "value"]))
+
+
+@trace.command("resample")
+@click.argument("file", type=click.Path())
+@click.option(
+    "--interval",
+    type=DURATION,
+    required=True,
+    help="Step of the regular grid: seconds or a duration (60, 5m, 1h).",
+)
+@click.option(
+    "--how",
+    type=click.Choice(["mean", "sum"]),
+    default="mean",
+    show_default=True,
+    help="mean: the values are rates (samples/s); sum: they are counts per row.",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+def resample(file: str, interval: float, how: str, output: str, as_json: bool) -> None:
+    """Put a trace with irregular timestamps (scrape jitter, rows out of order or repeated)
+    on a regular grid, so that every other command can read it."""
+    from autoscaler.traces import resample_points
+
+    if interval <= 0:
+        raise UserError("--interval: must be positive")
+    series, counts = resample_points(file, interval, how=how)
+    save_trace(series, output)
+    out = {"output": output, "interval_s": interval, "how": how, **counts}
+    if as_json:
+        emit_json(out)
+        return
+    empty = counts["empty_steps"]
+    note = f", {empty} empty (filled by interpolation when loaded)" if empty else ""
+    click.echo(f"wrote {output}: {counts['steps']} steps of {interval:g} s from "
+               f"{counts['rows']} rows{note}")

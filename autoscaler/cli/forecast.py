@@ -91,7 +91,10 @@ class _KaleWarningHandler(logging.Handler):
     """Library warnings (a primary that failed to predict) as ``kale: warning:`` lines."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        click.echo(f"kale: warning: {record.getMessage()}", err=True)
+        message = record.getMessage()
+        # The kale model's own messages start with its name; one "kale:" is enough.
+        message = message.removeprefix("kale: ")
+        click.echo(f"kale: warning: {message}", err=True)
 
 
 def _route_library_warnings() -> None:

@@ -215,12 +215,21 @@ def holdout_start(n: int, horizon: int, fraction: float) -> int:
 
 
 class KaleForecaster(Forecaster):
-    """Decomposition backbone + transformer corrections with calibrated quantiles."""
+    """Decomposition backbone + transformer corrections with calibrated quantiles.
+
+    ``threads`` (torch's intra-op threads while fitting) defaults to one. The network is small
+    (d_model 32), so a second thread saves only a quarter of the training time on an idle
+    machine, and torch's thread pool spins at every operator's barrier when its threads share
+    cores with other work: on the 2-core machine, two 2-thread fits side by side (two jobs of
+    a controller, a backtest beside a predict) each trained 15x slower and hit the time
+    budget after 2 epochs instead of early-stopping after 4; one thread each, both ran at
+    full speed.
+    """
 
     name = "kale"
 
     def __init__(self, *, horizon: int = 60, seed: int = 0, device: str = "cpu",
-                 threads: int = 2, epochs: int = 20, patience: int = 4,
+                 threads: int = 1, epochs: int = 20, patience: int = 4,
                  steps_per_epoch: int = 40, batch_size: int = 128, lr: float = 2e-3,
                  time_budget_s: float = 90.0, d_model: int = 32, heads: int = 2,
                  enc_layers: int = 2, dec_layers: int = 1, dropout: float = 0.0,

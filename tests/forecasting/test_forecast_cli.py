@@ -127,6 +127,20 @@ def test_the_fallback_reason_is_said_once(tmp_path):
         "kale: warning: using seasonal_naive: history is 1 days, kale needs 2 days (192 steps)"]
 
 
+def test_a_model_warning_names_kale_once(capsys):
+    """The kale model's log messages start with its name; the CLI's line adds its own
+    ``kale: warning:`` prefix and must not say ``kale:`` twice."""
+    import logging
+
+    from autoscaler.cli.forecast import _route_library_warnings
+
+    _route_library_warnings()
+    logging.getLogger("forecasting.transformer.forecaster").warning(
+        "kale: training stopped by the time budget after %d epochs", 2)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "time budget" in ln]
+    assert lines == ["kale: warning: training stopped by the time budget after 2 epochs"]
+
+
 @pytest.mark.parametrize("suffix", [".png", ".html"])
 def test_plot_writes_the_picture(capsys, trace_csv, tmp_path, suffix):
     out_file = tmp_path / f"f{suffix}"

@@ -68,7 +68,7 @@ from forecasting.transformer.features import (
     cv_residuals,
     fit_backbone,
 )
-from forecasting.transformer.model import KaleNet, pinball_loss
+from forecasting.transformer.model import KaleNet, MeanOfNets, build_net, pinball_loss
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +224,10 @@ class KaleForecaster(Forecaster):
     a controller, a backtest beside a predict) each trained 15x slower and hit the time
     budget after 2 epochs instead of early-stopping after 4; one thread each, both ran at
     full speed.
+
+    ``members`` networks (default 3, seeds ``seed``, ``seed + 1``, …) are trained and their
+    quantiles averaged: one network's correction depends on its seed and on the machine's
+    float rounding enough to move a trace's 7-fold MASE by 7 %.
     """
 
     name = "kale"
@@ -234,20 +238,22 @@ class KaleForecaster(Forecaster):
                  time_budget_s: float = 90.0, d_model: int = 32, heads: int = 2,
                  enc_layers: int = 2, dec_layers: int = 1, dropout: float = 0.0,
                  context: int | None = None, val_fraction: float = 0.15,
-                 use_calendar: bool = True, progress: bool = False, **kw: Any) -> None:
+                 use_calendar: bool = True, members: int = 3, progress: bool = False,
+                 **kw: Any) -> None:
         super().__init__(horizon=horizon, seed=seed, device=device, threads=threads,
                          epochs=epochs, patience=patience, steps_per_epoch=steps_per_epoch,
                          batch_size=batch_size, lr=lr, time_budget_s=time_budget_s,
                          d_model=d_model, heads=heads, enc_layers=enc_layers,
                          dec_layers=dec_layers, dropout=dropout, context=context,
-                         val_fraction=val_fraction, use_calendar=use_calendar, **kw)
+                         val_fraction=val_fraction, use_calendar=use_calendar,
+                         members=members, **kw)
         if horizon < 1:
             raise ValueError("horizon must be ≥ 1")
         self.horizon = horizon
         self.progress = progress
         self.device = "cpu"
         self.geom: Geometry | None = None
-        self.net: KaleNet | None = None
+        self.net: torch.nn.Module | None = None
         self.net_config: dict[str, int] = {}
         self.profile = SeasonalProfile(np.zeros(0), 0)
         self.weights: np.ndarray | None = None
@@ -542,10 +548,13 @@ class KaleForecaster(Forecaster):
 
     def _train(self, batch, train_origins: np.ndarray, val_origins: np.ndarray,
                rng: np.random.Generator) -> dict[str, Any]:
+        """Train ``members`` networks one after another (seeds ``seed``, ``seed + 1``, …),
+        each early-stopped on the held-out tail, and keep their mean (:class:`MeanOfNets`).
+        They share the time budget: a member that would start after it is not trained."""
         p = self.params
         geom = self.geom
         assert geom is not None
-        self.net_config = {
+        shape = {
             "long_in": 2 * geom.p_long + 4, "short_in": 2 * geom.p_short + 4,
             "out_in": 3 * geom.p_out + 4, "n_long": geom.n_long, "n_short": geom.n_short,
             "n_out": geom.n_out, "p_out": geom.p_out, "d_model": int(p["d_model"]),
@@ -553,10 +562,46 @@ class KaleForecaster(Forecaster):
             "dec_layers": int(p["dec_layers"]),
             "ff": 2 * int(p["d_model"]),
         }
-        net = KaleNet(**self.net_config, dropout=float(p["dropout"])).to(self.device)
-        opt = torch.optim.AdamW(net.parameters(), lr=float(p["lr"]), weight_decay=1e-4)
         h = self.horizon
         val_x, val_y = batch(val_origins)
+        started = time.perf_counter()
+        wanted = max(1, int(p.get("members", 1)))
+        nets: list[KaleNet] = []
+        runs: list[dict[str, Any]] = []
+        budget_hit = False
+        for k in range(wanted):
+            left = float(p["time_budget_s"]) - (time.perf_counter() - started)
+            if k and left <= 0:
+                budget_hit = True
+                log.warning("kale: time budget spent after %d of %d networks", k, wanted)
+                break
+            torch.manual_seed(int(p["seed"]) + k)
+            net, run = self._train_member(batch, train_origins, val_x, val_y, rng, shape,
+                                          left, label=f" {k + 1}/{wanted}" if wanted > 1 else "")
+            nets.append(net)
+            runs.append(run)
+            budget_hit = budget_hit or run["time_budget_hit"]
+        self.net_config = {**shape, "members": len(nets)} if len(nets) > 1 else shape
+        self.net = MeanOfNets(nets) if len(nets) > 1 else nets[0]
+        self.net.eval()
+        with torch.no_grad():
+            ensemble_val = float(pinball_loss(self.net(*val_x)[:, :h], val_y))
+        return {"epochs_run": sum(r["epochs_run"] for r in runs),
+                "best_epoch": runs[0]["best_epoch"],
+                "val_pinball_backbone": runs[0]["val_pinball_backbone"],
+                "val_pinball": ensemble_val, "networks": len(nets),
+                "member_runs": [{"best_epoch": r["best_epoch"], "epochs_run": r["epochs_run"],
+                             "val_pinball": r["val_pinball"]} for r in runs],
+                "train_seconds": time.perf_counter() - started, "time_budget_hit": budget_hit}
+
+    def _train_member(self, batch, train_origins: np.ndarray, val_x, val_y,
+                      rng: np.random.Generator, shape: dict[str, int], budget_s: float,
+                      label: str = "") -> tuple[KaleNet, dict[str, Any]]:
+        """One network, early-stopped on the held-out tail (its best epoch's weights)."""
+        p = self.params
+        h = self.horizon
+        net = KaleNet(**shape, dropout=float(p["dropout"])).to(self.device)
+        opt = torch.optim.AdamW(net.parameters(), lr=float(p["lr"]), weight_decay=1e-4)
 
         def val_loss() -> float:
             net.eval()
@@ -573,7 +618,7 @@ class KaleForecaster(Forecaster):
         if self.progress and sys.stderr.isatty():
             from tqdm import tqdm
 
-            bar = tqdm(epochs, desc="kale fit", unit="epoch", leave=False)
+            bar = tqdm(epochs, desc=f"kale fit{label}", unit="epoch", leave=False)
             epochs = bar
         bs = min(int(p["batch_size"]), len(train_origins))
         for epoch in epochs:
@@ -599,7 +644,7 @@ class KaleForecaster(Forecaster):
                 stale += 1
             if stale >= int(p["patience"]):
                 break
-            if time.perf_counter() - started > float(p["time_budget_s"]):
+            if time.perf_counter() - started > budget_s:
                 budget_hit = True
                 log.warning("kale: training stopped by the time budget after %d epochs", epoch)
                 break
@@ -607,10 +652,9 @@ class KaleForecaster(Forecaster):
             bar.close()
         net.load_state_dict(best_state)
         net.eval()
-        self.net = net
-        return {"epochs_run": epochs_run, "best_epoch": best_epoch,
-                "val_pinball_backbone": baseline_loss, "val_pinball": best,
-                "train_seconds": time.perf_counter() - started, "time_budget_hit": budget_hit}
+        return net, {"epochs_run": epochs_run, "best_epoch": best_epoch,
+                     "val_pinball_backbone": baseline_loss, "val_pinball": best,
+                     "time_budget_hit": budget_hit}
 
     def _calibrate(self, batch, val_origins: np.ndarray, z: np.ndarray, season: np.ndarray,
                    cv_origins: np.ndarray, cv_target: np.ndarray) -> dict[str, Any]:
@@ -802,7 +846,7 @@ class KaleForecaster(Forecaster):
         if m["net"] is None:
             self.net = None
             return
-        net = KaleNet(**self.net_config)
+        net = build_net(self.net_config)
         state = torch.load(io.BytesIO(payload.blobs["weights.pt"]), map_location="cpu",
                            weights_only=True)
         net.load_state_dict(state)

@@ -70,6 +70,34 @@ class KaleNet(nn.Module):
         return torch.stack([lo, mid, hi], dim=-1)
 
 
+class MeanOfNets(nn.Module):
+    """Several :class:`KaleNet` trained from different seeds; their quantiles averaged.
+
+    One small network trained for a few epochs on a few hundred to a few thousand windows
+    ends wherever its seed and the machine's float rounding take it: on one 1-minute trace
+    the 7-fold MASE moved between 0.571 and 0.615 with the seed alone. The mean of members
+    is a steadier correction. Averaging keeps p10 ≤ p50 ≤ p90, since every member's are
+    ordered.
+    """
+
+    def __init__(self, members: list[KaleNet]) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+
+    def forward(self, long: torch.Tensor, short: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        return torch.stack([m(long, short, out) for m in self.members]).mean(dim=0)
+
+
+def build_net(config: dict[str, int], dropout: float = 0.0) -> nn.Module:
+    """The network a saved ``net_config`` describes: one KaleNet, or the mean of
+    ``config["members"]`` of them (files saved before members existed have none: one)."""
+    shape = {k: v for k, v in config.items() if k != "members"}
+    members = int(config.get("members", 1))
+    if members <= 1:
+        return KaleNet(**shape, dropout=dropout)
+    return MeanOfNets([KaleNet(**shape, dropout=dropout) for _ in range(members)])
+
+
 def pinball_loss(pred: torch.Tensor, target: torch.Tensor,
                  levels: tuple[float, ...] = (0.1, 0.5, 0.9)) -> torch.Tensor:
     """Mean pinball loss over the quantile levels; ``pred`` (B, H, Q), ``target`` (B, H)."""

@@ -345,6 +345,25 @@ def test_kale_is_deterministic_with_a_seed():
     np.testing.assert_array_equal(a.p90, b.p90)
 
 
+def test_kale_with_several_networks_averages_them_and_saves_them_all(tmp_path):
+    s = traffic(6, 900, seed=5)
+    one = make_forecaster("kale", seed=3, members=1, **TINY).fit(s)
+    three = make_forecaster("kale", seed=3, members=3, **TINY).fit(s)
+    summary = three.fit_summary
+    assert summary["networks"] == 3 and len(summary["member_runs"]) == 3
+    # The first member is the single network (same seed, same batches drawn first) ...
+    assert summary["member_runs"][0]["val_pinball"] == one.fit_summary["val_pinball"]
+    # ... and the others were trained from other seeds, so the mean differs from it.
+    assert len({r["val_pinball"] for r in summary["member_runs"]}) > 1
+    forecast = three.predict(6)
+    assert not np.array_equal(forecast.p50, one.predict(6).p50)
+    assert np.all(forecast.p10 <= forecast.p50) and np.all(forecast.p50 <= forecast.p90)
+    three.save(tmp_path / "m")
+    again = type(three).load(tmp_path / "m").predict(6)
+    np.testing.assert_array_equal(again.p50, forecast.p50)
+    np.testing.assert_array_equal(again.p90, forecast.p90)
+
+
 def test_kale_reports_what_it_did():
     model = make_forecaster("kale", **TINY).fit(traffic(6, 900, seed=6))
     s = model.fit_summary

@@ -550,7 +550,8 @@ class KaleForecaster(Forecaster):
                rng: np.random.Generator) -> dict[str, Any]:
         """Train ``members`` networks one after another (seeds ``seed``, ``seed + 1``, …),
         each early-stopped on the held-out tail, and keep their mean (:class:`MeanOfNets`).
-        They share the time budget: a member that would start after it is not trained."""
+        They share the time budget: a member that would start after it is not trained. When
+        the first one never beats its starting point (no correction), it is the only one."""
         p = self.params
         geom = self.geom
         assert geom is not None
@@ -581,6 +582,13 @@ class KaleForecaster(Forecaster):
             nets.append(net)
             runs.append(run)
             budget_hit = budget_hit or run["time_budget_hit"]
+            if k == 0 and run["best_epoch"] == 0:
+                # No epoch beat the starting point (no correction) on the held-out tail: the
+                # tail has nothing for a network to learn, and more seeds would only be
+                # more chances to fit its noise (and cost their time at every predict).
+                log.info("kale: the first network never beat no correction on the held-out "
+                         "tail; no further networks trained")
+                break
         self.net_config = {**shape, "members": len(nets)} if len(nets) > 1 else shape
         self.net = MeanOfNets(nets) if len(nets) > 1 else nets[0]
         self.net.eval()

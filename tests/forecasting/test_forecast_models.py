@@ -364,6 +364,14 @@ def test_kale_with_several_networks_averages_them_and_saves_them_all(tmp_path):
     np.testing.assert_array_equal(again.p90, forecast.p90)
 
 
+def test_kale_trains_one_network_when_the_first_learns_nothing():
+    # lr=0: no epoch can beat the starting point (no correction) on the held-out tail.
+    model = make_forecaster("kale", members=3, **{**TINY, "lr": 0.0}).fit(traffic(6, 900, 5))
+    assert model.fit_summary["networks"] == 1 and model.fit_summary["best_epoch"] == 0
+    assert model.net_config.get("members", 1) == 1
+    assert model.predict(6).p50.shape == (6,)
+
+
 def test_kale_reports_what_it_did():
     model = make_forecaster("kale", **TINY).fit(traffic(6, 900, seed=6))
     s = model.fit_summary

@@ -48,7 +48,7 @@ def _applicable(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_KALE_ONLY = ("device", "seed", "threads", "time_budget_s", "epochs", "progress")
+_KALE_ONLY = ("device", "seed", "threads", "time_budget_s", "epochs", "progress", "members")
 
 
 def make_forecaster(name: str, **kwargs: Any) -> Forecaster:

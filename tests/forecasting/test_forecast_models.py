@@ -831,3 +831,22 @@ def test_kale_tells_the_weekend_from_a_week_of_history_with_a_held_out_tail():
     assert summary["used"], summary
     assert summary["chosen_on"].startswith("whole history")
     assert {d for d, g in summary["groups"].items() if g} == {"Sat", "Sun"}
+
+
+def test_long_context_spans_a_day_or_four_horizons_but_those_at_most_four_days():
+    from forecasting.transformer.features import LONG_CONTEXT_MAX_DAYS, Geometry
+
+    # hourly, 60 steps ahead, 8 weeks of history: 4·horizon (10 days) is cut to 4 days
+    hourly = Geometry.choose(horizon=60, day=24, available=24 * 56)
+    assert max(hourly.level_windows) == hourly.long_len == LONG_CONTEXT_MAX_DAYS * 24
+    # 30 minutes: 4·horizon is 5 days, cut to 4
+    assert max(Geometry.choose(horizon=60, day=48, available=48 * 42).level_windows) == 4 * 48
+    # 1 minute: a day is longer than 4·horizon, nothing changes
+    minute = Geometry.choose(horizon=60, day=1440, available=1440 * 28)
+    assert max(minute.level_windows) == minute.long_len == 1440
+    # no daily period: 4·horizon as before; an explicit context is taken as it is
+    assert max(Geometry.choose(horizon=60, day=None, available=5000).level_windows) == 240
+    assert max(Geometry.choose(horizon=60, day=24, available=24 * 56,
+                               context=240).level_windows) == 240
+    # a short history still shortens it (a third of what is left after the horizon)
+    assert max(Geometry.choose(horizon=60, day=24, available=24 * 14).level_windows) == 92

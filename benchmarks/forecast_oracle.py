@@ -246,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", default="",
                     help=f"named generated traces ({','.join(GENERATED)}); default none")
-    ap.add_argument("--seeds", default="11-16", help="fresh generated traces, e.g. 11-40")
+    ap.add_argument("--seeds", default="11-16",
+                    help="fresh generated traces, e.g. 11-40 (default 11-16; '' for none)")
     ap.add_argument("--shapes", default=",".join(SEED_SHAPES),
                     help=f"shapes for --seeds: {','.join(SEED_SHAPES)}")
     ap.add_argument("--sims", type=int, default=400, help="Monte Carlo paths per origin")

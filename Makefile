@@ -39,10 +39,12 @@ demo: install
 test: install browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python tools/check_layers.py
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff format --check .
 
 clean:

@@ -37,8 +37,9 @@ def atomic_path(path: str | os.PathLike[str], *, suffix: str = ".tmp") -> Iterat
         raise
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str, *, fsync: bool = True,
-                      newline: str | None = None) -> None:
+def atomic_write_text(
+    path: str | os.PathLike[str], text: str, *, fsync: bool = True, newline: str | None = None
+) -> None:
     """Write ``text`` to ``path`` atomically, creating its folder.
 
     ``fsync``: flush the data to disk before the rename (what a crash must not lose: a

@@ -129,8 +129,10 @@ class Target(_Model):
     name: str | None = Field(default=None, description="TFJob name.")
     command: list[str] | None = Field(default=None, description="Local worker command.")
     processes: Literal["perWorker", "perJob"] = Field(
-        default="perWorker", description="Local: one copy of the command per worker, or one "
-        "per job that starts its own workers and PS from {workers} and {ps} (kale train).")
+        default="perWorker",
+        description="Local: one copy of the command per worker, or one "
+        "per job that starts its own workers and PS from {workers} and {ps} (kale train).",
+    )
 
 
 class Spec(_Model):
@@ -384,20 +386,25 @@ class LoadedJob:
         if rescale.duration != "auto":
             return float(rescale.duration)
         if rescale.measurement is None:
-            raise UserError(f"{self.path}: spec.rescale.measurement: is required when "
-                            "spec.rescale.duration is auto")
+            raise UserError(
+                f"{self.path}: spec.rescale.measurement: is required when "
+                "spec.rescale.duration is auto"
+            )
         path = self.resolve(rescale.measurement)
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise UserError(f"{self.path}: spec.rescale.measurement: cannot read {path}: "
-                            f"{exc}") from None
+            raise UserError(
+                f"{self.path}: spec.rescale.measurement: cannot read {path}: {exc}"
+            ) from None
         for key in MEASUREMENT_KEYS:
             value = data.get(key) if isinstance(data, dict) else None
             if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
                 return float(value)
-        raise UserError(f"{self.path}: spec.rescale.measurement: {path} has none of "
-                        f"{', '.join(MEASUREMENT_KEYS)}")
+        raise UserError(
+            f"{self.path}: spec.rescale.measurement: {path} has none of "
+            f"{', '.join(MEASUREMENT_KEYS)}"
+        )
 
 
 def file_problems(job: ElasticTrainingJob, path: Path) -> list[Problem]:

@@ -120,9 +120,7 @@ class ResourceManager:
         unit: int = 1,
     ) -> int:
         """Approve one job's request against what the others hold now; returns the grant."""
-        others = [
-            Request(name, gpus, gpus) for name, gpus in self.held.items() if name != job
-        ]
+        others = [Request(name, gpus, gpus) for name, gpus in self.held.items() if name != job]
         mine = Request(job, current_gpus, desired_gpus, priority, min_gpus, unit)
         return self.allocate([*others, mine])[job]
 

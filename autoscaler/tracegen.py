@@ -19,8 +19,8 @@ import pandas as pd
 from autoscaler.traces import daily_profile
 
 DAY_S = 86400.0
-DAY_LEVEL_SD = 0.05          # log-scale spread of one day's level
-BURST_AMP = (0.15, 0.5)      # relative jump, uniform
+DAY_LEVEL_SD = 0.05  # log-scale spread of one day's level
+BURST_AMP = (0.15, 0.5)  # relative jump, uniform
 BURST_TAU_MIN = (10.0, 45.0)  # decay time in minutes, uniform
 
 
@@ -83,16 +83,16 @@ class TraceComponents:
     """
 
     index: pd.DatetimeIndex
-    t_days: np.ndarray        # time of each step in days since the start
-    base: np.ndarray          # daily/weekend shape × slow trend × 17-day wave (no randomness)
-    day_level: np.ndarray     # one log-normal draw per day, placed at day midpoints
+    t_days: np.ndarray  # time of each step in days since the start
+    base: np.ndarray  # daily/weekend shape × slow trend × 17-day wave (no randomness)
+    day_level: np.ndarray  # one log-normal draw per day, placed at day midpoints
     bursts: tuple[Burst, ...]
-    phi: float                # AR(1) coefficient of the correlated noise
-    sd_innovation: float      # its innovation standard deviation
-    sd_white: float           # the white noise's standard deviation (log scale)
+    phi: float  # AR(1) coefficient of the correlated noise
+    sd_innovation: float  # its innovation standard deviation
+    sd_white: float  # the white noise's standard deviation (log scale)
     ar: np.ndarray
     white: np.ndarray
-    offset: float             # subtracted so the mean daily profile has the asked peak/trough
+    offset: float  # subtracted so the mean daily profile has the asked peak/trough
     day_level_sd: float = DAY_LEVEL_SD
     bursts_per_day: float = 0.0
 
@@ -108,12 +108,17 @@ class TraceComponents:
 
     def raw(self) -> np.ndarray:
         """The trace before the peak/trough offset and clipping."""
-        return (self.base * self.level() * burst_factor(self.t_days, self.bursts)
-                * np.exp(self.ar + self.white))
+        return (
+            self.base
+            * self.level()
+            * burst_factor(self.t_days, self.bursts)
+            * np.exp(self.ar + self.white)
+        )
 
     def series(self) -> pd.Series:
-        return pd.Series(np.clip(self.raw() - self.offset, 0.0, None), index=self.index,
-                         name="value")
+        return pd.Series(
+            np.clip(self.raw() - self.offset, 0.0, None), index=self.index, name="value"
+        )
 
 
 def generate_trace(**kwargs: Any) -> pd.Series:
@@ -170,9 +175,13 @@ def trace_components(
     day_level = np.exp(rng.normal(0.0, DAY_LEVEL_SD, n_days))
     # Bursts: fast rise, exponential decay.
     bursts = tuple(
-        Burst(at_days=rng.uniform(0, days), amp=rng.uniform(*BURST_AMP),
-              tau_days=rng.uniform(*BURST_TAU_MIN) / 1440.0)
-        for _ in range(rng.poisson(bursts_per_day * days)))
+        Burst(
+            at_days=rng.uniform(0, days),
+            amp=rng.uniform(*BURST_AMP),
+            tau_days=rng.uniform(*BURST_TAU_MIN) / 1440.0,
+        )
+        for _ in range(rng.poisson(bursts_per_day * days))
+    )
     # Correlated (AR(1), ~30 min memory) and white multiplicative noise.
     phi = float(np.exp(-interval_s / 1800.0))
     sd_innovation = noise * float(np.sqrt(max(1 - phi**2, 1e-12)))
@@ -185,9 +194,19 @@ def trace_components(
     sd_white = noise * min(1.0, float(np.sqrt(60.0 / interval_s)))
     white = rng.normal(0.0, sd_white, n)
     parts = TraceComponents(
-        index=index, t_days=t_days, base=base, day_level=day_level, bursts=bursts, phi=phi,
-        sd_innovation=sd_innovation, sd_white=sd_white, ar=ar, white=white, offset=0.0,
-        bursts_per_day=bursts_per_day)
+        index=index,
+        t_days=t_days,
+        base=base,
+        day_level=day_level,
+        bursts=bursts,
+        phi=phi,
+        sd_innovation=sd_innovation,
+        sd_white=sd_white,
+        ar=ar,
+        white=white,
+        offset=0.0,
+        bursts_per_day=bursts_per_day,
+    )
     offset = _peak_trough_offset(pd.Series(parts.raw(), index=index), peak_trough)
     return replace(parts, offset=offset)
 

@@ -54,8 +54,9 @@ def _parse_timestamp(text: str) -> datetime:
     return ts.astimezone(UTC)
 
 
-def _read_rows(path: str | os.PathLike[str], *, strict_order: bool
-               ) -> tuple[list[datetime], list[float], list[int]]:
+def _read_rows(
+    path: str | os.PathLike[str], *, strict_order: bool
+) -> tuple[list[datetime], list[float], list[int]]:
     """The rows of a trace CSV as (timestamps, values, line numbers).
 
     Every row is checked (parsable timestamp, a finite non-negative number or a gap); with
@@ -137,8 +138,7 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     return _regularise(name, times[keep], values[keep], linenos[keep])
 
 
-def _regularise(name: str, times: list[datetime], values: list[float],
-                linenos: list[int]) -> Trace:
+def _regularise(name: str, times: list[datetime], values: list[float], linenos: list[int]) -> Trace:
     index = pd.DatetimeIndex(times)
     # Seconds from the index itself: pandas 3 picks the resolution (us, ns) per index.
     steps = np.diff(np.asarray((index - index[0]).total_seconds(), dtype=float))
@@ -171,8 +171,9 @@ def _regularise(name: str, times: list[datetime], values: list[float],
     return Trace(series=series, interval_s=interval, path=name, filled_steps=missing)
 
 
-def resample_points(path: str | os.PathLike[str], interval_s: float, *,
-                    how: str = "mean") -> tuple[pd.Series, dict[str, int]]:
+def resample_points(
+    path: str | os.PathLike[str], interval_s: float, *, how: str = "mean"
+) -> tuple[pd.Series, dict[str, int]]:
     """Put a trace CSV whose timestamps are irregular (scrape jitter, rows out of order,
     repeated timestamps, a changed interval) on a regular grid of ``interval_s`` seconds.
 
@@ -199,12 +200,13 @@ def resample_points(path: str | os.PathLike[str], interval_s: float, *,
     first, last = int(agg.index.min()), int(agg.index.max())
     full = agg.reindex(np.arange(first, last + 1))
     if len(full) < 2:
-        raise UserError(f"{path}: every row falls in one {interval_s:g}-second step; "
-                        "choose a shorter --interval")
+        raise UserError(
+            f"{path}: every row falls in one {interval_s:g}-second step; "
+            "choose a shorter --interval"
+        )
     index = pd.date_range(epoch + first * step, periods=len(full), freq=step)
     out = pd.Series(full.to_numpy(dtype=float), index=index, name="value")
-    return out, {"rows": len(times), "steps": len(out),
-                 "empty_steps": int(out.isna().sum())}
+    return out, {"rows": len(times), "steps": len(out), "empty_steps": int(out.isna().sum())}
 
 
 def save_trace(series: pd.Series, path: str | os.PathLike[str]) -> None:
@@ -214,8 +216,7 @@ def save_trace(series: pd.Series, path: str | os.PathLike[str]) -> None:
         idx = idx.tz_localize("UTC")
     stamps = idx.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
     lines = ["timestamp,value\n"]
-    lines += [f"{ts},{v:.6g}\n"
-              for ts, v in zip(stamps, series.to_numpy(dtype=float), strict=True)]
+    lines += [f"{ts},{v:.6g}\n" for ts, v in zip(stamps, series.to_numpy(dtype=float), strict=True)]
     atomic_write_text(path, "".join(lines), fsync=False, newline="")
 
 

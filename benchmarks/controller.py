@@ -52,14 +52,26 @@ INTERVAL = 60.0
 
 def job_doc(i: int) -> dict:
     return {
-        "apiVersion": "kale.dev/v1", "kind": "ElasticTrainingJob",
+        "apiVersion": "kale.dev/v1",
+        "kind": "ElasticTrainingJob",
         "metadata": {"name": f"job-{i:04d}", "namespace": f"team-{i % 10}"},
         "spec": {
-            "source": {"kafka": {"bootstrapServers": ["kafka:9092"], "topic": f"t{i}",
-                                 "consumerGroup": f"g{i}"}},
-            "training": {"mode": "sync", "globalBatchSize": 4096, "workersPerPS": 4,
-                         "minWorkers": 1, "maxWorkers": 64},
-            "slo": {"maxDelay": "10m"}, "rescale": {"duration": "5m"},
+            "source": {
+                "kafka": {
+                    "bootstrapServers": ["kafka:9092"],
+                    "topic": f"t{i}",
+                    "consumerGroup": f"g{i}",
+                }
+            },
+            "training": {
+                "mode": "sync",
+                "globalBatchSize": 4096,
+                "workersPerPS": 4,
+                "minWorkers": 1,
+                "maxWorkers": 64,
+            },
+            "slo": {"maxDelay": "10m"},
+            "rescale": {"duration": "5m"},
             "throughput": {"model": str(MODEL_PATH)},
             "forecast": {"model": "seasonal_naive", "interval": "1m", "horizon": "60m"},
             "target": {"kind": "DryRun"},
@@ -92,8 +104,7 @@ class DailyTraffic:
     def arrivals(self, now: float, interval_s: float, history_s: float) -> ArrivalHistory:
         end = int(now // interval_s) - self.first
         start = max(0, end - int(history_s // interval_s))
-        return ArrivalHistory((self.first + start) * interval_s, interval_s,
-                              self.rates[start:end])
+        return ArrivalHistory((self.first + start) * interval_s, interval_s, self.rates[start:end])
 
     def close(self) -> None:
         pass
@@ -160,17 +171,24 @@ def run(n_jobs: int, ticks: int, history_days: int, real_forecaster: bool) -> di
         def forecaster(entry):
             return make_forecaster("seasonal_naive", period=1440)
     else:
+
         def forecaster(entry):
             return PeriodicForecaster()
 
     tmp = tempfile.mkdtemp(prefix="kale-bench-")
     controller = Controller(
-        jobs_source=StaticJobs(loaded), meter_factory=meter, forecaster_factory=forecaster,
-        actuator_factory=lambda e: DryRunActuator(Size(4, 1)), sizing_factory=sizing,
-        resource_manager=ResourceManager(n_jobs * 16), clock=clock,
+        jobs_source=StaticJobs(loaded),
+        meter_factory=meter,
+        forecaster_factory=forecaster,
+        actuator_factory=lambda e: DryRunActuator(Size(4, 1)),
+        sizing_factory=sizing,
+        resource_manager=ResourceManager(n_jobs * 16),
+        clock=clock,
         state_store=SqliteStateStore(Path(tmp) / "state.sqlite"),
-        settings=ControllerSettings(interval_s=INTERVAL, history_s=history_days * DAY,
-                                    reforecast_s=6 * 3600.0))
+        settings=ControllerSettings(
+            interval_s=INTERVAL, history_s=history_days * DAY, reforecast_s=6 * 3600.0
+        ),
+    )
     t = time.perf_counter()
     controller.tick()  # warm-up: builds every job, fits and predicts every forecaster
     warmup = time.perf_counter() - t
@@ -186,11 +204,15 @@ def run(n_jobs: int, ticks: int, history_days: int, real_forecaster: bool) -> di
             actions[r.action] = actions.get(r.action, 0) + 1
     controller.close()
     return {
-        "jobs": n_jobs, "ticks": ticks, "cpus": os.cpu_count(),
+        "jobs": n_jobs,
+        "ticks": ticks,
+        "cpus": os.cpu_count(),
         "warmup_s": round(warmup, 3),
-        "p50_s": round(statistics.median(times), 4), "max_s": round(max(times), 4),
+        "p50_s": round(statistics.median(times), 4),
+        "max_s": round(max(times), 4),
         "per_job_ms": round(statistics.median(times) / n_jobs * 1000, 4),
-        "resizes": resizes, "actions": actions,
+        "resizes": resizes,
+        "actions": actions,
         "forecaster": "seasonal_naive (registry)" if real_forecaster else "periodic (numpy)",
     }
 
@@ -200,8 +222,11 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--ticks", type=int, default=20)
     ap.add_argument("--history-days", type=int, default=2)
-    ap.add_argument("--real-forecaster", action="store_true",
-                    help="warm up with the registry's seasonal naive (slower warm-up)")
+    ap.add_argument(
+        "--real-forecaster",
+        action="store_true",
+        help="warm up with the registry's seasonal naive (slower warm-up)",
+    )
     ap.add_argument("--check", action="store_true", help="exit 1 if the median tick > 1 s")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args()
@@ -209,10 +234,12 @@ def main() -> int:
     if args.json:
         print(json.dumps(res, indent=2))
     else:
-        print(f"controller tick, {res['jobs']} jobs, forecasts cached, {res['cpus']} CPUs: "
-              f"p50 {res['p50_s']:.3f} s, max {res['max_s']:.3f} s over {res['ticks']} ticks "
-              f"({res['per_job_ms']:.3f} ms/job; warm-up {res['warmup_s']:.1f} s; "
-              f"{res['resizes']} resizes; forecaster {res['forecaster']})")
+        print(
+            f"controller tick, {res['jobs']} jobs, forecasts cached, {res['cpus']} CPUs: "
+            f"p50 {res['p50_s']:.3f} s, max {res['max_s']:.3f} s over {res['ticks']} ticks "
+            f"({res['per_job_ms']:.3f} ms/job; warm-up {res['warmup_s']:.1f} s; "
+            f"{res['resizes']} resizes; forecaster {res['forecaster']})"
+        )
         print("actions:", ", ".join(f"{k} {v}" for k, v in sorted(res["actions"].items())))
     if args.check and res["p50_s"] > 1.0:
         print(f"FAIL: median tick {res['p50_s']:.3f} s > 1 s", file=sys.stderr)

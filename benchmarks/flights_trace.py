@@ -46,8 +46,9 @@ def departures_per_minute(path: Path) -> pd.Series:
     try:
         frame = pd.read_parquet(path, columns=["date"])
     except ImportError:
-        raise SystemExit(f"{path}: reading parquet needs pyarrow "
-                         "(.venv/bin/pip install pyarrow)") from None
+        raise SystemExit(
+            f"{path}: reading parquet needs pyarrow (.venv/bin/pip install pyarrow)"
+        ) from None
     except (OSError, ValueError, KeyError) as exc:
         raise SystemExit(f"{path}: not the flights parquet file ({exc})") from None
     times = pd.to_datetime(frame["date"])
@@ -75,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         window = rate[rate.index >= start]
         path = args.out / f"{stem}.csv"
         save_trace(window, path)
-        print(f"{path}: {len(window)} steps of {interval}, {window.index[0]} .. "
-              f"{window.index[-1]}, mean {window.mean():.2f} departures/min")
+        print(
+            f"{path}: {len(window)} steps of {interval}, {window.index[0]} .. "
+            f"{window.index[-1]}, mean {window.mean():.2f} departures/min"
+        )
     return 0
 
 

@@ -75,15 +75,17 @@ def _approach(c: TraceComponents, origin: int) -> tuple[int, np.ndarray, np.ndar
     return j, grid, -0.5 * (grid / c.day_level_sd) ** 2
 
 
-def _candidate_log_levels(c: TraceComponents, j: int, grid: np.ndarray,
-                          t: np.ndarray) -> np.ndarray:
+def _candidate_log_levels(
+    c: TraceComponents, j: int, grid: np.ndarray, t: np.ndarray
+) -> np.ndarray:
     """(len(grid), len(t)): log level at times t past midpoint j, per candidate next level."""
     frac = t - c.day_midpoints[j]
     return np.log(c.day_level[j] * (1 - frac)[None, :] + np.exp(grid)[:, None] * frac[None, :])
 
 
-def approached_level_posterior(c: TraceComponents, raw: np.ndarray,
-                               origin: int) -> tuple[int, np.ndarray, np.ndarray]:
+def approached_level_posterior(
+    c: TraceComponents, raw: np.ndarray, origin: int
+) -> tuple[int, np.ndarray, np.ndarray]:
     """(index j+1 of the day level being approached, log-level grid, its posterior weights).
 
     Between midpoints j and j+1 the level is linear, so the steps since midpoint j (their
@@ -95,16 +97,16 @@ def approached_level_posterior(c: TraceComponents, raw: np.ndarray,
     if len(seg) == 0 or c.sd_white <= 0:
         w = np.exp(log_prior - log_prior.max())
         return j + 1, grid, w / w.sum()
-    u = (np.log(raw[seg] / (c.base[seg] * burst_factor(c.t_days[seg], c.bursts)))
-         - c.ar[seg])
+    u = np.log(raw[seg] / (c.base[seg] * burst_factor(c.t_days[seg], c.bursts))) - c.ar[seg]
     lev = _candidate_log_levels(c, j, grid, c.t_days[seg])
     loglik = -0.5 * np.sum((u[None, :] - lev) ** 2, axis=1) / c.sd_white**2 + log_prior
     w = np.exp(loglik - loglik.max())
     return j + 1, grid, w / w.sum()
 
 
-def blind_level_posterior(c: TraceComponents, raw: np.ndarray, origin: int
-                          ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, float]:
+def blind_level_posterior(
+    c: TraceComponents, raw: np.ndarray, origin: int
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, float]:
     """Like :func:`approached_level_posterior`, without seeing the correlated noise.
 
     The observed log value minus shape and bursts is ``log level + ar + white``; for each
@@ -125,13 +127,13 @@ def blind_level_posterior(c: TraceComponents, raw: np.ndarray, origin: int
         lev[:, before] = np.log(c.day_level[j - 1] * (1 - f) + c.day_level[j] * f)[None, :]
     lev[:, ~before] = _candidate_log_levels(c, j, grid, t[~before])
     r = u[None, :] - lev
-    q, big_r = c.sd_innovation ** 2, max(c.sd_white ** 2, 1e-12)
-    var = max(q / max(1 - c.phi ** 2, 1e-12), 1e-12)  # stationary AR variance
+    q, big_r = c.sd_innovation**2, max(c.sd_white**2, 1e-12)
+    var = max(q / max(1 - c.phi**2, 1e-12), 1e-12)  # stationary AR variance
     mean = np.zeros(len(grid))
     loglik = log_prior.copy()
     for i in range(len(seg)):
         if i:
-            mean, var = c.phi * mean, c.phi ** 2 * var + q
+            mean, var = c.phi * mean, c.phi**2 * var + q
         s = var + big_r
         v = r[:, i] - mean
         loglik -= 0.5 * v * v / s
@@ -141,17 +143,23 @@ def blind_level_posterior(c: TraceComponents, raw: np.ndarray, origin: int
     return j + 1, grid, w / w.sum(), mean, var
 
 
-def oracle_quantiles(c: TraceComponents, raw: np.ndarray, origin: int, horizon: int,
-                     rng: np.random.Generator, sims: int = 400,
-                     levels: tuple[float, ...] = (0.1, 0.5, 0.9),
-                     blind: bool = False) -> np.ndarray:
+def oracle_quantiles(
+    c: TraceComponents,
+    raw: np.ndarray,
+    origin: int,
+    horizon: int,
+    rng: np.random.Generator,
+    sims: int = 400,
+    levels: tuple[float, ...] = (0.1, 0.5, 0.9),
+    blind: bool = False,
+) -> np.ndarray:
     """(len(levels), horizon) quantiles of the next ``horizon`` steps given all up to ``origin``.
 
     ``raw`` is ``c.raw()`` (passed in: computing it is the slow part). ``blind``: the noise's
     state is not known but inferred (:func:`blind_level_posterior`).
     """
     t = c.t_days
-    t_prev, fut = t[origin - 1], t[origin: origin + horizon]
+    t_prev, fut = t[origin - 1], t[origin : origin + horizon]
     h = len(fut)
     # Day levels: the past known, the approached one from its posterior, later ones fresh.
     if blind:
@@ -168,12 +176,19 @@ def oracle_quantiles(c: TraceComponents, raw: np.ndarray, origin: int, horizon: 
     frac = fut - c.day_midpoints[k]
     level = dl[:, k] * (1 - frac) + dl[:, k + 1] * frac
     # Bursts: the started ones decay as known; new ones arrive as a Poisson process.
-    burst = np.repeat(burst_factor(fut, [b for b in c.bursts if b.at_days <= t_prev])[None, :],
-                      sims, axis=0)
+    burst = np.repeat(
+        burst_factor(fut, [b for b in c.bursts if b.at_days <= t_prev])[None, :], sims, axis=0
+    )
     span = fut[-1] - t_prev
     for s, count in enumerate(rng.poisson(c.bursts_per_day * span, sims)):
-        new = [Burst(at_days=rng.uniform(t_prev, fut[-1]), amp=rng.uniform(*BURST_AMP),
-                     tau_days=rng.uniform(*BURST_TAU_MIN) / 1440.0) for _ in range(count)]
+        new = [
+            Burst(
+                at_days=rng.uniform(t_prev, fut[-1]),
+                amp=rng.uniform(*BURST_AMP),
+                tau_days=rng.uniform(*BURST_TAU_MIN) / 1440.0,
+            )
+            for _ in range(count)
+        ]
         if new:
             burst[s] += burst_factor(fut, new) - 1.0
     # Correlated noise continues from its current state; white noise is fresh.
@@ -187,27 +202,32 @@ def oracle_quantiles(c: TraceComponents, raw: np.ndarray, origin: int, horizon: 
         acc = c.phi * acc + eps[:, i]
         ar[:, i] = acc
     white = rng.normal(0.0, c.sd_white, (sims, h))
-    values = np.clip(c.base[origin: origin + h] * level * burst * np.exp(ar + white) - c.offset,
-                     0.0, None)
+    values = np.clip(
+        c.base[origin : origin + h] * level * burst * np.exp(ar + white) - c.offset, 0.0, None
+    )
     return np.quantile(values, levels, axis=0)
 
 
-def score(c: TraceComponents, folds: int, rng: np.random.Generator, sims: int,
-          blind: bool = False) -> dict:
+def score(
+    c: TraceComponents, folds: int, rng: np.random.Generator, sims: int, blind: bool = False
+) -> dict:
     y = c.series().to_numpy()
     raw = c.raw()
     interval = float((c.index[1] - c.index[0]).total_seconds())
     pos = origin_positions(len(y), interval, horizon=HORIZON, folds=folds, test_days=TEST_DAYS)
     med, p90, act = [], [], []
     for p in pos:
-        q = oracle_quantiles(c, raw, int(p), HORIZON, rng, sims=sims, levels=(0.5, 0.9),
-                             blind=blind)
+        q = oracle_quantiles(
+            c, raw, int(p), HORIZON, rng, sims=sims, levels=(0.5, 0.9), blind=blind
+        )
         med.append(q[0])
         p90.append(q[1])
-        act.append(y[int(p): int(p) + HORIZON])
+        act.append(y[int(p) : int(p) + HORIZON])
     a, m, u = np.concatenate(act), np.concatenate(med), np.concatenate(p90)
-    return {"mase": metrics.mase(a, m, y[: int(pos[0])], interval),
-            "p90_coverage": metrics.coverage(a, u)}
+    return {
+        "mase": metrics.mase(a, m, y[: int(pos[0])], interval),
+        "p90_coverage": metrics.coverage(a, u),
+    }
 
 
 ORACLES = ("oracle", "oracle_blind")  # knows the noise's state / infers it from the series
@@ -218,9 +238,12 @@ def _num(x: float | None) -> str:
 
 
 def summarise(rows: dict[str, dict]) -> list[str]:
-    lines = ["| interval | traces | model | ≤ 0.8× s.naive | ratio min–median–max "
-             "| p90 cov in 0.85–0.95 (7 folds) | p90 cov (7 folds) min–max "
-             "| p90 cov, 84 origins mean |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| interval | traces | model | ≤ 0.8× s.naive | ratio min–median–max "
+        "| p90 cov in 0.85–0.95 (7 folds) | p90 cov (7 folds) min–max "
+        "| p90 cov, 84 origins mean |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for label, interval, _ in SEED_SHAPES.values():
         group = [r for r in rows.values() if r["interval_s"] == interval]
         if not group:
@@ -238,21 +261,33 @@ def summarise(rows: dict[str, dict]) -> list[str]:
                 f"| {min(ratios):.2f}–{np.median(ratios):.2f}–{max(ratios):.2f} "
                 f"| {sum(COVERAGE[0] <= x <= COVERAGE[1] for x in c7)}/{len(rs)} "
                 f"| {min(c7):.2f}–{max(c7):.2f} "
-                f"| {f'{np.mean(c84):.3f}' if c84 else '–'} |")
+                f"| {f'{np.mean(c84):.3f}' if c84 else '–'} |"
+            )
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--traces", default="",
-                    help=f"named generated traces ({','.join(GENERATED)}); default none")
-    ap.add_argument("--seeds", default="11-16",
-                    help="fresh generated traces, e.g. 11-40 (default 11-16; '' for none)")
-    ap.add_argument("--shapes", default=",".join(SEED_SHAPES),
-                    help=f"shapes for --seeds: {','.join(SEED_SHAPES)}")
+    ap.add_argument(
+        "--traces", default="", help=f"named generated traces ({','.join(GENERATED)}); default none"
+    )
+    ap.add_argument(
+        "--seeds",
+        default="11-16",
+        help="fresh generated traces, e.g. 11-40 (default 11-16; '' for none)",
+    )
+    ap.add_argument(
+        "--shapes",
+        default=",".join(SEED_SHAPES),
+        help=f"shapes for --seeds: {','.join(SEED_SHAPES)}",
+    )
     ap.add_argument("--sims", type=int, default=400, help="Monte Carlo paths per origin")
-    ap.add_argument("--dense-folds", type=int, default=84,
-                    help="also score the oracle on this many origins; 0 to skip")
+    ap.add_argument(
+        "--dense-folds",
+        type=int,
+        default=84,
+        help="also score the oracle on this many origins; 0 to skip",
+    )
     ap.add_argument("--compare", help="forecast.py --json-out results: add kale's numbers")
     ap.add_argument("--json-out", help="also write the results here")
     args = ap.parse_args(argv)
@@ -276,41 +311,58 @@ def main(argv: list[str] | None = None) -> int:
     def head(label: str) -> str:
         return f"   {label:>6s} {'ratio':>6s} {'cov7':>6s} {'cov84':>6s}"
 
-    print(f"{'trace':18s} {'s.naive':>8s}{head('oracle')}{head('blind')}"
-          f"{head('kale') if compare else ''}")
+    print(
+        f"{'trace':18s} {'s.naive':>8s}{head('oracle')}{head('blind')}"
+        f"{head('kale') if compare else ''}"
+    )
     for name in names:
         c = trace_components(**GENERATED[name][1])
         series = c.series()
         interval = float((c.index[1] - c.index[0]).total_seconds())
-        sn = backtest(series, {"seasonal_naive": lambda: make_forecaster(
-            "seasonal_naive", horizon=HORIZON)}, horizon=HORIZON, folds=FOLDS,
-            test_days=TEST_DAYS).models["seasonal_naive"].metrics["mase"]
-        row = {"label": GENERATED[name][0], "interval_s": interval,
-               "seasonal_naive_mase": sn}
+        sn = (
+            backtest(
+                series,
+                {"seasonal_naive": lambda: make_forecaster("seasonal_naive", horizon=HORIZON)},
+                horizon=HORIZON,
+                folds=FOLDS,
+                test_days=TEST_DAYS,
+            )
+            .models["seasonal_naive"]
+            .metrics["mase"]
+        )
+        row = {"label": GENERATED[name][0], "interval_s": interval, "seasonal_naive_mase": sn}
         for model in ORACLES:
             blind = model == "oracle_blind"
             rng = np.random.default_rng(zlib.crc32(name.encode() + (b":blind" if blind else b"")))
             oracle = score(c, FOLDS, rng, args.sims, blind=blind)
             oracle["ratio"] = oracle["mase"] / sn
             if args.dense_folds:
-                oracle["p90_coverage_dense"] = score(c, args.dense_folds, rng, args.sims,
-                                                     blind=blind)["p90_coverage"]
+                oracle["p90_coverage_dense"] = score(
+                    c, args.dense_folds, rng, args.sims, blind=blind
+                )["p90_coverage"]
             row[model] = oracle
         kale_line = ""
         if name in compare and "kale" in compare[name].get("models", {}):
             k = compare[name]["models"]["kale"]
-            kale = {"mase": k["mase"], "p90_coverage": k["p90_coverage"],
-                    "ratio": k["mase"] / compare[name]["models"]["seasonal_naive"]["mase"]}
+            kale = {
+                "mase": k["mase"],
+                "p90_coverage": k["p90_coverage"],
+                "ratio": k["mase"] / compare[name]["models"]["seasonal_naive"]["mase"],
+            }
             if "kale_dense" in compare[name]:
                 kale["p90_coverage_dense"] = compare[name]["kale_dense"]["p90_coverage"]
             row["kale"] = kale
             dense = kale.get("p90_coverage_dense")
-            kale_line = (f"   {kale['mase']:6.3f} {kale['ratio']:6.3f} "
-                         f"{kale['p90_coverage']:6.3f} {_num(dense)}")
+            kale_line = (
+                f"   {kale['mase']:6.3f} {kale['ratio']:6.3f} "
+                f"{kale['p90_coverage']:6.3f} {_num(dense)}"
+            )
         rows[name] = row
-        cols = "".join(f"   {row[m]['mase']:6.3f} {row[m]['ratio']:6.3f} "
-                       f"{row[m]['p90_coverage']:6.3f} {_num(row[m].get('p90_coverage_dense'))}"
-                       for m in ORACLES)
+        cols = "".join(
+            f"   {row[m]['mase']:6.3f} {row[m]['ratio']:6.3f} "
+            f"{row[m]['p90_coverage']:6.3f} {_num(row[m].get('p90_coverage_dense'))}"
+            for m in ORACLES
+        )
         print(f"{name:18s} {sn:8.3f}{cols}{kale_line}", flush=True)
     print("\n## by interval")
     print("\n".join(summarise(rows)))

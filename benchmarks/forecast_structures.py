@@ -20,8 +20,12 @@ START = "2026-03-02"
 
 
 def _grid(days: float, interval_s: float) -> pd.DatetimeIndex:
-    return pd.date_range(START, periods=int(days * 86400 / interval_s),
-                         freq=pd.Timedelta(seconds=interval_s), tz="UTC")
+    return pd.date_range(
+        START,
+        periods=int(days * 86400 / interval_s),
+        freq=pd.Timedelta(seconds=interval_s),
+        tz="UTC",
+    )
 
 
 def _ar(n: int, phi: float, sd: float, rng: np.random.Generator) -> np.ndarray:
@@ -48,8 +52,14 @@ def flat_ar(seed: int = 50) -> pd.Series:
     return pd.Series(400 * np.exp(z), index=idx)
 
 
-def clock_moved(interval_s: float, day: float, seed: int, share: float = 1.0,
-                second: tuple[float, float] | None = None, days: int = 28) -> pd.Series:
+def clock_moved(
+    interval_s: float,
+    day: float,
+    seed: int,
+    share: float = 1.0,
+    second: tuple[float, float] | None = None,
+    days: int = 28,
+) -> pd.Series:
     """Generated traffic whose clock moves an hour later at midnight of ``day`` (DST) for
     ``share`` of it; ``second``: (day, share) of more traffic that moves later (users in
     America and in Europe change clocks weeks apart)."""
@@ -88,8 +98,10 @@ def daily_only(seed: int = 48) -> pd.Series:
     rng = np.random.default_rng(seed)
     idx = _grid(28, 60)
     t = np.arange(len(idx)) * 60 / 86400
-    return pd.Series(300 * np.exp(1.2 * np.sin(2 * np.pi * (t - 0.3))
-                                  + _ar(len(idx), 0.98, 0.02, rng)), index=idx)
+    return pd.Series(
+        300 * np.exp(1.2 * np.sin(2 * np.pi * (t - 0.3)) + _ar(len(idx), 0.98, 0.02, rng)),
+        index=idx,
+    )
 
 
 def wandering_weekly(seed: int = 49) -> pd.Series:
@@ -98,8 +110,12 @@ def wandering_weekly(seed: int = 49) -> pd.Series:
     idx = _grid(56, 3600)
     t = np.arange(len(idx)) / 24
     weekend = idx.dayofweek.to_numpy() >= 5
-    z = (0.6 * np.sin(2 * np.pi * (t - 0.4)) - 0.3 * weekend
-         + np.cumsum(rng.normal(0, 0.01, len(idx))) + rng.normal(0, 0.12, len(idx)))
+    z = (
+        0.6 * np.sin(2 * np.pi * (t - 0.4))
+        - 0.3 * weekend
+        + np.cumsum(rng.normal(0, 0.01, len(idx)))
+        + rng.normal(0, 0.12, len(idx))
+    )
     return pd.Series(5000 * np.exp(z), index=idx)
 
 
@@ -109,22 +125,33 @@ STRUCTURES: dict[str, tuple[str, Callable[[], pd.Series]]] = {
     "flat_ar_1m": ("no season: AR(1) around a flat level, 1 min, 28 d", flat_ar),
     "dst_1m": ("generated, 1 min, clock 1 h later from day 14", lambda: clock_moved(60, 14, 52)),
     "dst_1h": ("generated, 1 h, clock 1 h later from day 14", lambda: clock_moved(3600, 14, 45)),
-    "dst_late_1h": ("generated, 1 h, clock 1 h later from day 18",
-                    lambda: clock_moved(3600, 18, 53)),
-    "half_dst_1h": ("generated, 1 h, clock of half the traffic 1 h later from day 14",
-                    lambda: clock_moved(3600, 14, 65, share=0.5)),
-    "half_dst_1m": ("generated, 1 min, clock of half the traffic 1 h later from day 14",
-                    lambda: clock_moved(60, 14, 66, share=0.5)),
-    "two_dst_1h": ("generated, 1 h, clock of 40 % 1 h later from day 8, of 40 % more from "
-                   "day 15", lambda: clock_moved(3600, 8, 67, share=0.4, second=(15, 0.4))),
+    "dst_late_1h": (
+        "generated, 1 h, clock 1 h later from day 18",
+        lambda: clock_moved(3600, 18, 53),
+    ),
+    "half_dst_1h": (
+        "generated, 1 h, clock of half the traffic 1 h later from day 14",
+        lambda: clock_moved(3600, 14, 65, share=0.5),
+    ),
+    "half_dst_1m": (
+        "generated, 1 min, clock of half the traffic 1 h later from day 14",
+        lambda: clock_moved(60, 14, 66, share=0.5),
+    ),
+    "two_dst_1h": (
+        "generated, 1 h, clock of 40 % 1 h later from day 8, of 40 % more from day 15",
+        lambda: clock_moved(3600, 8, 67, share=0.4, second=(15, 0.4)),
+    ),
     "level_shift_1m": ("generated, 1 min, traffic x2 from day 17", level_shift),
     "poisson_1m": ("Poisson counts, <= 11/min, weekends half, 1 min", poisson_counts),
-    "growth_30m": ("generated, 30 min, 42 d, traffic x3 over the trace",
-                   lambda: generate_trace(days=42, interval_s=1800, seed=44, trend=2.0)),
-    "gen_5m": ("generated, 5 min, 28 d", lambda: generate_trace(days=28, interval_s=300,
-                                                                seed=46)),
-    "gen_15m": ("generated, 15 min, 28 d", lambda: generate_trace(days=28, interval_s=900,
-                                                                  seed=47)),
+    "growth_30m": (
+        "generated, 30 min, 42 d, traffic x3 over the trace",
+        lambda: generate_trace(days=42, interval_s=1800, seed=44, trend=2.0),
+    ),
+    "gen_5m": ("generated, 5 min, 28 d", lambda: generate_trace(days=28, interval_s=300, seed=46)),
+    "gen_15m": (
+        "generated, 15 min, 28 d",
+        lambda: generate_trace(days=28, interval_s=900, seed=47),
+    ),
     "daily_only_1m": ("daily wave x AR(1) noise, no weekly pattern, 1 min", daily_only),
     "wandering_1h": ("daily + weekend pattern, wandering level, 1 h, 56 d", wandering_weekly),
 }

@@ -38,10 +38,13 @@ POLICIES = ["kale", "hpa", "keda", "autopilot", "madu", "static", "oracle"]
 REAL = ROOT.parent / "shared" / "data" / "nasa_http_jul1995_1min.csv"
 
 
-def traces(paths: list[str], days: int, seeds: list[int],
-           real: bool = True) -> list[tuple[str, object]]:
-    out = [(f"generated seed {s}", generate_trace(days=days, interval_s=60, peak_trough=20,
-                                                  seed=s)) for s in seeds]
+def traces(
+    paths: list[str], days: int, seeds: list[int], real: bool = True
+) -> list[tuple[str, object]]:
+    out = [
+        (f"generated seed {s}", generate_trace(days=days, interval_s=60, peak_trough=20, seed=s))
+        for s in seeds
+    ]
     for p in paths or ([str(REAL)] if real and REAL.exists() else []):
         out.append((Path(p).name, load_trace(p).series))
     return out
@@ -52,18 +55,32 @@ def targets(m: dict, lb: float) -> list[tuple[str, bool, str]]:
     others = [n for n in m if n not in ("kale", "static", "oracle")]
     return [
         ("violations ≤ 1 %", k["slo_violation_rate"] <= 0.01, f"{k['slo_violation_rate']:.2%}"),
-        ("cum. delay ≤ 0.3× hpa", k["cumulative_delay_min"] <= 0.3 * h["cumulative_delay_min"],
-         f"{k['cumulative_delay_min'] / max(h['cumulative_delay_min'], 1e-9):.2f}×"),
-        ("downtime ≤ 0.5× hpa", k["downtime_min"] <= 0.5 * h["downtime_min"],
-         f"{k['downtime_min'] / max(h['downtime_min'], 1e-9):.2f}×"),
+        (
+            "cum. delay ≤ 0.3× hpa",
+            k["cumulative_delay_min"] <= 0.3 * h["cumulative_delay_min"],
+            f"{k['cumulative_delay_min'] / max(h['cumulative_delay_min'], 1e-9):.2f}×",
+        ),
+        (
+            "downtime ≤ 0.5× hpa",
+            k["downtime_min"] <= 0.5 * h["downtime_min"],
+            f"{k['downtime_min'] / max(h['downtime_min'], 1e-9):.2f}×",
+        ),
         ("GPU-h ≤ 1.5× lower bound", k["gpu_hours"] <= 1.5 * lb, f"{k['gpu_hours'] / lb:.2f}×"),
-        ("GPU-h < madu", k["gpu_hours"] < madu["gpu_hours"],
-         f"{k['gpu_hours']:.0f} vs {madu['gpu_hours']:.0f}"),
-        ("GPU-h ≤ 0.5× static", k["gpu_hours"] <= 0.5 * static["gpu_hours"],
-         f"{k['gpu_hours'] / static['gpu_hours']:.2f}×"),
-        ("fewest violations but static", all(
-            k["slo_violation_rate"] <= m[o]["slo_violation_rate"] for o in others),
-         ", ".join(f"{o} {m[o]['slo_violation_rate']:.2%}" for o in others)),
+        (
+            "GPU-h < madu",
+            k["gpu_hours"] < madu["gpu_hours"],
+            f"{k['gpu_hours']:.0f} vs {madu['gpu_hours']:.0f}",
+        ),
+        (
+            "GPU-h ≤ 0.5× static",
+            k["gpu_hours"] <= 0.5 * static["gpu_hours"],
+            f"{k['gpu_hours'] / static['gpu_hours']:.2f}×",
+        ),
+        (
+            "fewest violations but static",
+            all(k["slo_violation_rate"] <= m[o]["slo_violation_rate"] for o in others),
+            ", ".join(f"{o} {m[o]['slo_violation_rate']:.2%}" for o in others),
+        ),
     ]
 
 
@@ -73,11 +90,16 @@ def main() -> int:
     ap.add_argument("--days", type=int, default=28, help="days of each generated trace")
     ap.add_argument("--forecaster", default=None, help="default: the job's (kale)")
     ap.add_argument("--job", default=str(ROOT / "examples" / "ctr-sync.yaml"))
-    ap.add_argument("--refit", type=float, default=None,
-                    help="refit period in seconds (default: the job's spec.forecast.refit)")
+    ap.add_argument(
+        "--refit",
+        type=float,
+        default=None,
+        help="refit period in seconds (default: the job's spec.forecast.refit)",
+    )
     ap.add_argument("--seeds", default="1,2", help="seeds of the generated traces")
-    ap.add_argument("--no-real", action="store_true",
-                    help="generated traces only (skip the default real trace)")
+    ap.add_argument(
+        "--no-real", action="store_true", help="generated traces only (skip the default real trace)"
+    )
     ap.add_argument("--json-out", default=None)
     args = ap.parse_args()
 
@@ -89,27 +111,63 @@ def main() -> int:
     seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     for name, series in traces(args.trace, args.days, seeds, real=not args.no_real):
         values, _ = scale_to_peak(series.to_numpy(dtype=float), 0.8, sizing.peak_throughput)
-        factory = source_factory(args.forecaster or fc.model, start=series.index[0],
-                                 interval_s=60, horizon_steps=round(fc.horizon / 60),
-                                 refit_s=args.refit or fc.refit, cache_dir=default_cache_dir())
+        factory = source_factory(
+            args.forecaster or fc.model,
+            start=series.index[0],
+            interval_s=60,
+            horizon_steps=round(fc.horizon / 60),
+            refit_s=args.refit or fc.refit,
+            cache_dir=default_cache_dir(),
+        )
         t0 = time.perf_counter()
-        comp = compare(sizing, values, POLICIES, warmup_steps=7 * 1440, job=loaded.job,
-                       forecaster_factory=factory, trace_start=series.index[0])
+        comp = compare(
+            sizing,
+            values,
+            POLICIES,
+            warmup_steps=7 * 1440,
+            job=loaded.job,
+            forecaster_factory=factory,
+            trace_start=series.index[0],
+        )
         elapsed = time.perf_counter() - t0
         lb = comp.lower_bound_gpu_hours
-        rows = [[p, f"{m['slo_violation_rate']:.2%}", m["cumulative_delay_min"],
-                 m["downtime_min"], m["rescale_count"], m["gpu_hours"], m["gpu_hours"] / lb]
-                for p, m in comp.metrics.items()]
+        rows = [
+            [
+                p,
+                f"{m['slo_violation_rate']:.2%}",
+                m["cumulative_delay_min"],
+                m["downtime_min"],
+                m["rescale_count"],
+                m["gpu_hours"],
+                m["gpu_hours"] / lb,
+            ]
+            for p, m in comp.metrics.items()
+        ]
         rows.append(["lower_bound", "", "", "", "", lb, 1.0])
         print(f"\n## {name}  ({len(values) - 7 * 1440} evaluated steps, {elapsed:.1f} s)")
-        print(table(rows, ["policy", "violations", "cum_delay_min", "downtime_min",
-                           "rescales", "gpu_hours", "x_lower_bound"]))
+        print(
+            table(
+                rows,
+                [
+                    "policy",
+                    "violations",
+                    "cum_delay_min",
+                    "downtime_min",
+                    "rescales",
+                    "gpu_hours",
+                    "x_lower_bound",
+                ],
+            )
+        )
         checks = targets(comp.metrics, lb)
         for label, ok, value in checks:
             print(f"  [{'PASS' if ok else 'MISS'}] {label}: {value}")
-        results[name] = {"policies": comp.metrics, "lower_bound_gpu_hours": lb,
-                         "elapsed_s": elapsed,
-                         "targets": {label: {"pass": ok, "value": v} for label, ok, v in checks}}
+        results[name] = {
+            "policies": comp.metrics,
+            "lower_bound_gpu_hours": lb,
+            "elapsed_s": elapsed,
+            "targets": {label: {"pass": ok, "value": v} for label, ok, v in checks},
+        }
     doc = json.dumps(results, indent=2, default=float)
     if args.json_out:
         Path(args.json_out).write_text(doc)

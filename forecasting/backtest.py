@@ -21,8 +21,16 @@ import pandas as pd
 from forecasting import metrics
 from forecasting.base import Forecast, Forecaster, validate_series
 
-METRIC_KEYS = ("mase", "smape", "mae", "rmse", "p90_coverage", "pinball", "fit_seconds",
-               "predict_ms")
+METRIC_KEYS = (
+    "mase",
+    "smape",
+    "mae",
+    "rmse",
+    "p90_coverage",
+    "pinball",
+    "fit_seconds",
+    "predict_ms",
+)
 
 
 @dataclass
@@ -69,45 +77,63 @@ def _iso(ts: pd.Timestamp) -> str:
     return ts.isoformat().replace("+00:00", "Z")
 
 
-def origin_positions(n: int, interval_s: float, *, horizon: int, folds: int,
-                     test_days: float) -> np.ndarray:
+def origin_positions(
+    n: int, interval_s: float, *, horizon: int, folds: int, test_days: float
+) -> np.ndarray:
     """Positions i (history = series[:i]) of the origins, evenly over the last test_days."""
     if horizon < 1 or folds < 1:
         raise ValueError("horizon and folds must be positive")
     test_steps = round(test_days * 86400.0 / interval_s)
     first, last = n - test_steps, n - horizon
     if test_steps < horizon:
-        raise ValueError(f"test window ({test_steps} steps) is shorter than the horizon "
-                         f"({horizon} steps)")
+        raise ValueError(
+            f"test window ({test_steps} steps) is shorter than the horizon ({horizon} steps)"
+        )
     if first < 2:
-        raise ValueError(f"the series ({n} steps) is not longer than the test window "
-                         f"({test_steps} steps)")
+        raise ValueError(
+            f"the series ({n} steps) is not longer than the test window ({test_steps} steps)"
+        )
     if folds == 1:
         return np.array([first])
     return np.unique(np.linspace(first, last, folds).round().astype(int))
 
 
-def backtest(series: pd.Series, factories: dict[str, Callable[[], Forecaster]], *,
-             horizon: int, folds: int = 7, test_days: float = 7.0,
-             progress: Callable[[Iterable[Any], str], Iterable[Any]] | None = None,
-             ) -> BacktestResult:
+def backtest(
+    series: pd.Series,
+    factories: dict[str, Callable[[], Forecaster]],
+    *,
+    horizon: int,
+    folds: int = 7,
+    test_days: float = 7.0,
+    progress: Callable[[Iterable[Any], str], Iterable[Any]] | None = None,
+) -> BacktestResult:
     """Fit each model once before the first origin, predict at every origin, score."""
     series, interval = validate_series(series, what="trace")
     values = series.to_numpy()
-    positions = origin_positions(len(series), interval, horizon=horizon, folds=folds,
-                                 test_days=test_days)
+    positions = origin_positions(
+        len(series), interval, horizon=horizon, folds=folds, test_days=test_days
+    )
     first = int(positions[0])
     scale_hist = values[:first]
     models: dict[str, ModelResult] = {}
     for name, factory in factories.items():
         try:
-            models[name] = _run_one(name, factory, series, positions, horizon, scale_hist,
-                                    interval, progress)
+            models[name] = _run_one(
+                name, factory, series, positions, horizon, scale_hist, interval, progress
+            )
         except Exception as exc:
-            models[name] = ModelResult(name=name, metrics=dict.fromkeys(METRIC_KEYS, np.nan),
-                                       error=f"{type(exc).__name__}: {exc}")
-    return BacktestResult(horizon=horizon, test_days=test_days, fit_end=series.index[first],
-                          origins=[series.index[int(i)] for i in positions], models=models)
+            models[name] = ModelResult(
+                name=name,
+                metrics=dict.fromkeys(METRIC_KEYS, np.nan),
+                error=f"{type(exc).__name__}: {exc}",
+            )
+    return BacktestResult(
+        horizon=horizon,
+        test_days=test_days,
+        fit_end=series.index[first],
+        origins=[series.index[int(i)] for i in positions],
+        models=models,
+    )
 
 
 def _run_one(name, factory, series, positions, horizon, scale_hist, interval, progress):
@@ -125,7 +151,7 @@ def _run_one(name, factory, series, positions, horizon, scale_hist, interval, pr
         t = time.perf_counter()
         fc = model.predict(horizon, history=series.iloc[:pos])
         predict_s.append(time.perf_counter() - t)
-        truth = series.iloc[pos: pos + horizon]
+        truth = series.iloc[pos : pos + horizon]
         if not fc.timestamps.equals(truth.index):
             raise AssertionError(f"{name}: forecast timestamps do not continue the history")
         folds.append(Fold(origin=series.index[pos], forecast=fc, actual=truth.to_numpy()))

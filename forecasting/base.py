@@ -71,8 +71,13 @@ class Forecast:
     model: str = ""
 
     @classmethod
-    def build(cls, timestamps: pd.DatetimeIndex, mean: np.ndarray,
-              quantiles: dict[float, np.ndarray], model: str = "") -> Forecast:
+    def build(
+        cls,
+        timestamps: pd.DatetimeIndex,
+        mean: np.ndarray,
+        quantiles: dict[float, np.ndarray],
+        model: str = "",
+    ) -> Forecast:
         h = len(timestamps)
         point = np.clip(np.asarray(mean, dtype=float).reshape(-1), 0.0, None)
         if point.shape != (h,):
@@ -189,8 +194,9 @@ class Forecaster(ABC):
 
     name: ClassVar[str] = "forecaster"
 
-    def __init__(self, *, refit_every: float | None = None, max_context_days: float = 60.0,
-                 **params: Any) -> None:
+    def __init__(
+        self, *, refit_every: float | None = None, max_context_days: float = 60.0, **params: Any
+    ) -> None:
         self.params: dict[str, Any] = dict(params)
         self.refit_every = refit_every
         """Seconds of new data after which :attr:`refit_due` turns true (None: never)."""
@@ -276,8 +282,10 @@ class Forecaster(ABC):
         else:
             context, interval = validate_series(history)
             if abs(interval - float(self.interval_s or 0)) > 1e-6:
-                raise InvalidSeriesError(f"history: interval {interval:g} s differs from the "
-                                         f"fitted {self.interval_s:g} s")
+                raise InvalidSeriesError(
+                    f"history: interval {interval:g} s differs from the "
+                    f"fitted {self.interval_s:g} s"
+                )
         mean, quantiles = self._predict(context, horizon)
         timestamps = future_index(context.index[-1], float(self.interval_s or 0), horizon)
         return Forecast.build(timestamps, mean, quantiles, model=self.active_model)
@@ -295,8 +303,9 @@ class Forecaster(ABC):
             new_points = pd.concat([ctx.iloc[-1:], joined])
         pts, interval = validate_series(new_points, what="new_points")
         if abs(interval - float(self.interval_s or 0)) > 1e-6:
-            raise InvalidSeriesError(f"new_points: interval {interval:g} s differs from the "
-                                     f"fitted {self.interval_s:g} s")
+            raise InvalidSeriesError(
+                f"new_points: interval {interval:g} s differs from the fitted {self.interval_s:g} s"
+            )
         pts = pts[pts.index > ctx.index[-1]]
         if pts.empty:
             return self
@@ -308,7 +317,7 @@ class Forecaster(ABC):
             )
         merged = pd.concat([ctx, pts])
         keep = int(self.max_context_days * 86400 / interval)
-        merged = merged.iloc[-max(keep, self.min_history_steps_for(interval)):]
+        merged = merged.iloc[-max(keep, self.min_history_steps_for(interval)) :]
         merged.index.freq = pd.Timedelta(seconds=interval)
         self._context = merged
         self._steps_since_fit += len(pts)
@@ -336,8 +345,9 @@ class Forecaster(ABC):
     def _fit(self, series: pd.Series) -> None: ...
 
     @abstractmethod
-    def _predict(self, context: pd.Series, horizon: int) -> tuple[np.ndarray,
-                                                                 dict[float, np.ndarray]]: ...
+    def _predict(
+        self, context: pd.Series, horizon: int
+    ) -> tuple[np.ndarray, dict[float, np.ndarray]]: ...
 
     def _on_update(self, new_points: pd.Series) -> None:  # noqa: B027 - optional hook
         """Models with running state (ETS level, trend) advance it here; default: nothing."""
@@ -386,21 +396,28 @@ class Forecaster(ABC):
 
         meta = payload.meta
         model_cls = forecaster_class(meta["model"])
-        model = model_cls(refit_every=meta.get("refit_every"),
-                          max_context_days=meta.get("max_context_days", 60.0),
-                          **meta.get("params", {}))
+        model = model_cls(
+            refit_every=meta.get("refit_every"),
+            max_context_days=meta.get("max_context_days", 60.0),
+            **meta.get("params", {}),
+        )
         model.interval_s = float(meta["interval_s"])
         model._t0 = pd.Timestamp(meta["t0"])
         values = payload.arrays["context"]
-        index = future_index(pd.Timestamp(meta["context_start"]) - pd.Timedelta(
-            seconds=model.interval_s), model.interval_s, len(values))
+        index = future_index(
+            pd.Timestamp(meta["context_start"]) - pd.Timedelta(seconds=model.interval_s),
+            model.interval_s,
+            len(values),
+        )
         model._context = pd.Series(values, index=index, name="value")
         model._context.index.freq = pd.Timedelta(seconds=model.interval_s)
         model.fit_summary = meta.get("fit_summary", {})
         model._steps_since_fit = int(meta.get("steps_since_fit", 0))
-        own = Payload(meta=meta.get("state", {}),
-                      arrays={k: v for k, v in payload.arrays.items() if k != "context"},
-                      blobs=payload.blobs)
+        own = Payload(
+            meta=meta.get("state", {}),
+            arrays={k: v for k, v in payload.arrays.items() if k != "context"},
+            blobs=payload.blobs,
+        )
         model._restore(own)
         model._fitted = True
         return model
@@ -433,13 +450,15 @@ class Forecaster(ABC):
                 manifest = json.loads(zf.read("manifest.json"))
                 with np.load(io.BytesIO(zf.read("arrays.npz")), allow_pickle=False) as npz:
                     arrays = {k: npz[k] for k in npz.files}
-                blobs = {n[len("blobs/"):]: zf.read(n) for n in zf.namelist()
-                         if n.startswith("blobs/")}
+                blobs = {
+                    n[len("blobs/") :]: zf.read(n) for n in zf.namelist() if n.startswith("blobs/")
+                }
         except (zipfile.BadZipFile, KeyError, json.JSONDecodeError) as exc:
             raise ForecastError(f"{path}: not a saved forecaster ({exc})") from None
         if manifest.get("format") != FORMAT:
             raise ForecastError(
-                f"{path}: not a saved forecaster (format {manifest.get('format')!r})")
+                f"{path}: not a saved forecaster (format {manifest.get('format')!r})"
+            )
         if int(manifest.get("version", 0)) > FORMAT_VERSION:
             raise ForecastError(f"{path}: saved by a newer version (format {manifest['version']})")
         model = Forecaster.from_payload(Payload(meta=manifest, arrays=arrays, blobs=blobs))

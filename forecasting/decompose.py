@@ -49,9 +49,11 @@ def decompose(values: np.ndarray, periods: list[int]) -> Decomposition:
     exact = [p for p in set(periods) if p >= 2 and n == 2 * p]
     if exact:
         padded = decompose(np.append(x, x[n - max(exact)]), periods)
-        return Decomposition(trend=padded.trend[:n],
-                             seasonals={p: c[:n] for p, c in padded.seasonals.items()},
-                             resid=padded.resid[:n])
+        return Decomposition(
+            trend=padded.trend[:n],
+            seasonals={p: c[:n] for p, c in padded.seasonals.items()},
+            resid=padded.resid[:n],
+        )
     # Strictly more than two cycles: MSTL silently drops a period with p >= n / 2, and a
     # dropped period would leave its column missing below.
     usable = sorted(p for p in set(periods) if p >= 2 and n > 2 * p)
@@ -87,8 +89,9 @@ class SeasonalProfile:
     anchor: int = 0
 
     @classmethod
-    def from_decomposition(cls, dec: Decomposition, end_step: int,
-                           cycles: int = 1) -> SeasonalProfile:
+    def from_decomposition(
+        cls, dec: Decomposition, end_step: int, cycles: int = 1
+    ) -> SeasonalProfile:
         """Keep each component's last ``cycles`` cycles (averaged) ending at ``end_step``."""
         if not dec.seasonals:
             return cls(table=np.zeros(0), anchor=end_step)
@@ -98,7 +101,7 @@ class SeasonalProfile:
         table = np.zeros(length)
         for p, comp in dec.seasonals.items():
             n_cyc = max(1, min(cycles, len(comp) // p))
-            last = comp[len(comp) - n_cyc * p:].reshape(n_cyc, p).mean(axis=0)
+            last = comp[len(comp) - n_cyc * p :].reshape(n_cyc, p).mean(axis=0)
             # last[i] belongs to step end_step - p + i.
             table += last[(steps - (end_step - p)) % p]
         return cls(table=table, anchor=anchor)
@@ -146,8 +149,9 @@ def smooth_within_days(table: np.ndarray, half: int, day: int, day_start: int) -
     return np.roll(out.reshape(-1), day_start)
 
 
-def _phase_stats(r: np.ndarray, phase: np.ndarray, period: int,
-                 weights: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+def _phase_stats(
+    r: np.ndarray, phase: np.ndarray, period: int, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, ...]:
     """Per phase: (effective) count, mean, and the variance of that mean.
 
     With ``weights`` (recent weeks weigh more, :func:`recency_weights`) the mean is
@@ -163,8 +167,9 @@ def _phase_stats(r: np.ndarray, phase: np.ndarray, period: int,
     return cnt, mean, np.maximum(var, 1e-12) / np.maximum(cnt, 1.0)
 
 
-def recency_weights(steps: np.ndarray, half_life: float | None,
-                    center: int | None = None) -> np.ndarray | None:
+def recency_weights(
+    steps: np.ndarray, half_life: float | None, center: int | None = None
+) -> np.ndarray | None:
     """Weights that halve every ``half_life`` steps away from ``center`` (default: the last
     step), so the weeks nearest the forecast count most. None: all steps weigh the same."""
     if half_life is None or len(steps) == 0:
@@ -179,9 +184,14 @@ POOL_MIN_WINDOW = 3
 """Half-width (steps) of the comparison window at least (hourly data: ±3 h is only ±3)."""
 
 
-def pooled_weekly_profile(r: np.ndarray, steps: np.ndarray, day: int, *,
-                          strictness: float | None = None,
-                          weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def pooled_weekly_profile(
+    r: np.ndarray,
+    steps: np.ndarray,
+    day: int,
+    *,
+    strictness: float | None = None,
+    weights: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """A week of seasonal values where days that look alike share their data.
 
     The weekly seasonal of three or four weeks is an average of three or four values per
@@ -225,9 +235,14 @@ def choose_smoothing(r: np.ndarray, steps: np.ndarray, day: int, day_start: int 
         return 0
     _, mean_even, _ = _phase_stats(r[even], np.mod(steps[even], day), day)
     odd_phase = np.mod(steps[~even], day)
-    errors = [float(np.mean(np.abs(
-        r[~even] - smooth_within_days(mean_even, h, day, day_start % day)[odd_phase])))
-        for h in candidates]
+    errors = [
+        float(
+            np.mean(
+                np.abs(r[~even] - smooth_within_days(mean_even, h, day, day_start % day)[odd_phase])
+            )
+        )
+        for h in candidates
+    ]
     return candidates[int(np.argmin(errors))]
 
 
@@ -292,8 +307,9 @@ class DayTypes(NamedTuple):
         return self.group_of(steps) * self.day + np.mod(steps - self.start, self.day)
 
 
-def day_type_residual(x: np.ndarray, steps: np.ndarray, day_types: DayTypes,
-                      rounds: int = 3) -> np.ndarray:
+def day_type_residual(
+    x: np.ndarray, steps: np.ndarray, day_types: DayTypes, rounds: int = 3
+) -> np.ndarray:
     """``x`` less a straight line fitted together with the day-type profile.
 
     The daily STL's trend is about a day and a half long, so it follows each weekend's dip:
@@ -337,8 +353,9 @@ DAY_TYPE_ERROR_CAP = 4.0
 stretch does not decide the grouping."""
 
 
-def _grouping_scores(shapes: np.ndarray, weekday: np.ndarray,
-                     patterns: list[tuple[str, tuple[int, ...]]]) -> dict[str, float]:
+def _grouping_scores(
+    shapes: np.ndarray, weekday: np.ndarray, patterns: list[tuple[str, tuple[int, ...]]]
+) -> dict[str, float]:
     """Capped mean left-out error of the mean day ("daily") and of each grouping."""
     daily = _loo_day_errors(shapes, np.zeros(len(shapes), dtype=int))
     cap = DAY_TYPE_ERROR_CAP * float(np.median(daily))
@@ -349,9 +366,15 @@ def _grouping_scores(shapes: np.ndarray, weekday: np.ndarray,
     return out
 
 
-def choose_day_types(values: np.ndarray, day: int, *, day_start: int = 0, hour: int = 0,
-                     mask: np.ndarray | None = None,
-                     margin: float = DAY_TYPE_MARGIN) -> tuple[DayTypes | None, dict[str, Any]]:
+def choose_day_types(
+    values: np.ndarray,
+    day: int,
+    *,
+    day_start: int = 0,
+    hour: int = 0,
+    mask: np.ndarray | None = None,
+    margin: float = DAY_TYPE_MARGIN,
+) -> tuple[DayTypes | None, dict[str, Any]]:
     """Days of the week that need their own profile, in one to three weeks of history.
 
     Below two weeks no weekly season can be detected (two cycles are needed), so the profile
@@ -394,7 +417,7 @@ def choose_day_types(values: np.ndarray, day: int, *, day_start: int = 0, hour: 
         n_days = (span - first) // day
         if n_days < DAY_TYPE_MIN_DAYS - 1:
             continue
-        shapes = full[first:first + n_days * day].reshape(n_days, bins, bin_).mean(axis=2)
+        shapes = full[first : first + n_days * day].reshape(n_days, bins, bin_).mean(axis=2)
         whole = ~np.isnan(shapes).any(axis=1)
         shapes, index = shapes[whole], np.arange(n_days)[whole]
         if len(shapes) < DAY_TYPE_MIN_DAYS - 1:
@@ -403,7 +426,7 @@ def choose_day_types(values: np.ndarray, day: int, *, day_start: int = 0, hour: 
         k = len(shapes)
         width = min(7, k)
         lo = np.clip(np.arange(k) - 3, 0, k - width)
-        local = np.array([level[a:a + width].mean() for a in lo])
+        local = np.array([level[a : a + width].mean() for a in lo])
         shapes = shapes - local[:, None]
         weekday = np.mod(index, 7)
         flat = shapes - level[:, None]
@@ -425,8 +448,12 @@ def choose_day_types(values: np.ndarray, day: int, *, day_start: int = 0, hour: 
         return None, report
     rel, name, off, groups = best
     shape_rel = shape_scores[(name, off)] / max(shape_scores[("daily", off)], 1e-12)
-    report.update(score=rel, shape_score=shape_rel, pattern=name,
-                  shift_hours=off * bin_ / max(hour, 1) if hour else None)
+    report.update(
+        score=rel,
+        shape_score=shape_rel,
+        pattern=name,
+        shift_hours=off * bin_ / max(hour, 1) if hour else None,
+    )
     if rel > margin or shape_rel > DAY_TYPE_SHAPE_MARGIN:
         return None, report
     start = (day_start + off * bin_) % day
@@ -443,8 +470,9 @@ OUTLIER_MIN_SPREAD = 0.01
 and in very smooth series the trend's own wiggles would otherwise be called outliers."""
 
 
-def _day_type_table(r: np.ndarray, steps: np.ndarray, day_types: DayTypes,
-                    weights: np.ndarray | None) -> np.ndarray:
+def _day_type_table(
+    r: np.ndarray, steps: np.ndarray, day_types: DayTypes, weights: np.ndarray | None
+) -> np.ndarray:
     """A week's table (by step mod 7·day) of per-group mean days; a time of day a group has
     no data for takes the mean of all days."""
     day = day_types.day
@@ -455,10 +483,16 @@ def _day_type_table(r: np.ndarray, steps: np.ndarray, day_types: DayTypes,
     return mean[day_types.phase(np.arange(7 * day))]
 
 
-def _profile_table(r: np.ndarray, steps: np.ndarray, day: int | None, week: int | None,
-                   day_start: int, half_life: float | None = None,
-                   center: int | None = None, day_types: DayTypes | None = None,
-                   ) -> tuple[np.ndarray, dict[str, object]]:
+def _profile_table(
+    r: np.ndarray,
+    steps: np.ndarray,
+    day: int | None,
+    week: int | None,
+    day_start: int,
+    half_life: float | None = None,
+    center: int | None = None,
+    day_types: DayTypes | None = None,
+) -> tuple[np.ndarray, dict[str, object]]:
     """The (unnormalised) profile table (by step mod its period) and what was done."""
     info: dict[str, object] = {}
     w = recency_weights(steps, half_life, center)
@@ -468,8 +502,10 @@ def _profile_table(r: np.ndarray, steps: np.ndarray, day: int | None, week: int 
         day_start = day_types.start
     elif day and week and week == 7 * day:
         table, eff = pooled_weekly_profile(r, steps, day, weights=w)
-        info.update(kind="weekly, days pooled by similarity",
-                    mean_days_pooled=float(np.mean(eff) / max((np.ptp(steps) + 1) / week, 1.0)))
+        info.update(
+            kind="weekly, days pooled by similarity",
+            mean_days_pooled=float(np.mean(eff) / max((np.ptp(steps) + 1) / week, 1.0)),
+        )
     elif day:
         _, table, _ = _phase_stats(r, np.mod(steps, day), day, w)
         info["kind"] = "daily"
@@ -483,8 +519,7 @@ def _profile_table(r: np.ndarray, steps: np.ndarray, day: int | None, week: int 
     return table, info
 
 
-def phase_medians(r: np.ndarray, phase: np.ndarray, period: int
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def phase_medians(r: np.ndarray, phase: np.ndarray, period: int) -> tuple[np.ndarray, np.ndarray]:
     """Per step: the median of its phase, and the median of the *other* steps of its phase
     (its own value when it is alone)."""
     order = np.lexsort((r, phase))
@@ -493,16 +528,18 @@ def phase_medians(r: np.ndarray, phase: np.ndarray, period: int
     cnt = np.bincount(phase, minlength=period)
     start = np.concatenate([[0], np.cumsum(cnt)[:-1]])[ph]
     n = cnt[ph]
-    k = np.arange(len(s)) - start           # rank within the phase, 0-based
+    k = np.arange(len(s)) - start  # rank within the phase, 0-based
 
     def at(j: np.ndarray) -> np.ndarray:
         return s[start + np.clip(j, 0, n - 1)]
 
-    m = (n - 1) // 2                        # odd n: the median's rank; even n: the lower one
+    m = (n - 1) // 2  # odd n: the median's rank; even n: the lower one
     median = 0.5 * (at(m) + at(n // 2))
-    loo_odd = np.where(k < m, 0.5 * (at(m) + at(m + 1)),
-                       np.where(k == m, 0.5 * (at(m - 1) + at(m + 1)),
-                                0.5 * (at(m - 1) + at(m))))
+    loo_odd = np.where(
+        k < m,
+        0.5 * (at(m) + at(m + 1)),
+        np.where(k == m, 0.5 * (at(m - 1) + at(m + 1)), 0.5 * (at(m - 1) + at(m))),
+    )
     loo_even = np.where(k <= m, at(m + 1), at(m))
     loo = np.where(n == 1, s, np.where(n % 2 == 1, loo_odd, loo_even))
     out_median, out_loo = np.empty_like(s), np.empty_like(s)
@@ -528,8 +565,14 @@ def hourly_spread(dev: np.ndarray, bins: np.ndarray) -> np.ndarray:
     return out
 
 
-def odd_days(dev: np.ndarray, loo_dev: np.ndarray, steps: np.ndarray, day: int,
-             day_start: int = 0, sigmas: float = OUTLIER_SIGMAS) -> np.ndarray:
+def odd_days(
+    dev: np.ndarray,
+    loo_dev: np.ndarray,
+    steps: np.ndarray,
+    day: int,
+    day_start: int = 0,
+    sigmas: float = OUTLIER_SIGMAS,
+) -> np.ndarray:
     """Which steps belong to a calendar day whose whole level is off (a boolean mask).
 
     ``dev``/``loo_dev``: each step's deviation from the median of the same time on all
@@ -545,15 +588,22 @@ def odd_days(dev: np.ndarray, loo_dev: np.ndarray, steps: np.ndarray, day: int,
     days = range(which.max() + 1)
     level = np.array([np.median(dev[which == i]) for i in days])
     loo_level = np.array([np.median(loo_dev[which == i]) for i in days])
-    spread = max(1.4826 * float(np.median(np.abs(loo_level - np.median(loo_level)))),
-                 OUTLIER_MIN_SPREAD)
+    spread = max(
+        1.4826 * float(np.median(np.abs(loo_level - np.median(loo_level)))), OUTLIER_MIN_SPREAD
+    )
     return (np.abs(level - np.median(level)) > sigmas * spread)[which]
 
 
-def profile_inliers(r: np.ndarray, steps: np.ndarray, period: int,
-                    day: int | None, *, day_start: int = 0,
-                    sigmas: float = OUTLIER_SIGMAS,
-                    day_types: DayTypes | None = None) -> np.ndarray:
+def profile_inliers(
+    r: np.ndarray,
+    steps: np.ndarray,
+    period: int,
+    day: int | None,
+    *,
+    day_start: int = 0,
+    sigmas: float = OUTLIER_SIGMAS,
+    day_types: DayTypes | None = None,
+) -> np.ndarray:
     """Which steps look like ordinary traffic (a boolean mask), for a profile of ``period``.
 
     An outage, an incident's spike or a holiday in three or four weeks of history would
@@ -600,18 +650,31 @@ def profile_period(periods: dict[str, int | None]) -> int:
     return (week if week and (not day or week == 7 * day) else day) or 1
 
 
-def _inlier_profile(r: np.ndarray, steps: np.ndarray, day: int | None, week: int | None,
-                    day_start: int, half_life: float | None = None,
-                    center: int | None = None, day_types: DayTypes | None = None,
-                    ) -> tuple[np.ndarray, np.ndarray, dict[str, object]]:
+def _inlier_profile(
+    r: np.ndarray,
+    steps: np.ndarray,
+    day: int | None,
+    week: int | None,
+    day_start: int,
+    half_life: float | None = None,
+    center: int | None = None,
+    day_types: DayTypes | None = None,
+) -> tuple[np.ndarray, np.ndarray, dict[str, object]]:
     """The profile table of ``r`` without the steps :func:`profile_inliers` calls outliers.
     Returns (table, inlier mask, info)."""
     if week:
         day_types = None
-    keep = profile_inliers(r, steps, profile_period({"daily": day, "weekly": week}), day,
-                           day_start=day_start, day_types=day_types)
-    table, info = _profile_table(r[keep], steps[keep], day, week, day_start, half_life,
-                                 center, day_types)
+    keep = profile_inliers(
+        r,
+        steps,
+        profile_period({"daily": day, "weekly": week}),
+        day,
+        day_start=day_start,
+        day_types=day_types,
+    )
+    table, info = _profile_table(
+        r[keep], steps[keep], day, week, day_start, half_life, center, day_types
+    )
     info["outlier_steps_left_out"] = int(np.size(keep) - np.count_nonzero(keep))
     return table, keep, info
 
@@ -690,8 +753,9 @@ def _shape_rows(rows: np.ndarray, share: float, shift: int) -> np.ndarray:
     return rows - rows.mean(axis=1, keepdims=True)
 
 
-def _same_weekday_errors(before: np.ndarray, after: np.ndarray, group: np.ndarray,
-                         first_split: int) -> np.ndarray:
+def _same_weekday_errors(
+    before: np.ndarray, after: np.ndarray, group: np.ndarray, first_split: int
+) -> np.ndarray:
     """For each split k, the squared distance of every day from k on to the mean of the
     days of its weekday (``group``) before k, with the days before taken from ``before``
     and those after from ``after``; ``inf`` where a split has no such pairs. Running sums
@@ -699,28 +763,41 @@ def _same_weekday_errors(before: np.ndarray, after: np.ndarray, group: np.ndarra
     days = len(after)
     hot = (group[:, None] == np.arange(group.max() + 1)[None, :]).astype(float)  # days x G
     zero = np.zeros((1, *hot.shape[1:]))
-    count_b = np.concatenate([zero, np.cumsum(hot, axis=0)])          # days before k
-    sum_b = np.concatenate([np.zeros((1, hot.shape[1], before.shape[1])),
-                            np.cumsum(hot[:, :, None] * before[:, None, :], axis=0)])
+    count_b = np.concatenate([zero, np.cumsum(hot, axis=0)])  # days before k
+    sum_b = np.concatenate(
+        [
+            np.zeros((1, hot.shape[1], before.shape[1])),
+            np.cumsum(hot[:, :, None] * before[:, None, :], axis=0),
+        ]
+    )
     rev = slice(None, None, -1)
     count_a = np.concatenate([np.cumsum(hot[rev], axis=0)[rev], zero])  # days from k on
-    sum_a = np.concatenate([np.cumsum((hot[:, :, None] * after[:, None, :])[rev], axis=0)[rev],
-                            np.zeros_like(sum_b[:1])])
-    sq_a = np.concatenate([np.cumsum((hot * np.sum(after * after, axis=1)[:, None])[rev],
-                                     axis=0)[rev], zero])
+    sum_a = np.concatenate(
+        [
+            np.cumsum((hot[:, :, None] * after[:, None, :])[rev], axis=0)[rev],
+            np.zeros_like(sum_b[:1]),
+        ]
+    )
+    sq_a = np.concatenate(
+        [np.cumsum((hot * np.sum(after * after, axis=1)[:, None])[rev], axis=0)[rev], zero]
+    )
     out = np.full(days + 1, np.inf)
     for k in range(first_split, days - CLOCK_MIN_DAYS + 1):
         if np.any((count_a[k] > 0) & (count_b[k] == 0)):
             continue
         seen = count_b[k] > 0
         ref = sum_b[k][seen] / count_b[k][seen][:, None]
-        out[k] = float(np.sum(sq_a[k][seen]) - 2 * np.sum(sum_a[k][seen] * ref)
-                       + np.sum(count_a[k][seen] * np.sum(ref * ref, axis=1)))
+        out[k] = float(
+            np.sum(sq_a[k][seen])
+            - 2 * np.sum(sum_a[k][seen] * ref)
+            + np.sum(count_a[k][seen] * np.sum(ref * ref, axis=1))
+        )
     return out
 
 
-def find_clock_change(r: np.ndarray, day: int, hour: int, day_start: int = 0, *,
-                      weekly: bool = False) -> ClockChange | None:
+def find_clock_change(
+    r: np.ndarray, day: int, hour: int, day_start: int = 0, *, weekly: bool = False
+) -> ClockChange | None:
     """A one-hour move of the traffic's clock at a midnight, if the history shows one.
 
     Traffic follows its users' local clock; a trace stored in UTC sees that clock move by an
@@ -748,7 +825,7 @@ def find_clock_change(r: np.ndarray, day: int, hour: int, day_start: int = 0, *,
     first_split = 7 if weekly else CLOCK_MIN_DAYS
     if days < first_split + CLOCK_MIN_DAYS:
         return None
-    raw = np.asarray(r[first: first + days * day], dtype=float).reshape(days, day)
+    raw = np.asarray(r[first : first + days * day], dtype=float).reshape(days, day)
     rows = _shape_rows(raw, 0.0, 0)
     group = np.arange(days) % 7 if weekly else np.zeros(days, dtype=int)
     unmoved = _same_weekday_errors(rows, rows, group, first_split)
@@ -757,8 +834,7 @@ def find_clock_change(r: np.ndarray, day: int, hour: int, day_start: int = 0, *,
     best: tuple[float, int, int, float] = (0.0, 0, 0, 0.0)
     for shift in (-hour, hour):
         for share in CLOCK_SHARES:
-            moved = _same_weekday_errors(_shape_rows(raw, share, shift), rows, group,
-                                         first_split)
+            moved = _same_weekday_errors(_shape_rows(raw, share, shift), rows, group, first_split)
             with np.errstate(invalid="ignore"):
                 removed = np.where(np.isfinite(unmoved), unmoved - moved, 0.0)
             k = int(np.argmax(removed))
@@ -774,8 +850,10 @@ def find_clock_change(r: np.ndarray, day: int, hour: int, day_start: int = 0, *,
     closer = []
     for j in range(split, days):
         same = group[:split] == group[j]
-        closer.append(np.sum((rows[j] - before[same].mean(axis=0)) ** 2)
-                      < np.sum((rows[j] - rows[:split][same].mean(axis=0)) ** 2))
+        closer.append(
+            np.sum((rows[j] - before[same].mean(axis=0)) ** 2)
+            < np.sum((rows[j] - rows[:split][same].mean(axis=0)) ** 2)
+        )
     if np.mean(closer) < CLOCK_MIN_AGREEMENT:
         return None
     return ClockChange(at=first + split * day, shift=shift, share=share, gain=gain)
@@ -794,8 +872,14 @@ class RobustTrend(NamedTuple):
     clocks: tuple[ClockChange, ...]
 
 
-def robust_trend(values: np.ndarray, periods: dict[str, int], day_start: int = 0, *,
-                 hour: int = 0, day_types: DayTypes | None = None) -> RobustTrend:
+def robust_trend(
+    values: np.ndarray,
+    periods: dict[str, int],
+    day_start: int = 0,
+    *,
+    hour: int = 0,
+    day_types: DayTypes | None = None,
+) -> RobustTrend:
     """The decomposition's trend, decomposed again with the outliers replaced.
 
     MSTL's trend is a smoother over about two weeks, so one holiday or a three-hour outage
@@ -836,8 +920,9 @@ def robust_trend(values: np.ndarray, periods: dict[str, int], day_start: int = 0
     filled = x
     steps = np.arange(len(x))
     for _ in range(TREND_ROUNDS):
-        table, keep, _ = _inlier_profile(x - trend, steps, day, week, day_start,
-                                         day_types=day_types)
+        table, keep, _ = _inlier_profile(
+            x - trend, steps, day, week, day_start, day_types=day_types
+        )
         if np.array_equal(~keep, replaced):
             break
         # Judged afresh each round: steps that only the bent trend made look odd go back.
@@ -851,11 +936,16 @@ def robust_trend(values: np.ndarray, periods: dict[str, int], day_start: int = 0
     return RobustTrend(trend, filled, replaced, tuple(clocks))
 
 
-def estimate_profile(values: np.ndarray, trend: np.ndarray, periods: dict[str, int],
-                     mask: np.ndarray | None = None, day_start: int = 0,
-                     half_life: float | None = None, center: int | None = None,
-                     day_types: DayTypes | None = None,
-                     ) -> tuple[SeasonalProfile, dict[str, object]]:
+def estimate_profile(
+    values: np.ndarray,
+    trend: np.ndarray,
+    periods: dict[str, int],
+    mask: np.ndarray | None = None,
+    day_start: int = 0,
+    half_life: float | None = None,
+    center: int | None = None,
+    day_types: DayTypes | None = None,
+) -> tuple[SeasonalProfile, dict[str, object]]:
     """The seasonal profile of ``values - trend`` over steps 0..n-1 (anchor 0).
 
     ``periods`` holds the detected "daily"/"weekly" periods. Weekly: day-type pooling
@@ -880,8 +970,7 @@ def estimate_profile(values: np.ndarray, trend: np.ndarray, periods: dict[str, i
         r = day_type_residual(x, steps, day_types)
     else:
         day_types = None
-    table, _, info = _inlier_profile(r, steps, day, week, day_start, half_life, center,
-                                     day_types)
+    table, _, info = _inlier_profile(r, steps, day, week, day_start, half_life, center, day_types)
     return SeasonalProfile(table - float(np.mean(table)), 0), info
 
 
@@ -902,12 +991,17 @@ PROFILE_HALF_LIFE_DAYS_SCORED = 7
 """How many of the last whole days score the candidates."""
 
 
-def choose_half_life(values: np.ndarray, trend: np.ndarray, periods: dict[str, int], *,
-                     mask: np.ndarray | None = None, day_start: int = 0,
-                     candidates: tuple[float | None, ...] = PROFILE_HALF_LIVES_DAYS,
-                     days: int = PROFILE_HALF_LIFE_DAYS_SCORED,
-                     day_types: DayTypes | None = None,
-                     ) -> tuple[float | None, dict[str, float]]:
+def choose_half_life(
+    values: np.ndarray,
+    trend: np.ndarray,
+    periods: dict[str, int],
+    *,
+    mask: np.ndarray | None = None,
+    day_start: int = 0,
+    candidates: tuple[float | None, ...] = PROFILE_HALF_LIVES_DAYS,
+    days: int = PROFILE_HALF_LIFE_DAYS_SCORED,
+    day_types: DayTypes | None = None,
+) -> tuple[float | None, dict[str, float]]:
     """How fast the seasonal profile forgets old weeks (a half-life in steps, or None).
 
     Some traffic keeps its daily and weekly shape for months; some drifts (electricity
@@ -946,15 +1040,23 @@ def choose_half_life(values: np.ndarray, trend: np.ndarray, periods: dict[str, i
         total = 0.0
         for a in starts:
             before = usable & (steps < a)
-            profile, _ = estimate_profile(x, zero, periods, mask=before, day_start=day_start,
-                                          half_life=None if hl is None else hl * day)
-            err = x[a:a + day] - profile.at(steps[a:a + day])
+            profile, _ = estimate_profile(
+                x,
+                zero,
+                periods,
+                mask=before,
+                day_start=day_start,
+                half_life=None if hl is None else hl * day,
+            )
+            err = x[a : a + day] - profile.at(steps[a : a + day])
             total += float(np.mean(np.abs(err - np.median(err))))
         scores[hl] = total / len(starts)
     best = min(candidates, key=lambda c: (scores[c], -(c or np.inf)))
-    if best is not None and None in scores \
-            and scores[best] > PROFILE_HALF_LIFE_MARGIN * scores[None]:
+    if (
+        best is not None
+        and None in scores
+        and scores[best] > PROFILE_HALF_LIFE_MARGIN * scores[None]
+    ):
         best = None
     report = {("none" if c is None else f"{c:g}"): s for c, s in scores.items()}
     return (None if best is None else best * day), report
-

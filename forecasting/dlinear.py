@@ -50,8 +50,9 @@ class DLinear(Forecaster):
 
     name = "dlinear"
 
-    def __init__(self, *, horizon: int = 60, lookback: int | None = None, kernel: int = 25,
-                 **kw) -> None:
+    def __init__(
+        self, *, horizon: int = 60, lookback: int | None = None, kernel: int = 25, **kw
+    ) -> None:
         super().__init__(horizon=horizon, lookback=lookback, kernel=kernel, **kw)
         self.horizon = horizon
         self.lookback = lookback or 0
@@ -97,22 +98,24 @@ class DLinear(Forecaster):
         self.weights = _ridge(*full, best)
         preds = feats @ self.weights + windows[:, -1:]
         tail = slice(cut, None)  # in-sample, but the latest windows
-        self.errors = HorizonErrors.fit(preds[tail], (targets + windows[:, -1:])[tail],
-                                        offset_for(values))
-        self.fit_summary.update(lookback=self.lookback, kernel=self.kernel, ridge=best,
-                                windows=len(feats))
+        self.errors = HorizonErrors.fit(
+            preds[tail], (targets + windows[:, -1:])[tail], offset_for(values)
+        )
+        self.fit_summary.update(
+            lookback=self.lookback, kernel=self.kernel, ridge=best, windows=len(feats)
+        )
 
     def _predict(self, context: pd.Series, horizon: int):
         values = context.to_numpy()
         if len(values) < self.lookback:
             values = np.concatenate([np.full(self.lookback - len(values), values[0]), values])
         out: list[np.ndarray] = []
-        window = values[-self.lookback:]
+        window = values[-self.lookback :]
         while sum(len(o) for o in out) < horizon:  # iterate past the trained horizon
             step = (self._features(window[None, :]) @ self.weights)[0] + window[-1]
             step = np.clip(step, 0.0, None)
             out.append(step)
-            window = np.concatenate([window, step])[-self.lookback:]
+            window = np.concatenate([window, step])[-self.lookback :]
         point = np.concatenate(out)[:horizon]
         assert self.errors is not None
         return point, self.errors.apply(point)

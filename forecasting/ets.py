@@ -51,11 +51,20 @@ class HWState:
         return len(self.season)
 
     def copy(self) -> HWState:
-        return HWState(self.alpha, self.beta, self.gamma, self.phi, self.level, self.trend,
-                       self.season.copy(), self.next_step)
+        return HWState(
+            self.alpha,
+            self.beta,
+            self.gamma,
+            self.phi,
+            self.level,
+            self.trend,
+            self.season.copy(),
+            self.next_step,
+        )
 
-    def advance(self, y: np.ndarray, origins: np.ndarray | None = None,
-                horizon: int = 0) -> np.ndarray | None:
+    def advance(
+        self, y: np.ndarray, origins: np.ndarray | None = None, horizon: int = 0
+    ) -> np.ndarray | None:
         """Consume ``y`` (steps next_step, next_step+1, …); optionally forecast at origins.
 
         ``origins`` are positions in ``y``: the forecast from origin o uses y[:o] only.
@@ -90,20 +99,29 @@ class HWState:
 
     def forecast(self, horizon: int) -> np.ndarray:
         h = np.arange(1, horizon + 1)
-        damp = np.cumsum(self.phi ** h) if self.phi != 1 else h.astype(float)
+        damp = np.cumsum(self.phi**h) if self.phi != 1 else h.astype(float)
         out = self.level + damp * self.trend
         if self.m:
             out = out + self.season[(self.next_step + h - 1) % self.m]
         return out
 
     def to_meta(self) -> dict:
-        return {k: float(getattr(self, k)) for k in ("alpha", "beta", "gamma", "phi", "level",
-                                                     "trend")} | {"next_step": self.next_step}
+        return {
+            k: float(getattr(self, k)) for k in ("alpha", "beta", "gamma", "phi", "level", "trend")
+        } | {"next_step": self.next_step}
 
     @classmethod
     def from_meta(cls, meta: dict, season: np.ndarray) -> HWState:
-        return cls(meta["alpha"], meta["beta"], meta["gamma"], meta["phi"], meta["level"],
-                   meta["trend"], np.asarray(season, dtype=float), int(meta["next_step"]))
+        return cls(
+            meta["alpha"],
+            meta["beta"],
+            meta["gamma"],
+            meta["phi"],
+            meta["level"],
+            meta["trend"],
+            np.asarray(season, dtype=float),
+            int(meta["next_step"]),
+        )
 
 
 def fit_holt_winters(y: np.ndarray, period: int, damped: bool = True) -> HWState:
@@ -114,8 +132,11 @@ def fit_holt_winters(y: np.ndarray, period: int, damped: bool = True) -> HWState
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence chatter on flat or short series
         model = ExponentialSmoothing(
-            np.asarray(y, dtype=float), trend="add", damped_trend=damped,
-            seasonal="add" if seasonal else None, seasonal_periods=period if seasonal else None,
+            np.asarray(y, dtype=float),
+            trend="add",
+            damped_trend=damped,
+            seasonal="add" if seasonal else None,
+            seasonal_periods=period if seasonal else None,
             initialization_method="heuristic" if seasonal else "estimated",
         )
         res = model.fit()
@@ -126,10 +147,16 @@ def fit_holt_winters(y: np.ndarray, period: int, damped: bool = True) -> HWState
         return default if v is None or not np.isfinite(v) else float(v)
 
     season = np.asarray(p["initial_seasons"], dtype=float) if seasonal else np.zeros(0)
-    return HWState(alpha=val("smoothing_level", 0.5), beta=val("smoothing_trend", 0.0),
-                   gamma=val("smoothing_seasonal", 0.0), phi=val("damping_trend", 1.0),
-                   level=val("initial_level", float(y[0])), trend=val("initial_trend", 0.0),
-                   season=season, next_step=0)
+    return HWState(
+        alpha=val("smoothing_level", 0.5),
+        beta=val("smoothing_trend", 0.0),
+        gamma=val("smoothing_seasonal", 0.0),
+        phi=val("damping_trend", 1.0),
+        level=val("initial_level", float(y[0])),
+        trend=val("initial_trend", 0.0),
+        season=season,
+        next_step=0,
+    )
 
 
 class _StateForecaster(Forecaster):
@@ -148,8 +175,7 @@ class _StateForecaster(Forecaster):
     def _adjust(self, values: np.ndarray, steps: np.ndarray) -> np.ndarray:
         return values - self.profile.at(steps)
 
-    def _finish_fit(self, values: np.ndarray, adjusted: np.ndarray,
-                    future_seasonal) -> None:
+    def _finish_fit(self, values: np.ndarray, adjusted: np.ndarray, future_seasonal) -> None:
         """Run the recursion over the history, replay it for quantiles, keep the end state."""
         assert self.initial is not None
         n = len(values)
@@ -159,8 +185,9 @@ class _StateForecaster(Forecaster):
         paths = state.advance(adjusted, origins=origins, horizon=horizon)
         assert paths is not None
         paths = paths + future_seasonal(origins, horizon)
-        self.errors = HorizonErrors.fit(paths, actual_paths(values, origins, horizon),
-                                        offset_for(values))
+        self.errors = HorizonErrors.fit(
+            paths, actual_paths(values, origins, horizon), offset_for(values)
+        )
         self.state = state
 
     def _state_for(self, context: pd.Series) -> HWState:
@@ -197,10 +224,18 @@ class _StateForecaster(Forecaster):
 
     def _dump(self) -> Payload:
         assert self.state is not None and self.initial is not None and self.errors is not None
-        p = Payload(meta={"state": self.state.to_meta(), "initial": self.initial.to_meta(),
-                          "profile_anchor": self.profile.anchor},
-                    arrays={"season": self.state.season, "initial_season": self.initial.season,
-                            "profile": self.profile.table})
+        p = Payload(
+            meta={
+                "state": self.state.to_meta(),
+                "initial": self.initial.to_meta(),
+                "profile_anchor": self.profile.anchor,
+            },
+            arrays={
+                "season": self.state.season,
+                "initial_season": self.initial.season,
+                "profile": self.profile.table,
+            },
+        )
         self.errors.dump("err_", p)
         return p
 
@@ -221,8 +256,9 @@ class ETS(_StateForecaster):
         report = detect_seasonality(values, float(self.interval_s or 60))
         period = report.detected.get("daily") or report.detected.get("weekly") or 0
         self.initial = fit_holt_winters(values, period)
-        self.fit_summary.update(seasonality=report.to_dict(), period_steps=self.initial.m,
-                                params=self.initial.to_meta())
+        self.fit_summary.update(
+            seasonality=report.to_dict(), period_steps=self.initial.m, params=self.initial.to_meta()
+        )
 
         def seasonal(origins: np.ndarray, horizon: int) -> np.ndarray:
             return np.zeros((len(origins), horizon))  # the state carries the season
@@ -248,8 +284,11 @@ class STLETS(_StateForecaster):
         seasonal_hist = dec.seasonal
         adjusted = values - seasonal_hist
         self.initial = fit_holt_winters(adjusted, 0)
-        self.fit_summary.update(seasonality=report.to_dict(), periods=sorted(dec.seasonals),
-                                params=self.initial.to_meta())
+        self.fit_summary.update(
+            seasonality=report.to_dict(),
+            periods=sorted(dec.seasonals),
+            params=self.initial.to_meta(),
+        )
         longest = max(dec.seasonals, default=0)
 
         def seasonal(origins: np.ndarray, horizon: int) -> np.ndarray:

@@ -27,9 +27,14 @@ class FallbackForecaster(Forecaster):
 
     name = "fallback"
 
-    def __init__(self, *, primary: Forecaster | str = "kale",
-                 secondary: Forecaster | str = "seasonal_naive",
-                 primary_kwargs: dict | None = None, **kw) -> None:
+    def __init__(
+        self,
+        *,
+        primary: Forecaster | str = "kale",
+        secondary: Forecaster | str = "seasonal_naive",
+        primary_kwargs: dict | None = None,
+        **kw,
+    ) -> None:
         from forecasting.registry import make_forecaster
 
         p_name = primary if isinstance(primary, str) else primary.name
@@ -39,8 +44,7 @@ class FallbackForecaster(Forecaster):
             pk = {**primary.params, **pk}
         super().__init__(primary=p_name, secondary=s_name, primary_kwargs=pk, **kw)
         self.primary = primary if not isinstance(primary, str) else make_forecaster(p_name, **pk)
-        self.secondary = (secondary if not isinstance(secondary, str)
-                          else make_forecaster(s_name))
+        self.secondary = secondary if not isinstance(secondary, str) else make_forecaster(s_name)
         self.use_primary = False
         self.last_reason: str | None = None
 
@@ -50,13 +54,17 @@ class FallbackForecaster(Forecaster):
 
     def _fit(self, series: pd.Series) -> None:
         interval = float(self.interval_s or 60)
-        need = max(self.primary.min_history_steps_for(interval),
-                   int(np.ceil(FALLBACK_MIN_HISTORY.total_seconds() / interval)))
+        need = max(
+            self.primary.min_history_steps_for(interval),
+            int(np.ceil(FALLBACK_MIN_HISTORY.total_seconds() / interval)),
+        )
         reason = None
         self.use_primary = False
         if len(series) < need:
-            reason = (f"history is {len(series) * interval / 86400:.3g} days, {self.primary.name} "
-                      f"needs {need * interval / 86400:.3g} days ({need} steps)")
+            reason = (
+                f"history is {len(series) * interval / 86400:.3g} days, {self.primary.name} "
+                f"needs {need * interval / 86400:.3g} days ({need} steps)"
+            )
         else:
             try:
                 self.primary.fit(series)
@@ -68,8 +76,12 @@ class FallbackForecaster(Forecaster):
         if reason:
             log.warning("forecast fallback to %s: %s", self.secondary.name, reason)
         self.fit_summary.update(
-            model=chosen.active_model, primary=self.primary.name, secondary=self.secondary.name,
-            fallback=not self.use_primary, reason=reason, inner=chosen.fit_summary,
+            model=chosen.active_model,
+            primary=self.primary.name,
+            secondary=self.secondary.name,
+            fallback=not self.use_primary,
+            reason=reason,
+            inner=chosen.fit_summary,
         )
 
     def _predict(self, context: pd.Series, horizon: int):
@@ -79,8 +91,9 @@ class FallbackForecaster(Forecaster):
                 self.last_reason = None
                 return f.mean, f.quantiles
             except Exception as exc:
-                self.last_reason = (f"{self.primary.name} failed to predict: "
-                                    f"{type(exc).__name__}: {exc}")
+                self.last_reason = (
+                    f"{self.primary.name} failed to predict: {type(exc).__name__}: {exc}"
+                )
                 log.warning("forecast fallback to %s: %s", self.secondary.name, self.last_reason)
         f = self.secondary.predict(horizon, history=context)
         return f.mean, f.quantiles
@@ -106,9 +119,13 @@ class FallbackForecaster(Forecaster):
         self.use_primary = bool(payload.meta["use_primary"])
         for tag, meta in payload.meta["children"].items():
             pre = f"{tag}/"
-            child = Forecaster.from_payload(Payload(
-                meta=meta,
-                arrays={k[len(pre):]: v for k, v in payload.arrays.items() if k.startswith(pre)},
-                blobs={k[len(pre):]: v for k, v in payload.blobs.items() if k.startswith(pre)},
-            ))
+            child = Forecaster.from_payload(
+                Payload(
+                    meta=meta,
+                    arrays={
+                        k[len(pre) :]: v for k, v in payload.arrays.items() if k.startswith(pre)
+                    },
+                    blobs={k[len(pre) :]: v for k, v in payload.blobs.items() if k.startswith(pre)},
+                )
+            )
             setattr(self, tag, child)

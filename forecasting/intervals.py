@@ -55,8 +55,13 @@ class HorizonErrors:
     offset: float
 
     @classmethod
-    def fit(cls, preds: np.ndarray, actual: np.ndarray, offset: float,
-            levels: tuple[float, ...] = QUANTILES) -> HorizonErrors:
+    def fit(
+        cls,
+        preds: np.ndarray,
+        actual: np.ndarray,
+        offset: float,
+        levels: tuple[float, ...] = QUANTILES,
+    ) -> HorizonErrors:
         rel = (actual - preds) / (np.clip(preds, 0.0, None) + offset)
         horizon = rel.shape[1]
         table = np.zeros((horizon, len(levels)))
@@ -87,5 +92,8 @@ class HorizonErrors:
 
     @classmethod
     def restore(cls, prefix: str, payload: Payload) -> HorizonErrors:
-        return cls(levels=tuple(payload.meta[f"{prefix}levels"]),
-                   table=payload.arrays[f"{prefix}table"], offset=payload.meta[f"{prefix}offset"])
+        return cls(
+            levels=tuple(payload.meta[f"{prefix}levels"]),
+            table=payload.arrays[f"{prefix}table"],
+            offset=payload.meta[f"{prefix}offset"],
+        )

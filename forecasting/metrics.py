@@ -78,7 +78,10 @@ def pinball(actual: np.ndarray, quantile_forecast: np.ndarray, level: float) -> 
     return float(np.mean(np.maximum(level * diff, (level - 1.0) * diff)))
 
 
-def mean_pinball(actual: np.ndarray, quantiles: dict[float, np.ndarray],
-                 levels: tuple[float, ...] = (0.1, 0.5, 0.9)) -> float:
+def mean_pinball(
+    actual: np.ndarray,
+    quantiles: dict[float, np.ndarray],
+    levels: tuple[float, ...] = (0.1, 0.5, 0.9),
+) -> float:
     """Pinball loss averaged over ``levels`` (p10, p50, p90 by default)."""
     return float(np.mean([pinball(actual, quantiles[q], q) for q in levels]))

@@ -67,11 +67,12 @@ class SeasonalNaive(Forecaster):
         offset = offset_for(values)
         if self.period > 1:
             # Within one period every step's error is y[t] - y[t - period]: pool them all.
-            prev = values[:-self.period]
-            rel = (values[self.period:] - prev) / (prev + offset)
+            prev = values[: -self.period]
+            rel = (values[self.period :] - prev) / (prev + offset)
             row = np.quantile(rel, QUANTILES)
-            self.errors = HorizonErrors(levels=QUANTILES, table=np.tile(row, (self.period, 1)),
-                                        offset=offset)
+            self.errors = HorizonErrors(
+                levels=QUANTILES, table=np.tile(row, (self.period, 1)), offset=offset
+            )
             return
         horizon = max(1, min(192, n // 2))
         origins = replay_origins(n, horizon, start=1)

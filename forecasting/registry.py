@@ -60,11 +60,16 @@ def make_forecaster(name: str, **kwargs: Any) -> Forecaster:
     """
     cls = forecaster_class(name)
     if name == "fallback":
-        own = {k: kwargs.pop(k) for k in ("primary", "secondary", "primary_kwargs",
-                                          "refit_every", "max_context_days") if k in kwargs}
+        own = {
+            k: kwargs.pop(k)
+            for k in ("primary", "secondary", "primary_kwargs", "refit_every", "max_context_days")
+            if k in kwargs
+        }
         primary = own.get("primary", "kale")
         if isinstance(primary, str):
-            own["primary_kwargs"] = {**_applicable(primary, kwargs),
-                                     **own.get("primary_kwargs", {})}
+            own["primary_kwargs"] = {
+                **_applicable(primary, kwargs),
+                **own.get("primary_kwargs", {}),
+            }
         return cls(**own)
     return cls(**_applicable(name, kwargs))

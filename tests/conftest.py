@@ -17,8 +17,9 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory,
-                   monkeypatch: pytest.MonkeyPatch) -> None:
+def _private_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Forecaster fits that commands cache (``kale simulate``) go to a temporary folder, not
     the developer's ``~/.cache/kale``: a test must neither read a stale fit nor leave one."""
     monkeypatch.setenv("KALE_CACHE_DIR", str(tmp_path_factory.mktemp("kale-cache")))

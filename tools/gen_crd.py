@@ -21,8 +21,9 @@ def main(argv: list[str]) -> int:
     if "--check" in argv:
         current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
         if current != text:
-            print(f"{TARGET.relative_to(ROOT)} is stale: run python tools/gen_crd.py",
-                  file=sys.stderr)
+            print(
+                f"{TARGET.relative_to(ROOT)} is stale: run python tools/gen_crd.py", file=sys.stderr
+            )
             return 1
         return 0
     TARGET.parent.mkdir(parents=True, exist_ok=True)

@@ -481,20 +481,39 @@ class Trainer:
         sizes = batch_sizes(cfg.mode, cfg.global_batch, self.workers)
         shard = f"shard-{self._run_id}-{gen}"
         common: dict[str, Any] = {
-            "ps": self.ps, "workers": self.workers, "port": port, "mode": cfg.mode,
-            "spec": spec, "bootstrap": cfg.bootstrap, "topic": cfg.topic, "group": cfg.group,
-            "device": cfg.device, "generation": gen,
+            "ps": self.ps,
+            "workers": self.workers,
+            "port": port,
+            "mode": cfg.mode,
+            "spec": spec,
+            "bootstrap": cfg.bootstrap,
+            "topic": cfg.topic,
+            "group": cfg.group,
+            "device": cfg.device,
+            "generation": gen,
         }
         configs = [
-            NodeConfig(role="ps", index=i, batch=0, plan=plan,
-                       shard_path=str(cfg.checkpoint_dir / f"{shard}-{i}.pt"), **common)
+            NodeConfig(
+                role="ps",
+                index=i,
+                batch=0,
+                plan=plan,
+                shard_path=str(cfg.checkpoint_dir / f"{shard}-{i}.pt"),
+                **common,
+            )
             for i in range(self.ps)
         ] + [
-            NodeConfig(role="worker", index=j, batch=sizes[j], shard_path="",
-                       batch_wait_s=cfg.batch_wait_s,
-                       session_timeout_ms=cfg.session_timeout_ms,
-                       heartbeat_interval_ms=cfg.heartbeat_interval_ms,
-                       check_crcs=cfg.check_crcs, **common)
+            NodeConfig(
+                role="worker",
+                index=j,
+                batch=sizes[j],
+                shard_path="",
+                batch_wait_s=cfg.batch_wait_s,
+                session_timeout_ms=cfg.session_timeout_ms,
+                heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+                check_crcs=cfg.check_crcs,
+                **common,
+            )
             for j in range(self.workers)
         ]
         began = time.monotonic()

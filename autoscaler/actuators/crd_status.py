@@ -31,27 +31,48 @@ class ElasticTrainingJobs:
     def list(self) -> list[dict[str, Any]]:
         """Every job resource (raw dicts, with ``metadata`` and ``status`` as served)."""
         if not self.namespaces:
-            out = self.kube.call("elastictrainingjobs (all namespaces)",
-                                 self.kube.custom.list_cluster_custom_object,
-                                 GROUP, VERSION, PLURAL)
+            out = self.kube.call(
+                "elastictrainingjobs (all namespaces)",
+                self.kube.custom.list_cluster_custom_object,
+                GROUP,
+                VERSION,
+                PLURAL,
+            )
             return list(out.get("items", []))
         items: list[dict[str, Any]] = []
         for ns in self.namespaces:
-            out = self.kube.call(f"elastictrainingjobs in {ns}",
-                                 self.kube.custom.list_namespaced_custom_object,
-                                 GROUP, VERSION, ns, PLURAL)
+            out = self.kube.call(
+                f"elastictrainingjobs in {ns}",
+                self.kube.custom.list_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                ns,
+                PLURAL,
+            )
             items.extend(out.get("items", []))
         return items
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
-        return self.kube.call(f"elastictrainingjob {namespace}/{name}",
-                              self.kube.custom.get_namespaced_custom_object,
-                              GROUP, VERSION, namespace, PLURAL, name)
+        return self.kube.call(
+            f"elastictrainingjob {namespace}/{name}",
+            self.kube.custom.get_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+        )
 
     def write_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Replace the status; raises :class:`TargetGone` when the job was deleted."""
-        self.kube.call(f"elastictrainingjob {namespace}/{name} status",
-                       self.kube.custom.patch_namespaced_custom_object_status,
-                       GROUP, VERSION, namespace, PLURAL, name,
-                       [{"op": "add", "path": "/status", "value": status}],
-                       _content_type=JSON_PATCH)
+        self.kube.call(
+            f"elastictrainingjob {namespace}/{name} status",
+            self.kube.custom.patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            [{"op": "add", "path": "/status", "value": status}],
+            _content_type=JSON_PATCH,
+        )

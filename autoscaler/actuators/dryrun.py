@@ -19,8 +19,9 @@ class DryRunActuator:
 
     kind = "DryRun"
 
-    def __init__(self, initial: Size | None = None, *, reader: Actuator | None = None,
-                 label: str = "") -> None:
+    def __init__(
+        self, initial: Size | None = None, *, reader: Actuator | None = None, label: str = ""
+    ) -> None:
         self.size = initial if initial is not None else Size(0, 0)
         self.reader = reader
         self.label = label
@@ -34,8 +35,12 @@ class DryRunActuator:
     def apply(self, size: Size) -> Size:
         before = self.current()
         if before != size:
-            log.info("dry run%s: would resize %s -> %s", f" {self.label}" if self.label else "",
-                     before, size)
+            log.info(
+                "dry run%s: would resize %s -> %s",
+                f" {self.label}" if self.label else "",
+                before,
+                size,
+            )
             self.applied.append(size)
         self.size = size
         return size

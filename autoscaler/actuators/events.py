@@ -30,14 +30,23 @@ def _rfc3339(t: float) -> str:
 class EventRecorder:
     """Creates Events whose ``involvedObject`` is an ElasticTrainingJob."""
 
-    def __init__(self, kube: Kube, *, instance: str | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, kube: Kube, *, instance: str | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
         self.kube = kube
         self.instance = instance or socket.gethostname()
         self.clock = clock
 
-    def emit(self, *, namespace: str, name: str, uid: str | None, reason: str, message: str,
-             type: str = "Normal") -> bool:
+    def emit(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        uid: str | None,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+    ) -> bool:
         """Record one event; returns whether it was stored."""
         now = self.clock()
         stamp = _rfc3339(now)
@@ -45,9 +54,13 @@ class EventRecorder:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": f"{name}.{int(now * 1e9):x}", "namespace": namespace},
-            "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}",
-                               "kind": "ElasticTrainingJob", "name": name,
-                               "namespace": namespace, "uid": uid or ""},
+            "involvedObject": {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "ElasticTrainingJob",
+                "name": name,
+                "namespace": namespace,
+                "uid": uid or "",
+            },
             "reason": reason,
             "message": message[:1024],
             "type": type,
@@ -59,8 +72,12 @@ class EventRecorder:
             "reportingInstance": self.instance,
         }
         try:
-            self.kube.call(f"event for {namespace}/{name}",
-                           self.kube.core.create_namespaced_event, namespace, body)
+            self.kube.call(
+                f"event for {namespace}/{name}",
+                self.kube.core.create_namespaced_event,
+                namespace,
+                body,
+            )
         except ActuatorError as exc:
             log.warning("could not record event %s on %s/%s: %s", reason, namespace, name, exc)
             return False

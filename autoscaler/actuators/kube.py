@@ -186,9 +186,11 @@ def connect(
         k8s_config.load_incluster_config(client_configuration=cfg)
     else:
         path = os.fspath(kubeconfig) if kubeconfig is not None else None
-        k8s_config.load_kube_config(config_file=path, context=context,
-                                    client_configuration=cfg, persist_config=False)
+        k8s_config.load_kube_config(
+            config_file=path, context=context, client_configuration=cfg, persist_config=False
+        )
     # Retries are ours (above): urllib3 must not retry behind our back.
-    cfg.retries = urllib3.Retry(total=0, connect=0, read=0, redirect=0, status=0,
-                                raise_on_status=False)
+    cfg.retries = urllib3.Retry(
+        total=0, connect=0, read=0, redirect=0, status=0, raise_on_status=False
+    )
     return Kube(k8s.ApiClient(configuration=cfg), retry=retry, timeout_s=timeout_s)

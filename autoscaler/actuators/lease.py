@@ -82,9 +82,11 @@ class LeaderElector:
         clock: Callable[[], float] = time.time,
     ) -> None:
         if not retry_period_s < renew_deadline_s < lease_duration_s:
-            raise ValueError("need retryPeriod < renewDeadline < leaseDuration "
-                             f"({retry_period_s:g}s, {renew_deadline_s:g}s, "
-                             f"{lease_duration_s:g}s)")
+            raise ValueError(
+                "need retryPeriod < renewDeadline < leaseDuration "
+                f"({retry_period_s:g}s, {renew_deadline_s:g}s, "
+                f"{lease_duration_s:g}s)"
+            )
         self.kube = kube
         self.namespace = namespace
         self.name = name
@@ -103,8 +105,9 @@ class LeaderElector:
     # -- state ---------------------------------------------------------------------------
     def is_leader(self) -> bool:
         """Held and renewed within ``renew_deadline_s`` (stop acting as soon as unsure)."""
-        return (self._renewed_at is not None
-                and self.clock() - self._renewed_at < self.renew_deadline_s)
+        return (
+            self._renewed_at is not None and self.clock() - self._renewed_at < self.renew_deadline_s
+        )
 
     @property
     def holder(self) -> str | None:
@@ -140,15 +143,20 @@ class LeaderElector:
     def _round(self) -> None:
         now = self.clock()
         try:
-            lease = self.kube.call(self.what, self.kube.coordination.read_namespaced_lease,
-                                   self.name, self.namespace)
+            lease = self.kube.call(
+                self.what, self.kube.coordination.read_namespaced_lease, self.name, self.namespace
+            )
         except TargetGone:
-            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": self.name, "namespace": self.namespace},
-                    "spec": self._spec(now, now, 0)}
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": self._spec(now, now, 0),
+            }
             try:
-                self.kube.call(self.what, self.kube.coordination.create_namespaced_lease,
-                               self.namespace, body)
+                self.kube.call(
+                    self.what, self.kube.coordination.create_namespaced_lease, self.namespace, body
+                )
             except Conflict:
                 return  # another replica created it first
             self._won(now, 0)
@@ -168,18 +176,33 @@ class LeaderElector:
             acquire = spec.acquire_time.timestamp()
         elif holder != self.identity:
             transitions += 1
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace,
-                             "resourceVersion": lease.metadata.resource_version},
-                "spec": self._spec(now, acquire, transitions)}
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "resourceVersion": lease.metadata.resource_version,
+            },
+            "spec": self._spec(now, acquire, transitions),
+        }
         try:
-            self.kube.call(self.what, self.kube.coordination.replace_namespaced_lease,
-                           self.name, self.namespace, body)
+            self.kube.call(
+                self.what,
+                self.kube.coordination.replace_namespaced_lease,
+                self.name,
+                self.namespace,
+                body,
+            )
         except Conflict:
             return  # someone else wrote first; their record wins
         if holder != self.identity:
-            log.info("leader election: %s acquired %s (previous holder %s)", self.identity,
-                     self.what, holder or "none")
+            log.info(
+                "leader election: %s acquired %s (previous holder %s)",
+                self.identity,
+                self.what,
+                holder or "none",
+            )
         self._won(now, transitions)
 
     def _won(self, now: float, transitions: int) -> None:
@@ -194,19 +217,35 @@ class LeaderElector:
             return False
         self._renewed_at = None
         try:
-            lease = self.kube.call(self.what, self.kube.coordination.read_namespaced_lease,
-                                   self.name, self.namespace)
+            lease = self.kube.call(
+                self.what, self.kube.coordination.read_namespaced_lease, self.name, self.namespace
+            )
             if (lease.spec.holder_identity or None) != self.identity:
                 return False
             now = self.clock()
-            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": self.name, "namespace": self.namespace,
-                                 "resourceVersion": lease.metadata.resource_version},
-                    "spec": {"holderIdentity": None, "leaseDurationSeconds": 1,
-                             "acquireTime": micro_time(now), "renewTime": micro_time(now),
-                             "leaseTransitions": int(lease.spec.lease_transitions or 0)}}
-            self.kube.call(self.what, self.kube.coordination.replace_namespaced_lease,
-                           self.name, self.namespace, body)
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {
+                    "name": self.name,
+                    "namespace": self.namespace,
+                    "resourceVersion": lease.metadata.resource_version,
+                },
+                "spec": {
+                    "holderIdentity": None,
+                    "leaseDurationSeconds": 1,
+                    "acquireTime": micro_time(now),
+                    "renewTime": micro_time(now),
+                    "leaseTransitions": int(lease.spec.lease_transitions or 0),
+                },
+            }
+            self.kube.call(
+                self.what,
+                self.kube.coordination.replace_namespaced_lease,
+                self.name,
+                self.namespace,
+                body,
+            )
         except ActuatorError as exc:
             log.warning("leader election: could not release %s: %s", self.what, exc)
             return False

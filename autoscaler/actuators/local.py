@@ -47,8 +47,13 @@ def render(command: Sequence[str], *, index: int, size: Size, job: str) -> list[
     """Fill ``{index}``, ``{workers}``, ``{ps}``, ``{job}`` and ``{python}`` (this
     interpreter, so a job file can run ``{python} -m ...`` in Kale's own environment);
     other braces stay as written."""
-    values = {"index": str(index), "workers": str(size.workers), "ps": str(size.ps), "job": job,
-              "python": sys.executable}
+    values = {
+        "index": str(index),
+        "workers": str(size.workers),
+        "ps": str(size.ps),
+        "job": job,
+        "python": sys.executable,
+    }
     out = []
     for arg in command:
         for key, value in values.items():
@@ -104,8 +109,13 @@ class LocalActuator:
         before = self.current()
         self.stop()
         self._start(size)
-        log.info("local workers of %s: %s -> %s (pids %s)", self.job, before, size,
-                 [p.pid for p in self.procs])
+        log.info(
+            "local workers of %s: %s -> %s (pids %s)",
+            self.job,
+            before,
+            size,
+            [p.pid for p in self.procs],
+        )
         return size
 
     def close(self) -> None:
@@ -121,9 +131,14 @@ class LocalActuator:
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
         for i in range(1 if self.per_job else size.workers):
-            env = {**os.environ, **self.env, "KALE_WORKER_INDEX": str(i),
-                   "KALE_WORKERS": str(size.workers), "KALE_PS": str(size.ps),
-                   "KALE_JOB": self.job}
+            env = {
+                **os.environ,
+                **self.env,
+                "KALE_WORKER_INDEX": str(i),
+                "KALE_WORKERS": str(size.workers),
+                "KALE_PS": str(size.ps),
+                "KALE_JOB": self.job,
+            }
             out: IO[bytes] | int = subprocess.DEVNULL
             if self.log_dir is not None:
                 out = open(self.log_dir / f"{self.job}-worker-{i}.log", "ab")  # noqa: SIM115
@@ -131,14 +146,19 @@ class LocalActuator:
             try:
                 proc = subprocess.Popen(
                     render(self.command, index=i, size=size, job=self.job),
-                    cwd=self.cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                    stderr=subprocess.STDOUT, start_new_session=True,
+                    cwd=self.cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
                     preexec_fn=_die_with_parent,  # prctl only, safe before exec
                 )
             except OSError as exc:
                 self.stop()
-                raise TargetRejected(f"{self.job}: cannot start {self.command[0]!r}: {exc}"
-                                     ) from exc
+                raise TargetRejected(
+                    f"{self.job}: cannot start {self.command[0]!r}: {exc}"
+                ) from exc
             self.procs.append(proc)
         self.size = size
 
@@ -165,8 +185,12 @@ class LocalActuator:
             time.sleep(0.01)
         for p in procs:
             if not _exited(p):
-                log.warning("worker %d of %s ignored SIGTERM for %.1fs: SIGKILL", p.pid,
-                            self.job, self.grace_s)
+                log.warning(
+                    "worker %d of %s ignored SIGTERM for %.1fs: SIGKILL",
+                    p.pid,
+                    self.job,
+                    self.grace_s,
+                )
             if p.returncode is None:  # alive or a zombie: the group id is still ours
                 _signal_group(p, signal.SIGKILL)  # also reaches children left behind
             with contextlib.suppress(subprocess.TimeoutExpired):

@@ -36,8 +36,12 @@ class StatefulSetActuator:
         return f"statefulset {self.namespace}/{name} scale"
 
     def _read(self, name: str) -> Any:
-        return self.kube.call(self._what(name), self.kube.apps.read_namespaced_stateful_set_scale,
-                              name, self.namespace)
+        return self.kube.call(
+            self._what(name),
+            self.kube.apps.read_namespaced_stateful_set_scale,
+            name,
+            self.namespace,
+        )
 
     def replicas(self, name: str) -> int:
         scale = self._read(name)
@@ -53,8 +57,13 @@ class StatefulSetActuator:
             if int(scale.spec.replicas or 0) == replicas:
                 return scale
             scale.spec.replicas = replicas  # the body keeps the resourceVersion just read
-            return self.kube.call(what, self.kube.apps.replace_namespaced_stateful_set_scale,
-                                  name, self.namespace, scale)
+            return self.kube.call(
+                what,
+                self.kube.apps.replace_namespaced_stateful_set_scale,
+                name,
+                self.namespace,
+                scale,
+            )
 
         self.kube.update(what, lambda: self._read(name), write)
 
@@ -67,8 +76,9 @@ class StatefulSetActuator:
             steps.reverse()  # shrink: workers leave before their PS
         for name, replicas in steps:
             self._set(name, replicas)
-        log.info("scaled statefulsets %s/%s: %s -> %s", self.namespace, self.workers_name,
-                 now, size)
+        log.info(
+            "scaled statefulsets %s/%s: %s -> %s", self.namespace, self.workers_name, now, size
+        )
         return size
 
     def close(self) -> None:

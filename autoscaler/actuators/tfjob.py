@@ -37,8 +37,15 @@ class TFJobActuator:
         self.what = f"tfjob {namespace}/{name}"
 
     def _read(self) -> dict[str, Any]:
-        return self.kube.call(self.what, self.kube.custom.get_namespaced_custom_object,
-                              GROUP, VERSION, self.namespace, PLURAL, self.name)
+        return self.kube.call(
+            self.what,
+            self.kube.custom.get_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            PLURAL,
+            self.name,
+        )
 
     def current(self) -> Size:
         obj = self._read()
@@ -51,12 +58,24 @@ class TFJobActuator:
                 return now
             patch = {
                 "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                "spec": {"tfReplicaSpecs": {"Worker": {"replicas": size.workers},
-                                            "PS": {"replicas": size.ps}}},
+                "spec": {
+                    "tfReplicaSpecs": {
+                        "Worker": {"replicas": size.workers},
+                        "PS": {"replicas": size.ps},
+                    }
+                },
             }
-            self.kube.call(self.what, self.kube.custom.patch_namespaced_custom_object,
-                           GROUP, VERSION, self.namespace, PLURAL, self.name, patch,
-                           _content_type=MERGE_PATCH)
+            self.kube.call(
+                self.what,
+                self.kube.custom.patch_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                self.namespace,
+                PLURAL,
+                self.name,
+                patch,
+                _content_type=MERGE_PATCH,
+            )
             log.info("patched %s: %s -> %s", self.what, now, size)
             return size
 

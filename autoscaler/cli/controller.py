@@ -13,12 +13,21 @@ from autoscaler.errors import UserError
 
 
 @click.command()
-@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
-              help="controller.yaml (see examples/controller.yaml).")
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="controller.yaml (see examples/controller.yaml).",
+)
 @click.option("--dry-run", is_flag=True, help="Read sizes and plan, change nothing.")
 @click.option("--once", is_flag=True, help="Run one tick and exit (leader election skipped).")
-@click.option("--log-level", default="info", show_default=True,
-              type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
 def controller(config_path: str, dry_run: bool, once: bool, log_level: str) -> None:
     """Run the autoscaler: every interval, measure, forecast, plan, approve and resize."""
     from autoscaler.controller.app import build
@@ -39,27 +48,65 @@ def controller(config_path: str, dry_run: bool, once: bool, log_level: str) -> N
 
 
 @click.command()
-@click.option("--job", "job_path", required=True, type=click.Path(dir_okay=False),
-              help="ElasticTrainingJob YAML file.")
+@click.option(
+    "--job",
+    "job_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="ElasticTrainingJob YAML file.",
+)
 @click.option("--once", is_flag=True, help="One tick, then exit (default: every interval).")
-@click.option("--dry-run/--no-dry-run", default=True, show_default=True,
-              help="kale plan never changes anything; --no-dry-run is refused.")
+@click.option(
+    "--dry-run/--no-dry-run",
+    default=True,
+    show_default=True,
+    help="kale plan never changes anything; --no-dry-run is refused.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the decision as JSON.")
-@click.option("--state-dir", default=".kale-state", show_default=True,
-              type=click.Path(file_okay=False), help="Where the arrival history is kept.")
-@click.option("--current-workers", type=click.IntRange(min=0), default=None,
-              help="Current size (default: read from the target with --kubeconfig, else "
-                   "spec.training.minWorkers).")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
-              help="Read the current size from the job's StatefulSets/TFJob (read-only).")
-@click.option("--forecast-model", default=None,
-              type=click.Choice(["kale", "seasonal_naive", "ets", "stl_ets", "dlinear"]),
-              help="Use this model instead of spec.forecast.model.")
-@click.option("--window", default=5.0, show_default=True, type=click.FloatRange(min=0.1),
-              help="Seconds between the two Kafka snapshots of a first measurement.")
-def plan(job_path: str, once: bool, dry_run: bool, as_json: bool, state_dir: str,
-         current_workers: int | None, kubeconfig: str | None, forecast_model: str | None,
-         window: float) -> None:
+@click.option(
+    "--state-dir",
+    default=".kale-state",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where the arrival history is kept.",
+)
+@click.option(
+    "--current-workers",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Current size (default: read from the target with --kubeconfig, else "
+    "spec.training.minWorkers).",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Read the current size from the job's StatefulSets/TFJob (read-only).",
+)
+@click.option(
+    "--forecast-model",
+    default=None,
+    type=click.Choice(["kale", "seasonal_naive", "ets", "stl_ets", "dlinear"]),
+    help="Use this model instead of spec.forecast.model.",
+)
+@click.option(
+    "--window",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds between the two Kafka snapshots of a first measurement.",
+)
+def plan(
+    job_path: str,
+    once: bool,
+    dry_run: bool,
+    as_json: bool,
+    state_dir: str,
+    current_workers: int | None,
+    kubeconfig: str | None,
+    forecast_model: str | None,
+    window: float,
+) -> None:
     """Run the planner against live Kafka and print the decision with its reason."""
     from autoscaler.actuators.base import Size
     from autoscaler.actuators.dryrun import DryRunActuator
@@ -75,9 +122,13 @@ def plan(job_path: str, once: bool, dry_run: bool, as_json: bool, state_dir: str
         raise UserError("kale plan only plans (--dry-run); run `kale controller` to resize")
     loaded = load_job(job_path)
     job = loaded.job
-    cfg = ControllerConfig.model_validate({
-        "jobs": {"directory": str(Path(job_path).parent)}, "stateDir": state_dir,
-        "meter": {"window": window}})
+    cfg = ControllerConfig.model_validate(
+        {
+            "jobs": {"directory": str(Path(job_path).parent)},
+            "stateDir": state_dir,
+            "meter": {"window": window},
+        }
+    )
     kube = LazyKube(kubeconfig=kubeconfig, context=None)
     read_target = kubeconfig is not None and job.spec.target.kind in ("StatefulSet", "TFJob")
 
@@ -90,26 +141,32 @@ def plan(job_path: str, once: bool, dry_run: bool, as_json: bool, state_dir: str
 
     from autoscaler.controller.app import meter_factory
 
-    ctl = Controller(jobs_source=StaticJobs([loaded]),
-                     meter_factory=meter_factory(cfg, block_first=True),
-                     forecaster_factory=forecaster_factory(forecast_model),
-                     actuator_factory=make_actuator,
-                     settings=ControllerSettings(interval_s=float(job.spec.forecast.interval),
-                                                 dry_run=True, forecast_model=forecast_model))
+    ctl = Controller(
+        jobs_source=StaticJobs([loaded]),
+        meter_factory=meter_factory(cfg, block_first=True),
+        forecaster_factory=forecaster_factory(forecast_model),
+        actuator_factory=make_actuator,
+        settings=ControllerSettings(
+            interval_s=float(job.spec.forecast.interval),
+            dry_run=True,
+            forecast_model=forecast_model,
+        ),
+    )
     try:
         while True:
             reports = ctl.tick()
             if not reports:
                 problems = [p for lines in ctl.invalid.values() for p in lines]
-                raise UserError(f"{job_path}: the job could not be planned: "
-                                + "; ".join(problems))
+                raise UserError(f"{job_path}: the job could not be planned: " + "; ".join(problems))
             out = reports[0].plan_json()
             if as_json:
                 emit_json(out)
             else:
-                click.echo(f"{out['time']} {out['job']}: {out['current_workers']} -> "
-                           f"{out['desired_workers']} workers ({out['desired_ps']} PS): "
-                           f"{out['reason'].get('action')}: {out['reason'].get('why', '')}")
+                click.echo(
+                    f"{out['time']} {out['job']}: {out['current_workers']} -> "
+                    f"{out['desired_workers']} workers ({out['desired_ps']} PS): "
+                    f"{out['reason'].get('action')}: {out['reason'].get('why', '')}"
+                )
             sys.stdout.flush()
             if once:
                 if reports[0].action == "hold_metrics_unavailable":
@@ -123,8 +180,13 @@ def plan(job_path: str, once: bool, dry_run: bool, as_json: bool, state_dir: str
 
 
 @click.command()
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Write here instead of stdout.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write here instead of stdout.",
+)
 def crd(output: str | None) -> None:
     """Print the ElasticTrainingJob CustomResourceDefinition (generated from the schema)."""
     from autoscaler.controller.crd import render_crd

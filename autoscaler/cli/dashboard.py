@@ -14,20 +14,45 @@ from autoscaler.errors import UserError
 
 
 @click.command("dashboard")
-@click.option("--state", "state_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path(".kale-state"), show_default=True,
-              help="The controller's stateDir (its timeline.sqlite and status files).")
-@click.option("--simulation", "simulations", multiple=True,
-              type=click.Path(dir_okay=False, path_type=Path),
-              help="A `kale simulate --json` result to compare policies (repeatable).")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind (0.0.0.0 exposes the dashboard to the network).")
-@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True,
-              help="Port (0 picks a free one).")
-@click.option("--refresh", "refresh_s", type=click.FloatRange(min=0.5), default=5.0,
-              show_default=True, help="Seconds between page refreshes.")
-def dashboard(state_dir: Path, simulations: tuple[Path, ...], host: str, port: int,
-              refresh_s: float) -> None:
+@click.option(
+    "--state",
+    "state_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".kale-state"),
+    show_default=True,
+    help="The controller's stateDir (its timeline.sqlite and status files).",
+)
+@click.option(
+    "--simulation",
+    "simulations",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A `kale simulate --json` result to compare policies (repeatable).",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind (0.0.0.0 exposes the dashboard to the network).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8080,
+    show_default=True,
+    help="Port (0 picks a free one).",
+)
+@click.option(
+    "--refresh",
+    "refresh_s",
+    type=click.FloatRange(min=0.5),
+    default=5.0,
+    show_default=True,
+    help="Seconds between page refreshes.",
+)
+def dashboard(
+    state_dir: Path, simulations: tuple[Path, ...], host: str, port: int, refresh_s: float
+) -> None:
     """Serve the dashboard: jobs, forecasts, resizes, backlog vs SLO, quota, simulations."""
     import threading
 
@@ -38,8 +63,11 @@ def dashboard(state_dir: Path, simulations: tuple[Path, ...], host: str, port: i
         if not sim.is_file():
             raise UserError(f"--simulation: {sim}: file not found")
     if not state_dir.exists() and not simulations:
-        click.echo(f"kale: warning: {state_dir} does not exist yet; the page fills in once a "
-                   "controller writes there", err=True)
+        click.echo(
+            f"kale: warning: {state_dir} does not exist yet; the page fills in once a "
+            "controller writes there",
+            err=True,
+        )
     app = create_app(state_dir=state_dir, sim_results=list(simulations), refresh_s=refresh_s)
     server = DashboardServer(app, host=host, port=port).start()
     click.echo(f"dashboard: {server.url}  (API: {server.url}docs; Ctrl-C stops)", err=True)

@@ -20,33 +20,88 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @click.command("demo")
-@click.option("--minutes", type=click.FloatRange(min=0.1, max=120), default=4.5,
-              show_default=True, help="Wall minutes of live replay.")
-@click.option("--speedup", type=click.FloatRange(min=1), default=600.0,
-              show_default=True, help="Trace seconds per wall second (600: a day in 144 s).")
-@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True,
-              help="Dashboard port (a free one if taken; 0: always a free one).")
+@click.option(
+    "--minutes",
+    type=click.FloatRange(min=0.1, max=120),
+    default=4.5,
+    show_default=True,
+    help="Wall minutes of live replay.",
+)
+@click.option(
+    "--speedup",
+    type=click.FloatRange(min=1),
+    default=600.0,
+    show_default=True,
+    help="Trace seconds per wall second (600: a day in 144 s).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8080,
+    show_default=True,
+    help="Dashboard port (a free one if taken; 0: always a free one).",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Dashboard address.")
 @click.option("--no-browser", is_flag=True, help="Do not open the dashboard in a browser.")
-@click.option("--forecaster", default="seasonal_naive", show_default=True,
-              type=click.Choice(["seasonal_naive", "ets", "stl_ets", "dlinear", "kale"]),
-              help="Forecasting model (kale: the transformer; needs minutes to train).")
-@click.option("--state", "state_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=None, help="Keep the controller state here (then `kale dashboard "
-              "--state DIR` shows the run again); default: a temporary folder.")
+@click.option(
+    "--forecaster",
+    default="seasonal_naive",
+    show_default=True,
+    type=click.Choice(["seasonal_naive", "ets", "stl_ets", "dlinear", "kale"]),
+    help="Forecasting model (kale: the transformer; needs minutes to train).",
+)
+@click.option(
+    "--state",
+    "state_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the controller state here (then `kale dashboard "
+    "--state DIR` shows the run again); default: a temporary folder.",
+)
 @click.option("--seed", type=int, default=1, show_default=True, help="Trace generator seed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-@click.option("--sim-only", is_flag=True, help="Only simulate (the offline demo): generate "
-              "a trace and compare every policy with `kale simulate`.")
-@click.option("--out", type=click.Path(file_okay=False), default="kale-demo",
-              show_default=True, help="--sim-only: folder for the trace, report and JSON.")
-@click.option("--days", type=click.IntRange(min=8), default=10, show_default=True,
-              help="--sim-only: days of generated traffic (the first 7 are history).")
-@click.option("--job", "job_path", type=click.Path(dir_okay=False), default=None,
-              help="--sim-only: job to drive (default: examples/ctr-sync.yaml).")
-def demo(minutes: float, speedup: float, port: int, host: str, no_browser: bool,
-         forecaster: str, state_dir: Path | None, seed: int, as_json: bool, sim_only: bool,
-         out: str, days: int, job_path: str | None) -> None:
+@click.option(
+    "--sim-only",
+    is_flag=True,
+    help="Only simulate (the offline demo): generate "
+    "a trace and compare every policy with `kale simulate`.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default="kale-demo",
+    show_default=True,
+    help="--sim-only: folder for the trace, report and JSON.",
+)
+@click.option(
+    "--days",
+    type=click.IntRange(min=8),
+    default=10,
+    show_default=True,
+    help="--sim-only: days of generated traffic (the first 7 are history).",
+)
+@click.option(
+    "--job",
+    "job_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="--sim-only: job to drive (default: examples/ctr-sync.yaml).",
+)
+def demo(
+    minutes: float,
+    speedup: float,
+    port: int,
+    host: str,
+    no_browser: bool,
+    forecaster: str,
+    state_dir: Path | None,
+    seed: int,
+    as_json: bool,
+    sim_only: bool,
+    out: str,
+    days: int,
+    job_path: str | None,
+) -> None:
     """Run Kale live on generated traffic and compare it with HPA on the same replay."""
     if sim_only:
         _sim_only(out, days, job_path, forecaster, seed, as_json)
@@ -60,31 +115,43 @@ def demo(minutes: float, speedup: float, port: int, host: str, no_browser: bool,
         plan = DemoPlan(minutes=minutes, speedup=speedup, forecaster=forecaster, seed=seed)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    res = run(DemoOptions(plan=plan, host=host, port=port, open_browser=not no_browser,
-                          state_dir=state_dir))
+    res = run(
+        DemoOptions(
+            plan=plan, host=host, port=port, open_browser=not no_browser, state_dir=state_dir
+        )
+    )
     if as_json:
         emit_json(res.result)
         return
     r = res.result
     click.echo("")
-    click.echo(f"kale demo: {r.get('replayed_days', 0):.2f} days of traffic replayed in "
-               f"{res.wall_s:.0f}s wall{' (interrupted)' if res.interrupted else ''}; "
-               f"{r.get('live_steps', 0)} controller ticks; SLO {plan.slo_s / 60:g} min, "
-               f"rescale {plan.rescale_s / 60:g} min, {plan.interval_s / 60:g}-min steps")
+    click.echo(
+        f"kale demo: {r.get('replayed_days', 0):.2f} days of traffic replayed in "
+        f"{res.wall_s:.0f}s wall{' (interrupted)' if res.interrupted else ''}; "
+        f"{r.get('live_steps', 0)} controller ticks; SLO {plan.slo_s / 60:g} min, "
+        f"rescale {plan.rescale_s / 60:g} min, {plan.interval_s / 60:g}-min steps"
+    )
     click.echo(format_table(r))
-    click.echo(f"lower bound (per-step minimum, free resizes): "
-               f"{r.get('lower_bound_gpu_hours', 0):.4g} GPU-hours")
-    click.echo("kale-live: measured from the running controller; the others: `kale simulate` "
-               "on the same trace segment.")
+    click.echo(
+        f"lower bound (per-step minimum, free resizes): "
+        f"{r.get('lower_bound_gpu_hours', 0):.4g} GPU-hours"
+    )
+    click.echo(
+        "kale-live: measured from the running controller; the others: `kale simulate` "
+        "on the same trace segment."
+    )
     if res.state_dir is not None:
-        click.echo(f"state kept: kale dashboard --state {res.state_dir} "
-                   f"--simulation {res.state_dir / 'simulation.json'}")
+        click.echo(
+            f"state kept: kale dashboard --state {res.state_dir} "
+            f"--simulation {res.state_dir / 'simulation.json'}"
+        )
     else:
         click.echo("(--state DIR keeps the run for `kale dashboard --state DIR`)")
 
 
-def _sim_only(out: str, days: int, job_path: str | None, forecaster: str, seed: int,
-              as_json: bool) -> None:
+def _sim_only(
+    out: str, days: int, job_path: str | None, forecaster: str, seed: int, as_json: bool
+) -> None:
     """The offline demo: a generated trace through ``kale simulate`` (every policy)."""
     from autoscaler.cli.main import main as kale_main
     from autoscaler.tracegen import generate_trace
@@ -100,9 +167,23 @@ def _sim_only(out: str, days: int, job_path: str | None, forecaster: str, seed: 
     save_trace(generate_trace(days=days, interval_s=60, peak_trough=20, seed=seed), trace)
     report = folder / "report.html"
     click.echo("[2/2] simulating kale, hpa, keda, autopilot, madu, static, oracle", err=True)
-    args = ["simulate", "--trace", str(trace), "--job", str(job), "--policies",
-            "kale,hpa,keda,autopilot,madu,static,oracle", "--scale-peak", "0.8",
-            "--warmup-days", "7", "--report", str(report), "--forecaster", forecaster]
+    args = [
+        "simulate",
+        "--trace",
+        str(trace),
+        "--job",
+        str(job),
+        "--policies",
+        "kale,hpa,keda,autopilot,madu,static,oracle",
+        "--scale-peak",
+        "0.8",
+        "--warmup-days",
+        "7",
+        "--report",
+        str(report),
+        "--forecaster",
+        forecaster,
+    ]
     if as_json:
         args.append("--json")
     code = kale_main(args)

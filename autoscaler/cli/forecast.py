@@ -57,8 +57,7 @@ def _progress():
     return wrap
 
 
-def _build(model: str, horizon: int, device: str, seed: int, epochs: int | None,
-           fallback: bool):
+def _build(model: str, horizon: int, device: str, seed: int, epochs: int | None, fallback: bool):
     from forecasting.registry import make_forecaster
 
     kwargs = _model_kwargs(horizon, device, seed, epochs)
@@ -70,8 +69,9 @@ def _build(model: str, horizon: int, device: str, seed: int, epochs: int | None,
 def _say_fallback(model) -> None:
     summary = model.fit_summary
     if summary.get("fallback"):
-        click.echo(f"kale: warning: using {summary.get('model')}: {summary.get('reason')}",
-                   err=True)
+        click.echo(
+            f"kale: warning: using {summary.get('model')}: {summary.get('reason')}", err=True
+        )
 
 
 @contextlib.contextmanager
@@ -105,8 +105,16 @@ def _route_library_warnings() -> None:
         logger.addHandler(_KaleWarningHandler(level=logging.WARNING))
 
 
-def _fit_or_load(trace_series: pd.Series, model: str, model_file: str | None, horizon: int,
-                 device: str, seed: int, epochs: int | None, no_fallback: bool):
+def _fit_or_load(
+    trace_series: pd.Series,
+    model: str,
+    model_file: str | None,
+    horizon: int,
+    device: str,
+    seed: int,
+    epochs: int | None,
+    no_fallback: bool,
+):
     from forecasting.base import Forecaster, ForecastError, InsufficientHistoryError
 
     if model_file:
@@ -124,18 +132,32 @@ def _fit_or_load(trace_series: pd.Series, model: str, model_file: str | None, ho
     return fc
 
 
-device_option = click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu",
-                             show_default=True, help="Where kale trains (cuda falls back to "
-                             "cpu with a warning when no GPU is there).")
-seed_option = click.option("--seed", type=int, default=0, show_default=True,
-                           help="Seed for kale's training.")
-epochs_option = click.option("--epochs", type=click.IntRange(min=1), default=None,
-                             help="Cap on kale's training epochs (default 20; early stopping "
-                             "usually ends sooner).")
-horizon_option = click.option("--horizon", type=click.IntRange(min=1), default=60,
-                              show_default=True, help="Steps to forecast.")
-trace_option = click.option("--trace", "trace_path", type=click.Path(), required=True,
-                            help="Trace CSV (timestamp,value).")
+device_option = click.option(
+    "--device",
+    type=click.Choice(["cpu", "cuda"]),
+    default="cpu",
+    show_default=True,
+    help="Where kale trains (cuda falls back to cpu with a warning when no GPU is there).",
+)
+seed_option = click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed for kale's training."
+)
+epochs_option = click.option(
+    "--epochs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Cap on kale's training epochs (default 20; early stopping usually ends sooner).",
+)
+horizon_option = click.option(
+    "--horizon",
+    type=click.IntRange(min=1),
+    default=60,
+    show_default=True,
+    help="Steps to forecast.",
+)
+trace_option = click.option(
+    "--trace", "trace_path", type=click.Path(), required=True, help="Trace CSV (timestamp,value)."
+)
 
 
 @click.group()
@@ -146,19 +168,42 @@ def forecast() -> None:
 
 @forecast.command("backtest")
 @trace_option
-@click.option("--models", default="kale,seasonal_naive,ets,stl_ets,dlinear", show_default=True,
-              help="Comma-separated model names.")
+@click.option(
+    "--models",
+    default="kale,seasonal_naive,ets,stl_ets,dlinear",
+    show_default=True,
+    help="Comma-separated model names.",
+)
 @horizon_option
-@click.option("--folds", type=click.IntRange(min=1), default=7, show_default=True,
-              help="Forecast origins, spread evenly over the test window.")
-@click.option("--test-days", type=click.FloatRange(min=0, min_open=True), default=7.0,
-              show_default=True, help="Length of the test window at the end of the trace.")
+@click.option(
+    "--folds",
+    type=click.IntRange(min=1),
+    default=7,
+    show_default=True,
+    help="Forecast origins, spread evenly over the test window.",
+)
+@click.option(
+    "--test-days",
+    type=click.FloatRange(min=0, min_open=True),
+    default=7.0,
+    show_default=True,
+    help="Length of the test window at the end of the trace.",
+)
 @device_option
 @seed_option
 @epochs_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def backtest_cmd(trace_path: str, models: str, horizon: int, folds: int, test_days: float,
-                 device: str, seed: int, epochs: int | None, as_json: bool) -> None:
+def backtest_cmd(
+    trace_path: str,
+    models: str,
+    horizon: int,
+    folds: int,
+    test_days: float,
+    device: str,
+    seed: int,
+    epochs: int | None,
+    as_json: bool,
+) -> None:
     """Fit each model once before the test window, forecast at each origin, score."""
     from forecasting.backtest import backtest, origin_positions
     from forecasting.registry import make_forecaster
@@ -166,14 +211,21 @@ def backtest_cmd(trace_path: str, models: str, horizon: int, folds: int, test_da
     names = _models(models)
     trace = load_trace_cli(trace_path)
     try:
-        origin_positions(len(trace.series), trace.interval_s, horizon=horizon, folds=folds,
-                         test_days=test_days)
+        origin_positions(
+            len(trace.series), trace.interval_s, horizon=horizon, folds=folds, test_days=test_days
+        )
     except ValueError as exc:
         raise UserError(f"--test-days/--horizon: {exc}") from None
     kwargs = _model_kwargs(horizon, device, seed, epochs)
     factories = {n: (lambda n=n: make_forecaster(n, **kwargs)) for n in names}
-    result = backtest(trace.series, factories, horizon=horizon, folds=folds,
-                      test_days=test_days, progress=_progress())
+    result = backtest(
+        trace.series,
+        factories,
+        horizon=horizon,
+        folds=folds,
+        test_days=test_days,
+        progress=_progress(),
+    )
     out = result.to_dict()
     failed = _warn_failed_models(result, trace.series.index[0], test_days)
     if as_json:
@@ -202,20 +254,25 @@ def _warn_failed_models(result, start: pd.Timestamp, test_days: float) -> list[s
         failed.append(res.error)
         hint = ""
         if res.error.startswith("InsufficientHistoryError"):
-            hint = (f" (the models are fitted on the {fit_days:.3g} days before the last "
-                    f"{test_days:g}; use a shorter --test-days or a longer trace)")
+            hint = (
+                f" (the models are fitted on the {fit_days:.3g} days before the last "
+                f"{test_days:g}; use a shorter --test-days or a longer trace)"
+            )
         click.echo(f"kale: warning: {name} was not scored: {res.error}{hint}", err=True)
     return failed
 
 
 def _print_backtest_table(out: dict, test_days: float, horizon: int) -> None:
-    keys = ("mase", "smape", "mae", "rmse", "p90_coverage", "pinball", "fit_seconds",
-            "predict_ms")
-    rows = [[name, *[m.get(k) for k in keys], m.get("error") or m.get("model_used", name)]
-            for name, m in out["models"].items()]
+    keys = ("mase", "smape", "mae", "rmse", "p90_coverage", "pinball", "fit_seconds", "predict_ms")
+    rows = [
+        [name, *[m.get(k) for k in keys], m.get("error") or m.get("model_used", name)]
+        for name, m in out["models"].items()
+    ]
     click.echo(table(rows, ["model", *keys, "ran"]))
-    click.echo(f"{out['folds']} origins over the last {test_days:g} days, horizon {horizon}, "
-               f"fitted on data before {out['fit_end']}")
+    click.echo(
+        f"{out['folds']} origins over the last {test_days:g} days, horizon {horizon}, "
+        f"fitted on data before {out['fit_end']}"
+    )
 
 
 @forecast.command("fit")
@@ -226,11 +283,21 @@ def _print_backtest_table(out: dict, test_days: float, horizon: int) -> None:
 @seed_option
 @epochs_option
 @click.option("--no-fallback", is_flag=True, help="Fail instead of using a simpler model.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
-              help="Model file to write.")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), required=True, help="Model file to write."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the fit summary as JSON.")
-def fit_cmd(trace_path: str, model: str, horizon: int, device: str, seed: int,
-            epochs: int | None, no_fallback: bool, output: str, as_json: bool) -> None:
+def fit_cmd(
+    trace_path: str,
+    model: str,
+    horizon: int,
+    device: str,
+    seed: int,
+    epochs: int | None,
+    no_fallback: bool,
+    output: str,
+    as_json: bool,
+) -> None:
     """Fit a model on the whole trace and save it (``predict --model-file`` reads it)."""
     name = _model(model)
     trace = load_trace_cli(trace_path)
@@ -239,30 +306,43 @@ def fit_cmd(trace_path: str, model: str, horizon: int, device: str, seed: int,
     if as_json:
         emit_json({"output": output, "fit_summary": fc.fit_summary})
     else:
-        click.echo(f"wrote {output}: {fc.active_model}, fitted in "
-                   f"{fc.fit_summary.get('fit_seconds', 0):.1f} s on {len(trace.series)} steps")
+        click.echo(
+            f"wrote {output}: {fc.active_model}, fitted in "
+            f"{fc.fit_summary.get('fit_seconds', 0):.1f} s on {len(trace.series)} steps"
+        )
 
 
 @forecast.command("predict")
 @trace_option
 @click.option("--model", "model", default="kale", show_default=True)
-@click.option("--model-file", type=click.Path(dir_okay=False),
-              help="Use a model saved by 'kale forecast fit' instead of fitting.")
+@click.option(
+    "--model-file",
+    type=click.Path(dir_okay=False),
+    help="Use a model saved by 'kale forecast fit' instead of fitting.",
+)
 @horizon_option
 @device_option
 @seed_option
 @epochs_option
 @click.option("--no-fallback", is_flag=True, help="Fail instead of using a simpler model.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def predict_cmd(trace_path: str, model: str, model_file: str | None, horizon: int, device: str,
-                seed: int, epochs: int | None, no_fallback: bool, as_json: bool) -> None:
+def predict_cmd(
+    trace_path: str,
+    model: str,
+    model_file: str | None,
+    horizon: int,
+    device: str,
+    seed: int,
+    epochs: int | None,
+    no_fallback: bool,
+    as_json: bool,
+) -> None:
     """Forecast the steps after the end of the trace."""
     from forecasting.base import ForecastError
 
     name = _model(model)
     trace = load_trace_cli(trace_path)
-    fc = _fit_or_load(trace.series, name, model_file, horizon, device, seed, epochs,
-                      no_fallback)
+    fc = _fit_or_load(trace.series, name, model_file, horizon, device, seed, epochs, no_fallback)
     try:
         result = fc.predict(horizon, history=trace.series)
     except (ForecastError, ValueError) as exc:
@@ -271,8 +351,10 @@ def predict_cmd(trace_path: str, model: str, model_file: str | None, horizon: in
         emit_json(result.to_dict())
         return
     frame = result.to_frame()
-    rows = [[ts.isoformat().replace("+00:00", "Z"), r["mean"], r["p10"], r["p50"], r["p90"]]
-            for ts, r in frame.iterrows()]
+    rows = [
+        [ts.isoformat().replace("+00:00", "Z"), r["mean"], r["p10"], r["p50"], r["p90"]]
+        for ts, r in frame.iterrows()
+    ]
     click.echo(table(rows, ["timestamp", "mean", "p10", "p50", "p90"]))
 
 
@@ -280,18 +362,38 @@ def predict_cmd(trace_path: str, model: str, model_file: str | None, horizon: in
 @trace_option
 @click.option("--model", "model", default="kale", show_default=True)
 @horizon_option
-@click.option("--origin", help="Forecast from this ISO time (fitted on data before it); "
-              "default: the end of the trace.")
-@click.option("--history-days", type=click.FloatRange(min=0, min_open=True), default=3.0,
-              show_default=True, help="How much history to draw.")
+@click.option(
+    "--origin",
+    help="Forecast from this ISO time (fitted on data before it); default: the end of the trace.",
+)
+@click.option(
+    "--history-days",
+    type=click.FloatRange(min=0, min_open=True),
+    default=3.0,
+    show_default=True,
+    help="How much history to draw.",
+)
 @device_option
 @seed_option
 @epochs_option
-@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
-              help="Picture to write: .png or .html.")
-def plot_cmd(trace_path: str, model: str, horizon: int, origin: str | None,
-             history_days: float, device: str, seed: int, epochs: int | None,
-             output: str) -> None:
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    required=True,
+    help="Picture to write: .png or .html.",
+)
+def plot_cmd(
+    trace_path: str,
+    model: str,
+    horizon: int,
+    origin: str | None,
+    history_days: float,
+    device: str,
+    seed: int,
+    epochs: int | None,
+    output: str,
+) -> None:
     """Draw recent history, the forecast and its p10–p90 band (and the actual, if known)."""
     from forecasting.plot import FORMATS, plot_forecast
 
@@ -309,13 +411,19 @@ def plot_cmd(trace_path: str, model: str, horizon: int, origin: str | None,
         ts = ts.tz_localize("UTC") if ts.tz is None else ts.tz_convert("UTC")
         cut = int(series.index.searchsorted(ts))
         if cut < 2 or cut >= len(series):
-            raise UserError(f"--origin: {origin} is outside the trace "
-                            f"({series.index[0]} .. {series.index[-1]})")
+            raise UserError(
+                f"--origin: {origin} is outside the trace ({series.index[0]} .. {series.index[-1]})"
+            )
     history = series.iloc[:cut]
     fc = _fit_or_load(history, name, None, horizon, device, seed, epochs, no_fallback=False)
     result = fc.predict(horizon, history=history)
     shown = history[history.index > history.index[-1] - pd.Timedelta(days=history_days)]
-    actual = series.iloc[cut: cut + horizon]
-    plot_forecast(shown, result, output, actual=actual,
-                  title=f"{Path(trace_path).name}: {result.model}, {horizon} steps")
+    actual = series.iloc[cut : cut + horizon]
+    plot_forecast(
+        shown,
+        result,
+        output,
+        actual=actual,
+        title=f"{Path(trace_path).name}: {result.model}, {horizon} steps",
+    )
     click.echo(f"wrote {output}")

@@ -138,8 +138,13 @@ def broker(port: int | None, log_path: Path | None) -> None:
     show_default=True,
     help="--records ctr: categorical fields per sample (the trainer's model must match).",
 )
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="--records ctr: seed of the hidden click model and the feature ids.")
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="--records ctr: seed of the hidden click model and the feature ids.",
+)
 @click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def replay(

@@ -31,8 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "throughput": ("autoscaler.cli.throughput:throughput", "Fit and use throughput models."),
     "forecast": ("autoscaler.cli.forecast:forecast", "Forecast, backtest and plot traffic."),
     "simulate": ("autoscaler.cli.simulate:simulate", "Replay a trace against policies."),
-    "demo": ("autoscaler.cli.demo:demo", "Run the live end-to-end demo (broker, controller, "
-             "workers, dashboard)."),
+    "demo": (
+        "autoscaler.cli.demo:demo",
+        "Run the live end-to-end demo (broker, controller, workers, dashboard).",
+    ),
     "dashboard": ("autoscaler.cli.dashboard:dashboard", "Serve the read-only operator dashboard."),
     "controller": ("autoscaler.cli.controller:controller", "Run the autoscaling controller."),
     "plan": ("autoscaler.cli.controller:plan", "Plan one job against live Kafka (dry run)."),
@@ -85,8 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return the documented exit code (the console script exits with it)."""
     args = sys.argv[1:] if argv is None else argv
     try:
-        rv = cli.main(args=args, prog_name="kale", standalone_mode=False,
-                      auto_envvar_prefix="KALE")
+        rv = cli.main(args=args, prog_name="kale", standalone_mode=False, auto_envvar_prefix="KALE")
         # Without standalone mode, click hands a command's `Exit(code)` back as the return
         # value instead of raising it; commands themselves return None.
         if isinstance(rv, int) and not isinstance(rv, bool):

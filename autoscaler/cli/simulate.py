@@ -41,19 +41,23 @@ TABLE_COLUMNS = (
 )
 
 
-def _forecaster_factory(loaded: LoadedJob, start: pd.Timestamp, dt: float,
-                        opts: dict[str, Any]) -> Any:
+def _forecaster_factory(
+    loaded: LoadedJob, start: pd.Timestamp, dt: float, opts: dict[str, Any]
+) -> Any:
     """Forecast sources for kale/madu: the job's model, refitted on its schedule, fits cached."""
     from autoscaler.sim.forecasting import default_cache_dir, source_factory
 
     fc = loaded.job.spec.forecast
     cache = opts.get("cache")
     return source_factory(
-        opts.get("model") or fc.model, start=start, interval_s=dt,
+        opts.get("model") or fc.model,
+        start=start,
+        interval_s=dt,
         horizon_steps=max(1, round(fc.horizon / dt)),
         refit_s=opts.get("refit") or fc.refit,
         predict_every=int(opts.get("predict_every") or 10),
-        cache_dir=Path(cache) if cache else default_cache_dir())
+        cache_dir=Path(cache) if cache else default_cache_dir(),
+    )
 
 
 def _load_model(loaded: LoadedJob) -> Any:
@@ -97,7 +101,9 @@ def _times(start: pd.Timestamp, dt: float, first: int, n: int) -> list[str]:
 
 
 def _print_table(
-    metrics: dict[str, dict[str, Any]], lower_bound: float, first: str = "policy",
+    metrics: dict[str, dict[str, Any]],
+    lower_bound: float,
+    first: str = "policy",
     bound_label: str = "lower_bound",
 ) -> None:
     rows = [[name, *(m.get(k) for k, _ in TABLE_COLUMNS)] for name, m in metrics.items()]
@@ -106,38 +112,98 @@ def _print_table(
 
 
 @click.command("simulate")
-@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
-              help="Arrival-rate CSV (timestamp,value in samples/s).")
-@click.option("--job", "job_path", type=click.Path(dir_okay=False),
-              help="ElasticTrainingJob YAML (its throughput model sizes the job).")
-@click.option("--jobs", "jobs_dir", type=click.Path(file_okay=False),
-              help="Folder of job YAMLs sharing --quota-gpus.")
+@click.option(
+    "--trace",
+    "trace_path",
+    type=click.Path(dir_okay=False),
+    help="Arrival-rate CSV (timestamp,value in samples/s).",
+)
+@click.option(
+    "--job",
+    "job_path",
+    type=click.Path(dir_okay=False),
+    help="ElasticTrainingJob YAML (its throughput model sizes the job).",
+)
+@click.option(
+    "--jobs",
+    "jobs_dir",
+    type=click.Path(file_okay=False),
+    help="Folder of job YAMLs sharing --quota-gpus.",
+)
 @click.option("--quota-gpus", type=click.IntRange(min=0), help="GPU quota shared by --jobs.")
-@click.option("--policies", default=",".join(DEFAULT_POLICIES), show_default=True,
-              help=f"Comma-separated, from: {', '.join(NAMES)}.")
-@click.option("--warmup-days", type=click.FloatRange(min=0), default=7.0, show_default=True,
-              help="History every policy may see; metrics cover the rest.")
-@click.option("--scale-peak", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Rescale the trace so its max is K × the model's peak throughput.")
-@click.option("--rescale", type=DURATION, default=None,
-              help="Resize downtime (default: the job's spec.rescale.duration).")
-@click.option("--slo", type=DURATION, default=None,
-              help="Max delay (default: the job's spec.slo.maxDelay).")
-@click.option("--resample", "resample_s", type=DURATION, default=None,
-              help="Simulate on this step (interpolating a coarser trace's rate).")
-@click.option("--partitions", type=click.IntRange(min=1), default=None,
-              help="Topic partitions capping KEDA (default: maxWorkers).")
-@click.option("--forecaster", "forecaster", default=None,
-              help="Forecasting model for kale/madu (default: the job's spec.forecast.model).")
-@click.option("--refit", type=DURATION, default=None,
-              help="Refit the forecaster this often (default: the job's spec.forecast.refit).")
-@click.option("--predict-every", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Steps between forecasts (the planner slices the latest one in between).")
-@click.option("--fit-cache", type=click.Path(file_okay=False), default=None,
-              help="Folder caching forecaster fits (default: $KALE_CACHE_DIR or ~/.cache/kale).")
+@click.option(
+    "--policies",
+    default=",".join(DEFAULT_POLICIES),
+    show_default=True,
+    help=f"Comma-separated, from: {', '.join(NAMES)}.",
+)
+@click.option(
+    "--warmup-days",
+    type=click.FloatRange(min=0),
+    default=7.0,
+    show_default=True,
+    help="History every policy may see; metrics cover the rest.",
+)
+@click.option(
+    "--scale-peak",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Rescale the trace so its max is K × the model's peak throughput.",
+)
+@click.option(
+    "--rescale",
+    type=DURATION,
+    default=None,
+    help="Resize downtime (default: the job's spec.rescale.duration).",
+)
+@click.option(
+    "--slo", type=DURATION, default=None, help="Max delay (default: the job's spec.slo.maxDelay)."
+)
+@click.option(
+    "--resample",
+    "resample_s",
+    type=DURATION,
+    default=None,
+    help="Simulate on this step (interpolating a coarser trace's rate).",
+)
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Topic partitions capping KEDA (default: maxWorkers).",
+)
+@click.option(
+    "--forecaster",
+    "forecaster",
+    default=None,
+    help="Forecasting model for kale/madu (default: the job's spec.forecast.model).",
+)
+@click.option(
+    "--refit",
+    type=DURATION,
+    default=None,
+    help="Refit the forecaster this often (default: the job's spec.forecast.refit).",
+)
+@click.option(
+    "--predict-every",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Steps between forecasts (the planner slices the latest one in between).",
+)
+@click.option(
+    "--fit-cache",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder caching forecaster fits (default: $KALE_CACHE_DIR or ~/.cache/kale).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--report", type=click.Path(dir_okay=False), default=None,
-              help="Write a self-contained HTML report here.")
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a self-contained HTML report here.",
+)
 def simulate(
     trace_path: str | None,
     job_path: str | None,
@@ -159,14 +225,19 @@ def simulate(
 ) -> None:
     """Replay a trace against autoscaling policies and compare SLO, downtime and GPU-hours."""
     names = parse_names(policies)
-    forecast_opts = {"model": forecaster, "refit": refit, "predict_every": predict_every,
-                     "cache": fit_cache}
+    forecast_opts = {
+        "model": forecaster,
+        "refit": refit,
+        "predict_every": predict_every,
+        "cache": fit_cache,
+    }
     if forecaster is not None:
         from forecasting.registry import MODEL_NAMES
 
         if forecaster not in MODEL_NAMES:
-            raise UserError(f"--forecaster: unknown model {forecaster!r}; valid names: "
-                            f"{', '.join(MODEL_NAMES)}")
+            raise UserError(
+                f"--forecaster: unknown model {forecaster!r}; valid names: {', '.join(MODEL_NAMES)}"
+            )
     if resample_s is not None and resample_s <= 0:
         raise UserError("--resample: must be positive")
     if jobs_dir is not None:
@@ -174,21 +245,54 @@ def simulate(
             raise UserError("--job and --jobs cannot be used together")
         if quota_gpus is None:
             raise UserError("--jobs needs --quota-gpus")
-        _simulate_multi(jobs_dir, trace_path, quota_gpus, names, warmup_days, scale_peak,
-                        rescale, slo, resample_s, partitions, as_json, report, forecast_opts)
+        _simulate_multi(
+            jobs_dir,
+            trace_path,
+            quota_gpus,
+            names,
+            warmup_days,
+            scale_peak,
+            rescale,
+            slo,
+            resample_s,
+            partitions,
+            as_json,
+            report,
+            forecast_opts,
+        )
         return
     if quota_gpus is not None:
         raise UserError("--quota-gpus is only used with --jobs")
     if trace_path is None or job_path is None:
         raise UserError("need --trace and --job (or --jobs DIR --quota-gpus N)")
-    _simulate_single(trace_path, job_path, names, warmup_days, scale_peak, rescale, slo,
-                     resample_s, partitions, as_json, report, forecast_opts)
+    _simulate_single(
+        trace_path,
+        job_path,
+        names,
+        warmup_days,
+        scale_peak,
+        rescale,
+        slo,
+        resample_s,
+        partitions,
+        as_json,
+        report,
+        forecast_opts,
+    )
 
 
 def _simulate_single(
-    trace_path: str, job_path: str, names: list[str], warmup_days: float,
-    scale_peak: float | None, rescale: float | None, slo: float | None,
-    resample_s: float | None, partitions: int | None, as_json: bool, report: str | None,
+    trace_path: str,
+    job_path: str,
+    names: list[str],
+    warmup_days: float,
+    scale_peak: float | None,
+    rescale: float | None,
+    slo: float | None,
+    resample_s: float | None,
+    partitions: int | None,
+    as_json: bool,
+    report: str | None,
     forecast_opts: dict[str, Any],
 ) -> None:
     from autoscaler.sim.engine import lower_bound_workers
@@ -202,10 +306,17 @@ def _simulate_single(
     steps = len(values) - warm
     update, close = _progress(steps * len(names), "simulate")
     try:
-        comp = compare(sizing, values, names, warmup_steps=warm, job=loaded.job,
-                       partitions=partitions, trace_start=start, progress=update,
-                       forecaster_factory=_forecaster_factory(loaded, start, dt,
-                                                              forecast_opts))
+        comp = compare(
+            sizing,
+            values,
+            names,
+            warmup_steps=warm,
+            job=loaded.job,
+            partitions=partitions,
+            trace_start=start,
+            progress=update,
+            forecaster_factory=_forecaster_factory(loaded, start, dt, forecast_opts),
+        )
     finally:
         close()
     out = {
@@ -265,9 +376,18 @@ def _job_files(jobs_dir: str) -> list[Path]:
 
 
 def _simulate_multi(
-    jobs_dir: str, trace_path: str | None, quota_gpus: int, names: list[str],
-    warmup_days: float, scale_peak: float | None, rescale: float | None, slo: float | None,
-    resample_s: float | None, partitions: int | None, as_json: bool, report: str | None,
+    jobs_dir: str,
+    trace_path: str | None,
+    quota_gpus: int,
+    names: list[str],
+    warmup_days: float,
+    scale_peak: float | None,
+    rescale: float | None,
+    slo: float | None,
+    resample_s: float | None,
+    partitions: int | None,
+    as_json: bool,
+    report: str | None,
     forecast_opts: dict[str, Any],
 ) -> None:
     from autoscaler.sim.engine import lower_bound_gpu_hours, lower_bound_workers
@@ -309,10 +429,17 @@ def _simulate_multi(
             raise UserError(f"--jobs: two job files are named {loaded.name!r}")
         sizing = _sizing(loaded, rescale, slo, dt)
         scaled, scale = scale_to_peak(values[:n], k or None, sizing.peak_throughput)
-        jobs.append(MultiJob(loaded.name, sizing, scaled, loaded.job.spec.priority, loaded.job,
-                             forecaster_factory=_forecaster_factory(loaded, start, dt,
-                                                                    forecast_opts),
-                             trace_start=start))
+        jobs.append(
+            MultiJob(
+                loaded.name,
+                sizing,
+                scaled,
+                loaded.job.spec.priority,
+                loaded.job,
+                forecaster_factory=_forecaster_factory(loaded, start, dt, forecast_opts),
+                trace_start=start,
+            )
+        )
         info[loaded.name] = {
             "file": str(loaded.path),
             "trace": tpath,
@@ -329,8 +456,14 @@ def _simulate_multi(
         info[j.name]["lower_bound_gpu_hours"] = lbs[j.name]
     update, close = _progress(steps * len(names), "simulate")
     try:
-        runs = compare_multi(jobs, names, quota_gpus=quota_gpus, warmup_steps=warm,
-                             partitions=partitions, progress=update)
+        runs = compare_multi(
+            jobs,
+            names,
+            quota_gpus=quota_gpus,
+            warmup_steps=warm,
+            partitions=partitions,
+            progress=update,
+        )
     finally:
         close()
     summaries = {name: multi_summary(r, lbs) for name, r in runs.items()}
@@ -362,8 +495,12 @@ def _simulate_multi(
             f"{p}: max {summaries[p]['max_gpus_in_use']} GPUs in use" for p in names
         )
         try:
-            write_report(report, sections, title=f"kale simulate: {len(jobs)} jobs",
-                         notes=[f"quota {quota_gpus} GPUs; {quota_note}"])
+            write_report(
+                report,
+                sections,
+                title=f"kale simulate: {len(jobs)} jobs",
+                notes=[f"quota {quota_gpus} GPUs; {quota_note}"],
+            )
         except OSError as exc:
             raise UserError(f"--report: cannot write {report}: {exc}") from None
         out["report"] = report
@@ -371,7 +508,10 @@ def _simulate_multi(
         emit_json(out)
         return
     for name, s in summaries.items():
-        click.echo(f"{name}: {s['gpu_hours']:.4g} GPU-hours, max {s['max_gpus_in_use']} of "
-                   f"{quota_gpus} GPUs in use")
-        _print_table(s["jobs"], sum(lbs.values()), first="job",
-                     bound_label="lower_bound (all jobs)")
+        click.echo(
+            f"{name}: {s['gpu_hours']:.4g} GPU-hours, max {s['max_gpus_in_use']} of "
+            f"{quota_gpus} GPUs in use"
+        )
+        _print_table(
+            s["jobs"], sum(lbs.values()), first="job", bound_label="lower_bound (all jobs)"
+        )

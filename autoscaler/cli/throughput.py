@@ -107,8 +107,9 @@ _FOLDS = click.option(
     show_default=True,
     help="Cross-validation folds (by configuration).",
 )
-_FOLD_SEED = click.option("--seed", type=int, default=0, show_default=True,
-                          help="Fold shuffling seed.")
+_FOLD_SEED = click.option(
+    "--seed", type=int, default=0, show_default=True, help="Fold shuffling seed."
+)
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 
 

@@ -141,5 +141,7 @@ def resample(file: str, interval: float, how: str, output: str, as_json: bool) -
         return
     empty = counts["empty_steps"]
     note = f", {empty} empty (filled by interpolation when loaded)" if empty else ""
-    click.echo(f"wrote {output}: {counts['steps']} steps of {interval:g} s from "
-               f"{counts['rows']} rows{note}")
+    click.echo(
+        f"wrote {output}: {counts['steps']} steps of {interval:g} s from "
+        f"{counts['rows']} rows{note}"
+    )

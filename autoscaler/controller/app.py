@@ -60,8 +60,9 @@ class LazyKube:
             self._kube.close()
 
 
-def actuator_factory(kube: LazyKube, *, log_dir: Path | None = None, grace_s: float = 10.0,
-                     dry_run: bool = False) -> Callable[[JobEntry], Actuator]:
+def actuator_factory(
+    kube: LazyKube, *, log_dir: Path | None = None, grace_s: float = 10.0, dry_run: bool = False
+) -> Callable[[JobEntry], Actuator]:
     """An actuator for each job's ``spec.target.kind``.
 
     In a dry run a cluster target that cannot be reached (no kubeconfig) is simulated: a
@@ -75,11 +76,12 @@ def actuator_factory(kube: LazyKube, *, log_dir: Path | None = None, grace_s: fl
                 kube.get()
             except UserError as exc:
                 tr = entry.job.spec.training
-                log.warning("%s: %s; dry run without the cluster, starting at minWorkers",
-                            entry.key, exc)
-                return DryRunActuator(Size(tr.min_workers, -(-tr.min_workers
-                                                              // tr.workers_per_ps)),
-                                      label=entry.key)
+                log.warning(
+                    "%s: %s; dry run without the cluster, starting at minWorkers", entry.key, exc
+                )
+                return DryRunActuator(
+                    Size(tr.min_workers, -(-tr.min_workers // tr.workers_per_ps)), label=entry.key
+                )
         return _make(entry)
 
     def _make(entry: JobEntry) -> Actuator:
@@ -88,8 +90,9 @@ def actuator_factory(kube: LazyKube, *, log_dir: Path | None = None, grace_s: fl
         if target.kind == "StatefulSet":
             from autoscaler.actuators.statefulset import StatefulSetActuator
 
-            return StatefulSetActuator(kube.get(), namespace=ns, workers=target.workers,
-                                       ps=target.ps)
+            return StatefulSetActuator(
+                kube.get(), namespace=ns, workers=target.workers, ps=target.ps
+            )
         if target.kind == "TFJob":
             from autoscaler.actuators.tfjob import TFJobActuator
 
@@ -98,25 +101,37 @@ def actuator_factory(kube: LazyKube, *, log_dir: Path | None = None, grace_s: fl
             from autoscaler.actuators.local import LocalActuator
 
             cwd = entry.loaded.path.parent if entry.loaded.path is not None else None
-            return LocalActuator(target.command or [], job=entry.name, cwd=cwd,
-                                 log_dir=log_dir, grace_s=grace_s,
-                                 per_job=target.processes == "perJob")
+            return LocalActuator(
+                target.command or [],
+                job=entry.name,
+                cwd=cwd,
+                log_dir=log_dir,
+                grace_s=grace_s,
+                per_job=target.processes == "perJob",
+            )
         return DryRunActuator(label=entry.key)
 
     return make
 
 
-def meter_factory(cfg: ControllerConfig, *, block_first: bool = False,
-                  clock: Callable[[], float] = time.time) -> Callable[[JobEntry], Any]:
+def meter_factory(
+    cfg: ControllerConfig, *, block_first: bool = False, clock: Callable[[], float] = time.time
+) -> Callable[[JobEntry], Any]:
     history = Path(cfg.state_dir) / "history.sqlite"
 
     def make(entry: JobEntry) -> KafkaMetricSource:
         kafka = entry.job.spec.source.kafka
         return KafkaMetricSource(
-            bootstrap=",".join(kafka.bootstrap_servers), topic=kafka.topic,
-            group=kafka.consumer_group, history_path=history, window_s=cfg.meter.window,
-            timeout_s=cfg.meter.timeout, interval_s=float(entry.job.spec.forecast.interval),
-            now=clock, block_first=block_first)
+            bootstrap=",".join(kafka.bootstrap_servers),
+            topic=kafka.topic,
+            group=kafka.consumer_group,
+            history_path=history,
+            window_s=cfg.meter.window,
+            timeout_s=cfg.meter.timeout,
+            interval_s=float(entry.job.spec.forecast.interval),
+            now=clock,
+            block_first=block_first,
+        )
 
     return make
 
@@ -168,8 +183,9 @@ def _timeline(state_dir: Path, cfg: ControllerConfig, dry_run: bool) -> Any:
     return timeline
 
 
-def build(cfg: ControllerConfig, *, dry_run: bool = False,
-          clock: Callable[[], float] = time.time) -> App:
+def build(
+    cfg: ControllerConfig, *, dry_run: bool = False, clock: Callable[[], float] = time.time
+) -> App:
     """Everything :meth:`App.run` needs, from the configuration."""
     dry_run = dry_run or cfg.dry_run
     kube = LazyKube(kubeconfig=cfg.kubeconfig, context=cfg.context)
@@ -205,11 +221,16 @@ def build(cfg: ControllerConfig, *, dry_run: bool = False,
         metrics=metrics,
         state_store=SqliteStateStore(state_dir / "controller.sqlite"),
         timeline=_timeline(state_dir, cfg, dry_run),
-        settings=ControllerSettings(interval_s=cfg.interval, history_s=cfg.forecasting.history,
-                                    reforecast_s=cfg.forecasting.reforecast, dry_run=dry_run,
-                                    fit_threads=cfg.forecasting.fit_threads,
-                                    observe_threads=cfg.meter.threads, identity=me,
-                                    forecast_model=cfg.forecasting.model),
+        settings=ControllerSettings(
+            interval_s=cfg.interval,
+            history_s=cfg.forecasting.history,
+            reforecast_s=cfg.forecasting.reforecast,
+            dry_run=dry_run,
+            fit_threads=cfg.forecasting.fit_threads,
+            observe_threads=cfg.meter.threads,
+            identity=me,
+            forecast_model=cfg.forecasting.model,
+        ),
     )
     elector = None
     le = cfg.leader_election
@@ -217,19 +238,28 @@ def build(cfg: ControllerConfig, *, dry_run: bool = False,
         from autoscaler.actuators.lease import LeaderElector
 
         namespace = le.namespace or os.environ.get("POD_NAMESPACE") or "kale-system"
-        elector = LeaderElector(kube.get(), namespace=namespace, name=le.lease_name,
-                                identity=me, lease_duration_s=le.lease_duration,
-                                renew_deadline_s=le.renew_deadline,
-                                retry_period_s=le.retry_period, clock=clock)
+        elector = LeaderElector(
+            kube.get(),
+            namespace=namespace,
+            name=le.lease_name,
+            identity=me,
+            lease_duration_s=le.lease_duration,
+            renew_deadline_s=le.renew_deadline,
+            retry_period_s=le.retry_period,
+            clock=clock,
+        )
     health = Health(stale_after_s=max(3 * cfg.interval, 60.0), clock=clock)
     server = None
     if cfg.metrics.port:
         try:
-            server = MetricsServer(metrics, health, address=cfg.metrics.address,
-                                   port=cfg.metrics.port)
+            server = MetricsServer(
+                metrics, health, address=cfg.metrics.address, port=cfg.metrics.port
+            )
         except OSError as exc:
-            raise UserError(f"metrics.port: cannot listen on {cfg.metrics.address}:"
-                            f"{cfg.metrics.port}: {exc}") from exc
-    runner = Runner(controller, interval_s=cfg.interval, elector=elector, health=health,
-                    clock=clock)
+            raise UserError(
+                f"metrics.port: cannot listen on {cfg.metrics.address}:{cfg.metrics.port}: {exc}"
+            ) from exc
+    runner = Runner(
+        controller, interval_s=cfg.interval, elector=elector, health=health, clock=clock
+    )
     return App(controller, runner, server, kube)

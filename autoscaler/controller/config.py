@@ -33,33 +33,41 @@ CONFIG_KIND = "ControllerConfig"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True,
-                              frozen=True)
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
 
 
 class JobsSource(_Model):
     """Where jobs come from: exactly one of ``directory`` and ``namespaces``."""
 
     directory: str | None = Field(
-        default=None, description="Local mode: a directory of ElasticTrainingJob YAML files.")
+        default=None, description="Local mode: a directory of ElasticTrainingJob YAML files."
+    )
     namespaces: list[str] | None = Field(
-        default=None, description="Cluster mode: namespaces to read elastictrainingjobs.kale.dev "
-        "from; an empty list means all namespaces.")
+        default=None,
+        description="Cluster mode: namespaces to read elastictrainingjobs.kale.dev "
+        "from; an empty list means all namespaces.",
+    )
     models_dir: str | None = Field(
-        default=None, description="Cluster mode: where relative spec.throughput.model paths "
-        "resolve (a mounted ConfigMap).")
+        default=None,
+        description="Cluster mode: where relative spec.throughput.model paths "
+        "resolve (a mounted ConfigMap).",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> JobsSource:
         if (self.directory is None) == (self.namespaces is None):
-            raise ValueError("set exactly one of jobs.directory (local mode) and "
-                             "jobs.namespaces (cluster mode)")
+            raise ValueError(
+                "set exactly one of jobs.directory (local mode) and jobs.namespaces (cluster mode)"
+            )
         return self
 
 
 class Quota(_Model):
-    gpus: int | None = Field(default=None, ge=0, description="GPUs shared by all jobs; "
-                             "absent means unlimited.")
+    gpus: int | None = Field(
+        default=None, ge=0, description="GPUs shared by all jobs; absent means unlimited."
+    )
 
 
 class Metrics(_Model):
@@ -69,14 +77,17 @@ class Metrics(_Model):
 
 class LeaderElection(_Model):
     enabled: bool = False
-    namespace: str | None = Field(default=None, description="Namespace of the Lease "
-                                  "(default: $POD_NAMESPACE, else kale-system).")
+    namespace: str | None = Field(
+        default=None,
+        description="Namespace of the Lease (default: $POD_NAMESPACE, else kale-system).",
+    )
     lease_name: str = "kale-controller"
     lease_duration: PositiveDuration = 15.0
     renew_deadline: PositiveDuration = 10.0
     retry_period: PositiveDuration = 2.0
-    identity: str | None = Field(default=None, description="Defaults to $POD_NAME or "
-                                 "hostname plus a random suffix.")
+    identity: str | None = Field(
+        default=None, description="Defaults to $POD_NAME or hostname plus a random suffix."
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> LeaderElection:
@@ -84,7 +95,8 @@ class LeaderElection(_Model):
             raise ValueError(
                 "need leaderElection.retryPeriod < leaderElection.renewDeadline < "
                 f"leaderElection.leaseDuration ({self.retry_period:g}s, "
-                f"{self.renew_deadline:g}s, {self.lease_duration:g}s)")
+                f"{self.renew_deadline:g}s, {self.lease_duration:g}s)"
+            )
         return self
 
 
@@ -96,14 +108,21 @@ class Meter(_Model):
 
 class Forecasting(_Model):
     model: Literal["kale", "seasonal_naive", "ets", "stl_ets", "dlinear"] | None = Field(
-        default=None, description="Use this model for every job instead of spec.forecast.model.")
-    history: PositiveDuration = Field(default=28 * 86400.0,
-                                      description="Arrival history given to the forecaster.")
+        default=None, description="Use this model for every job instead of spec.forecast.model."
+    )
+    history: PositiveDuration = Field(
+        default=28 * 86400.0, description="Arrival history given to the forecaster."
+    )
     reforecast: Duration | None = Field(
-        default=None, description="Reuse a forecast this long (default: a new one each tick).")
+        default=None, description="Reuse a forecast this long (default: a new one each tick)."
+    )
     fit_threads: int = Field(
-        default=1, ge=0, le=64, description="Threads that fit forecasters in the background "
-        "while the loop goes on (0: fit inside the tick, which stops every job meanwhile).")
+        default=1,
+        ge=0,
+        le=64,
+        description="Threads that fit forecasters in the background "
+        "while the loop goes on (0: fit inside the tick, which stops every job meanwhile).",
+    )
 
 
 class ControllerConfig(_Model):
@@ -111,16 +130,20 @@ class ControllerConfig(_Model):
     kind: Literal["ControllerConfig"] = "ControllerConfig"
     interval: PositiveDuration = Field(default=60.0, description="Time between ticks.")
     jobs: JobsSource
-    kubeconfig: str | None = Field(default=None, description="Kubeconfig file; absent: "
-                                   "in-cluster service account, else ~/.kube/config.")
+    kubeconfig: str | None = Field(
+        default=None,
+        description="Kubeconfig file; absent: in-cluster service account, else ~/.kube/config.",
+    )
     context: str | None = None
     quota: Quota = Quota()
     metrics: Metrics = Metrics()
     leader_election: LeaderElection = LeaderElection()
     meter: Meter = Meter()
     forecasting: Forecasting = Forecasting()
-    state_dir: str = Field(default=".kale-state", description="Controller state and the "
-                           "meters' arrival history (SQLite).")
+    state_dir: str = Field(
+        default=".kale-state",
+        description="Controller state and the meters' arrival history (SQLite).",
+    )
     dry_run: bool = Field(default=False, description="Plan and log, change nothing.")
     log_format: Literal["json", "text"] = "json"
 
@@ -142,8 +165,9 @@ def parse_controller_config(data: Any, *, source: str = "controller.yaml") -> Co
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
-            msg = {"extra_forbidden": "unknown field",
-                   "missing": "required field is missing"}.get(err["type"], err["msg"])
+            msg = {"extra_forbidden": "unknown field", "missing": "required field is missing"}.get(
+                err["type"], err["msg"]
+            )
             msg = msg.removeprefix("Value error, ")
             lines.append(f"{source}: {_loc(err['loc'])}: {msg}")
         raise UserError(lines[0], problems=lines) from None
@@ -161,15 +185,23 @@ def load_controller_config(path: str | Path) -> ControllerConfig:
     p = Path(path)
     data, problems = read_yaml(p)
     if problems:
-        lines = [f"{p}: {msg.replace('an ElasticTrainingJob', 'a ControllerConfig')}"
-                 for _, msg in problems]
+        lines = [
+            f"{p}: {msg.replace('an ElasticTrainingJob', 'a ControllerConfig')}"
+            for _, msg in problems
+        ]
         raise UserError(lines[0], problems=lines)
     cfg = parse_controller_config(data, source=str(p))
     base = p.resolve().parent
-    jobs = cfg.jobs.model_copy(update={"directory": _resolve(base, cfg.jobs.directory),
-                                       "models_dir": _resolve(base, cfg.jobs.models_dir)})
-    return cfg.model_copy(update={
-        "jobs": jobs,
-        "kubeconfig": _resolve(base, cfg.kubeconfig),
-        "state_dir": _resolve(base, cfg.state_dir),
-    })
+    jobs = cfg.jobs.model_copy(
+        update={
+            "directory": _resolve(base, cfg.jobs.directory),
+            "models_dir": _resolve(base, cfg.jobs.models_dir),
+        }
+    )
+    return cfg.model_copy(
+        update={
+            "jobs": jobs,
+            "kubeconfig": _resolve(base, cfg.kubeconfig),
+            "state_dir": _resolve(base, cfg.state_dir),
+        }
+    )

@@ -49,8 +49,12 @@ def job_sizing(loaded: Any, model_loader: Callable[[Path], Any]) -> JobSizing:
     from autoscaler.policy.sizing import sizing_for
 
     model = model_loader(loaded.throughput_model_path)
-    return sizing_for(loaded, model, rescale_s=rescale_seconds(loaded),
-                      interval_s=float(loaded.job.spec.forecast.interval))
+    return sizing_for(
+        loaded,
+        model,
+        rescale_s=rescale_seconds(loaded),
+        interval_s=float(loaded.job.spec.forecast.interval),
+    )
 
 
 def forecaster_factory(override: str | None = None, **options: Any) -> Callable[[Any], Any]:
@@ -65,7 +69,8 @@ def forecaster_factory(override: str | None = None, **options: Any) -> Callable[
         horizon = max(1, round(fc.horizon / fc.interval))
         if name == "seasonal_naive":
             return make_forecaster(name, **options)
-        return make_forecaster("fallback", primary=name, secondary="seasonal_naive",
-                               horizon=horizon, **options)
+        return make_forecaster(
+            "fallback", primary=name, secondary="seasonal_naive", horizon=horizon, **options
+        )
 
     return make

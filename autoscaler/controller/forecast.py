@@ -44,7 +44,8 @@ class FitPool:
             raise ValueError("a fit pool needs at least one thread")
         self.threads = threads
         self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
-            queue.SimpleQueue())
+            queue.SimpleQueue()
+        )
         self._started: list[threading.Thread] = []
         self._closed = False
         self._lock = threading.Lock()
@@ -57,8 +58,9 @@ class FitPool:
                 fut.set_exception(RuntimeError("the fit pool is closed"))
                 return fut
             if len(self._started) < self.threads:
-                t = threading.Thread(target=self._work, name=f"kale-fit-{len(self._started)}",
-                                     daemon=True)
+                t = threading.Thread(
+                    target=self._work, name=f"kale-fit-{len(self._started)}", daemon=True
+                )
                 self._started.append(t)
                 t.start()
             self._queue.put((fut, fn))
@@ -100,11 +102,20 @@ class ForecastCache:
     background fit is done (None: no forecast until then).
     """
 
-    def __init__(self, make: Callable[[], Any], *, name: str, interval_s: float,
-                 horizon_steps: int, refit_s: float, quantile: float = 0.9,
-                 reforecast_s: float | None = None, min_points: int = 2,
-                 pool: FitPool | None = None,
-                 interim: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self,
+        make: Callable[[], Any],
+        *,
+        name: str,
+        interval_s: float,
+        horizon_steps: int,
+        refit_s: float,
+        quantile: float = 0.9,
+        reforecast_s: float | None = None,
+        min_points: int = 2,
+        pool: FitPool | None = None,
+        interim: Callable[[], Any] | None = None,
+    ) -> None:
         self.make = make
         self.name = name
         self.interval_s = interval_s
@@ -179,8 +190,9 @@ class ForecastCache:
         """Start a fit if none runs; serve the interim model until the first one is done.
         Returns whether a model can serve this tick."""
         assert self.pool is not None
-        if self._pending is None and not (self.failed_at is not None
-                                          and now - self.failed_at < self.interval_s):
+        if self._pending is None and not (
+            self.failed_at is not None and now - self.failed_at < self.interval_s
+        ):
             series = history.series().copy()
             make = self.make
 
@@ -226,8 +238,12 @@ class ForecastCache:
         self._collect(now)
         # Refit on schedule, and early while the history is young: each time it has doubled
         # since the last fit (a model fitted on an hour must not stand for a day).
-        due = (self.model is None or self.fitted_at is None
-               or now - self.fitted_at >= self.refit_s or len(history) >= 2 * self.fitted_len)
+        due = (
+            self.model is None
+            or self.fitted_at is None
+            or now - self.fitted_at >= self.refit_s
+            or len(history) >= 2 * self.fitted_len
+        )
         if due and self.pool is not None:
             if not self._fit_in_background(now, history):
                 return None
@@ -246,8 +262,9 @@ class ForecastCache:
             reuse = fits and (cached[0] == origin or recent)
         if not reuse:
             # With reuse allowed, forecast far enough that later ticks can shift into it.
-            extra = 0 if self.reforecast_s is None else math.ceil(
-                self.reforecast_s / self.interval_s)
+            extra = (
+                0 if self.reforecast_s is None else math.ceil(self.reforecast_s / self.interval_s)
+            )
             need = self.horizon_steps + max(0, step - origin) + extra
             try:
                 fc = self.model.predict(need, history=history.series())
@@ -255,8 +272,13 @@ class ForecastCache:
                     high = np.asarray(fc.quantile(self.quantile), dtype=float)
                 except KeyError:
                     high = np.asarray(fc.p90, dtype=float)
-                cached = (origin, now, np.asarray(fc.mean, dtype=float),
-                          np.asarray(fc.p10, dtype=float), high)
+                cached = (
+                    origin,
+                    now,
+                    np.asarray(fc.mean, dtype=float),
+                    np.asarray(fc.p10, dtype=float),
+                    high,
+                )
             except Exception as exc:
                 self.failures += 1
                 self.reason = f"predict failed: {type(exc).__name__}: {exc}"
@@ -270,23 +292,29 @@ class ForecastCache:
         if skip < 0 or end > len(mean):
             return None
         source = f"{self._interim_name} (interim)" if self.interim_active else self.name
-        self.last_window = ForecastWindow(mean[skip:end], low[skip:end], high[skip:end],
-                                          source=source)
+        self.last_window = ForecastWindow(
+            mean[skip:end], low[skip:end], high[skip:end], source=source
+        )
         return self.last_window
 
     def summary(self) -> dict[str, Any]:
         """What the status shows about the forecast."""
-        out: dict[str, Any] = {"model": f"{self._interim_name} (interim)"
-                               if self.interim_active else self.name}
+        out: dict[str, Any] = {
+            "model": f"{self._interim_name} (interim)" if self.interim_active else self.name
+        }
         if self.fitted_at is not None:
             out["fittedAt"] = dt.datetime.fromtimestamp(self.fitted_at, dt.UTC).strftime(
-                "%Y-%m-%dT%H:%M:%SZ")
+                "%Y-%m-%dT%H:%M:%SZ"
+            )
         if self.reason:
             out["note"] = self.reason
         if self.fitting():
             out["fitting"] = True
         w = self.last_window
         if w is not None and len(w):
-            out.update(next=float(w.mean[0]), peak=float(np.max(w.high)),
-                       horizonSeconds=len(w) * self.interval_s)
+            out.update(
+                next=float(w.mean[0]),
+                peak=float(np.max(w.high)),
+                horizonSeconds=len(w) * self.interval_s,
+            )
         return out

@@ -116,21 +116,30 @@ class DirectoryJobs:
                 if isinstance(data, dict) and isinstance(data.get("metadata"), dict):
                     md = data["metadata"]
                     key = f"{md.get('namespace', 'default')}/{md.get('name', path.stem)}"
-                out.invalid.append(InvalidJob(key, errors or [f"{path}: invalid"],
-                                              origin=str(path)))
+                out.invalid.append(
+                    InvalidJob(key, errors or [f"{path}: invalid"], origin=str(path))
+                )
                 continue
             key = f"{loaded.job.metadata.namespace}/{loaded.name}"
             if key in seen:
-                out.invalid.append(InvalidJob(key, [f"{path}: metadata.name: {key} is already "
-                                                    f"defined in {seen[key]}"],
-                                              origin=str(path)))
+                out.invalid.append(
+                    InvalidJob(
+                        key,
+                        [f"{path}: metadata.name: {key} is already defined in {seen[key]}"],
+                        origin=str(path),
+                    )
+                )
                 continue
             seen[key] = str(path)
             st = path.stat()
-            out.jobs.append(JobEntry(
-                key=key, loaded=loaded, origin=str(path),
-                fingerprint=_fingerprint(data, f"{st.st_mtime_ns}", _model_stamp(loaded)),
-            ))
+            out.jobs.append(
+                JobEntry(
+                    key=key,
+                    loaded=loaded,
+                    origin=str(path),
+                    fingerprint=_fingerprint(data, f"{st.st_mtime_ns}", _model_stamp(loaded)),
+                )
+            )
         return out
 
 
@@ -144,8 +153,9 @@ class ClusterJobs:
     ConfigMap in the Deployment).
     """
 
-    def __init__(self, lister: Callable[[], list[dict[str, Any]]], *,
-                 models_dir: str | Path = ".") -> None:
+    def __init__(
+        self, lister: Callable[[], list[dict[str, Any]]], *, models_dir: str | Path = "."
+    ) -> None:
         self.lister = lister
         self.models_dir = Path(models_dir)
 
@@ -158,22 +168,43 @@ class ClusterJobs:
             doc["metadata"] = {k: md[k] for k in _KEEP_METADATA if k in md}
             job, problems = parse_job(doc)
             if job is None or problems:
-                out.invalid.append(InvalidJob(
-                    key, [f"{key}: {loc}: {msg}" if not loc.startswith("(") else f"{key}: {msg}"
-                          for loc, msg in problems], uid=md.get("uid"), origin="cluster"))
+                out.invalid.append(
+                    InvalidJob(
+                        key,
+                        [
+                            f"{key}: {loc}: {msg}" if not loc.startswith("(") else f"{key}: {msg}"
+                            for loc, msg in problems
+                        ],
+                        uid=md.get("uid"),
+                        origin="cluster",
+                    )
+                )
                 continue
             loaded = LoadedJob(job, self.models_dir / f"{job.metadata.name}.yaml")
             if not loaded.throughput_model_path.is_file():
-                out.invalid.append(InvalidJob(
-                    key, [f"{key}: spec.throughput.model: file not found: "
-                          f"{loaded.throughput_model_path}"], uid=md.get("uid"),
-                    origin="cluster"))
+                out.invalid.append(
+                    InvalidJob(
+                        key,
+                        [
+                            f"{key}: spec.throughput.model: file not found: "
+                            f"{loaded.throughput_model_path}"
+                        ],
+                        uid=md.get("uid"),
+                        origin="cluster",
+                    )
+                )
                 continue
-            out.jobs.append(JobEntry(
-                key=key, loaded=loaded, uid=md.get("uid"), generation=md.get("generation"),
-                status=obj.get("status"), origin="cluster",
-                fingerprint=_fingerprint(doc["spec"], _model_stamp(loaded)),
-            ))
+            out.jobs.append(
+                JobEntry(
+                    key=key,
+                    loaded=loaded,
+                    uid=md.get("uid"),
+                    generation=md.get("generation"),
+                    status=obj.get("status"),
+                    origin="cluster",
+                    fingerprint=_fingerprint(doc["spec"], _model_stamp(loaded)),
+                )
+            )
         return out
 
 
@@ -181,9 +212,15 @@ class StaticJobs:
     """A fixed list of job files (``kale plan --job``)."""
 
     def __init__(self, loaded: list[LoadedJob]) -> None:
-        self.entries = [JobEntry(key=f"{j.job.metadata.namespace}/{j.name}", loaded=j,
-                                 fingerprint="static", origin=str(j.path or ""))
-                        for j in loaded]
+        self.entries = [
+            JobEntry(
+                key=f"{j.job.metadata.namespace}/{j.name}",
+                loaded=j,
+                fingerprint="static",
+                origin=str(j.path or ""),
+            )
+            for j in loaded
+        ]
 
     def list(self) -> Listing:
         return Listing(jobs=list(self.entries))

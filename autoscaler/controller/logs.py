@@ -17,8 +17,9 @@ from typing import Any, TextIO
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
-                timespec="milliseconds").replace("+00:00", "Z"),
+            "time": dt.datetime.fromtimestamp(record.created, dt.UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
@@ -39,8 +40,9 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
-def setup_logging(fmt: str = "json", level: int = logging.INFO,
-                  stream: TextIO | None = None) -> None:
+def setup_logging(
+    fmt: str = "json", level: int = logging.INFO, stream: TextIO | None = None
+) -> None:
     """Route the root logger to ``stream`` (stderr) as JSON lines or plain text."""
     handler = logging.StreamHandler(stream or sys.stderr)
     if fmt == "json":

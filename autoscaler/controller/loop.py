@@ -86,9 +86,17 @@ class ControllerSettings:
 class JobRuntime:
     """One job's long-lived pieces: sizing, planner, forecast cache, meter, actuator, state."""
 
-    def __init__(self, entry: JobEntry, *, sizing: JobSizing, forecast: ForecastCache,
-                 meter: MetricSource, actuator: Actuator, state: JobState,
-                 planner: KaleSettings | None) -> None:
+    def __init__(
+        self,
+        entry: JobEntry,
+        *,
+        sizing: JobSizing,
+        forecast: ForecastCache,
+        meter: MetricSource,
+        actuator: Actuator,
+        state: JobState,
+        planner: KaleSettings | None,
+    ) -> None:
         self.entry = entry
         self.sizing = sizing
         self.forecast = forecast
@@ -97,11 +105,15 @@ class JobRuntime:
         self.state = state
         self.window: ForecastWindow | None = None
         settings = replace(planner or KaleSettings(), horizon_steps=forecast.horizon_steps)
-        self.policy = KalePolicy(sizing, CallbackSource(self._window, name=forecast.name),
-                                 settings=settings)
+        self.policy = KalePolicy(
+            sizing, CallbackSource(self._window, name=forecast.name), settings=settings
+        )
         # The planner looks back this far (SLO window, the reactive fallback, a margin).
-        self.past_steps = int(max(settings.fallback_window_s, sizing.slo_s) / sizing.interval_s
-                              ) + settings.horizon_steps + 4
+        self.past_steps = (
+            int(max(settings.fallback_window_s, sizing.slo_s) / sizing.interval_s)
+            + settings.horizon_steps
+            + 4
+        )
         # Scratch of the current tick.
         self.current: Size | None = None
         self.sample: Sample | None = None
@@ -193,13 +205,15 @@ class Controller:
         """Per-tick history (:class:`~autoscaler.controller.timeline.TimelineStore`) or None."""
         self.runtimes: dict[str, JobRuntime] = {}
         self.invalid: dict[str, list[str]] = {}
-        self._fits = (FitPool(self.settings.fit_threads) if self.settings.fit_threads > 0
-                      else None)
-        self._pool = (ThreadPoolExecutor(self.settings.observe_threads,
-                                         thread_name_prefix="kale-observe")
-                      if self.settings.observe_threads > 1 else None)
-        self.metrics.quota_total.set(-1 if resource_manager is None
-                                     else resource_manager.quota_gpus)
+        self._fits = FitPool(self.settings.fit_threads) if self.settings.fit_threads > 0 else None
+        self._pool = (
+            ThreadPoolExecutor(self.settings.observe_threads, thread_name_prefix="kale-observe")
+            if self.settings.observe_threads > 1
+            else None
+        )
+        self.metrics.quota_total.set(
+            -1 if resource_manager is None else resource_manager.quota_gpus
+        )
 
     # -- the tick ------------------------------------------------------------------------
     def tick(self) -> list[JobReport]:
@@ -210,8 +224,11 @@ class Controller:
             listing = self.jobs_source.list()
         except (KaleError, OSError) as exc:
             self.metrics.errors.labels(kind="list").inc()
-            log.error("cannot list jobs, keeping every job as it is: %s", exc,
-                      extra={"fields": {"event": "list_failed", "error": str(exc)}})
+            log.error(
+                "cannot list jobs, keeping every job as it is: %s",
+                exc,
+                extra={"fields": {"event": "list_failed", "error": str(exc)}},
+            )
             return []
         self._sync(listing, now)
         runtimes = list(self.runtimes.values())
@@ -238,13 +255,19 @@ class Controller:
         invalid = {i.key: i for i in listing.invalid if i.key not in valid}
         for key in list(self.runtimes):
             if key not in valid:
-                self.forget(key, why="no longer listed" if key not in invalid else
-                            "its spec became invalid")
+                self.forget(
+                    key, why="no longer listed" if key not in invalid else "its spec became invalid"
+                )
         for key, bad in invalid.items():
             if self.invalid.get(key) != bad.problems:
-                log.warning("job %s is invalid: %s", key, "; ".join(bad.problems),
-                            extra={"fields": {"event": "invalid_job", "job": key,
-                                              "problems": bad.problems}})
+                log.warning(
+                    "job %s is invalid: %s",
+                    key,
+                    "; ".join(bad.problems),
+                    extra={
+                        "fields": {"event": "invalid_job", "job": key, "problems": bad.problems}
+                    },
+                )
             self._report_invalid(bad, now)
         self.invalid = {k: v.problems for k, v in invalid.items()}
         for key, entry in valid.items():
@@ -260,9 +283,14 @@ class Controller:
                 bad = InvalidJob(key, [f"{key}: {exc}"], uid=entry.uid, origin=entry.origin)
                 self.invalid[key] = bad.problems
                 self.metrics.errors.labels(kind="build").inc()
-                log.warning("cannot manage job %s: %s", key, exc,
-                            extra={"fields": {"event": "invalid_job", "job": key,
-                                              "problems": bad.problems}})
+                log.warning(
+                    "cannot manage job %s: %s",
+                    key,
+                    exc,
+                    extra={
+                        "fields": {"event": "invalid_job", "job": key, "problems": bad.problems}
+                    },
+                )
                 self._report_invalid(bad, now)
 
     def _build(self, entry: JobEntry, old: JobRuntime | None) -> JobRuntime:
@@ -270,13 +298,17 @@ class Controller:
         sizing = self.sizing_factory(entry)
         fc = job.spec.forecast
         horizon = max(1, round(fc.horizon / fc.interval))
-        cache = ForecastCache(lambda: self.forecaster_factory(entry),
-                              name=self.settings.forecast_model or fc.model,
-                              interval_s=float(fc.interval),
-                              horizon_steps=horizon, refit_s=float(fc.refit),
-                              quantile=float(fc.quantile),
-                              reforecast_s=self.settings.reforecast_s,
-                              pool=self._fits, interim=_interim_model)
+        cache = ForecastCache(
+            lambda: self.forecaster_factory(entry),
+            name=self.settings.forecast_model or fc.model,
+            interval_s=float(fc.interval),
+            horizon_steps=horizon,
+            refit_s=float(fc.refit),
+            quantile=float(fc.quantile),
+            reforecast_s=self.settings.reforecast_s,
+            pool=self._fits,
+            interim=_interim_model,
+        )
         keep_meter = old is not None and old.entry.job.spec.source == job.spec.source
         keep_actuator = old is not None and old.entry.job.spec.target == job.spec.target
         meter = old.meter if keep_meter and old else self.meter_factory(entry)
@@ -296,10 +328,22 @@ class Controller:
             if stored is None and entry.status:
                 stored = entry.status.get("plannerState")
             state = JobState.from_dict(stored)
-        log.info("managing job %s (%s target, %s forecast)", entry.key, job.spec.target.kind,
-                 cache.name, extra={"fields": {"event": "job_added", "job": entry.key}})
-        return JobRuntime(entry, sizing=sizing, forecast=cache, meter=meter, actuator=actuator,
-                          state=state, planner=self.settings.planner)
+        log.info(
+            "managing job %s (%s target, %s forecast)",
+            entry.key,
+            job.spec.target.kind,
+            cache.name,
+            extra={"fields": {"event": "job_added", "job": entry.key}},
+        )
+        return JobRuntime(
+            entry,
+            sizing=sizing,
+            forecast=cache,
+            meter=meter,
+            actuator=actuator,
+            state=state,
+            planner=self.settings.planner,
+        )
 
     def forget(self, key: str, *, why: str = "") -> None:
         """Stop managing a job: close its meter and actuator, return its GPUs to the pool."""
@@ -310,8 +354,12 @@ class Controller:
             self.resources.release(key)
         self.metrics.forget(key)
         self.store.delete(key)
-        log.info("forgot job %s%s", key, f" ({why})" if why else "",
-                 extra={"fields": {"event": "job_removed", "job": key, "why": why}})
+        log.info(
+            "forgot job %s%s",
+            key,
+            f" ({why})" if why else "",
+            extra={"fields": {"event": "job_removed", "job": key, "why": why}},
+        )
 
     def _report_invalid(self, bad: InvalidJob, now: float) -> None:
         ns, _, name = bad.key.partition("/")
@@ -320,8 +368,9 @@ class Controller:
         cond = Conditions([], now)
         cond.set("Ready", False, "InvalidSpec", "; ".join(bad.problems))
         try:
-            self.status_sink.write_status(ns, name, {"conditions": cond.to_list(),
-                                                     "controller": self.settings.identity})
+            self.status_sink.write_status(
+                ns, name, {"conditions": cond.to_list(), "controller": self.settings.identity}
+            )
         except ActuatorError as exc:
             log.debug("cannot write the status of invalid job %s: %s", bad.key, exc)
 
@@ -364,8 +413,9 @@ class Controller:
             hist = ArrivalHistory.empty(interval)
         step = int(now // interval)
         if len(hist) and hist.end_step > step:  # never show the planner the step it decides
-            hist = ArrivalHistory(hist.start_s, interval,
-                                  hist.rates[: max(0, len(hist) - (hist.end_step - step))])
+            hist = ArrivalHistory(
+                hist.start_s, interval, hist.rates[: max(0, len(hist) - (hist.end_step - step))]
+            )
         rt.history = hist
 
     # -- 3. plan -------------------------------------------------------------------------
@@ -378,12 +428,13 @@ class Controller:
         if rt.sample is None:
             err = rt.metric_error
             why = f"metrics unavailable: {err}" if err else "metrics unavailable"
-            return Decision(cur.workers, cur.ps, {"action": "hold", "why": why,
-                                                  "metrics": "unavailable"})
+            return Decision(
+                cur.workers, cur.ps, {"action": "hold", "why": why, "metrics": "unavailable"}
+            )
         sz = rt.sizing
         step = int(now // sz.interval_s)
         hist = rt.history or ArrivalHistory.empty(sz.interval_s)
-        past = hist.rates[-rt.past_steps:]
+        past = hist.rates[-rt.past_steps :]
         if not len(hist) or hist.end_step < step:
             past = np.append(past, rt.sample.arrival_rate)  # the freshest measurement
         if len(hist) >= 2:
@@ -394,11 +445,18 @@ class Controller:
         else:
             rt.forecast.reason = f"history has {len(hist)} intervals"
         resizing, left = rt.resizing(now)
-        obs = Observation(step=step, time_s=now, arrivals=np.asarray(past, dtype=float),
-                          workers=cur.workers, ps=cur.ps, backlog=float(rt.sample.lag),
-                          oldest_age_s=float(rt.sample.oldest_age_s),
-                          processed_rate=float(rt.sample.consumption_rate),
-                          resizing=resizing, resize_remaining_s=left)
+        obs = Observation(
+            step=step,
+            time_s=now,
+            arrivals=np.asarray(past, dtype=float),
+            workers=cur.workers,
+            ps=cur.ps,
+            backlog=float(rt.sample.lag),
+            oldest_age_s=float(rt.sample.oldest_age_s),
+            processed_rate=float(rt.sample.consumption_rate),
+            resizing=resizing,
+            resize_remaining_s=left,
+        )
         saved = rt.saved_policy = dict(rt.state.policy)
         try:
             return rt.policy.decide(obs, rt.state.policy)
@@ -406,19 +464,20 @@ class Controller:
             self.metrics.errors.labels(kind="planner").inc()
             log.exception("planning %s", rt.key)
             rt.state.policy = saved
-            return Decision(cur.workers, cur.ps, {"action": "hold",
-                                                  "why": f"planner failed: {exc}"})
+            return Decision(
+                cur.workers, cur.ps, {"action": "hold", "why": f"planner failed: {exc}"}
+            )
 
     # -- 4. approve ----------------------------------------------------------------------
-    def _approve(self, runtimes: list[JobRuntime], plans: dict[str, Decision | None],
-                 now: float) -> dict[str, Size]:
+    def _approve(
+        self, runtimes: list[JobRuntime], plans: dict[str, Decision | None], now: float
+    ) -> dict[str, Size]:
         if self.resources is None:
             return {k: Size(d.workers, d.ps) for k, d in plans.items() if d is not None}
         requests = []
         for rt in runtimes:
             gpw = rt.sizing.gpus_per_worker
-            known = rt.current or (Size(*rt.state.last_current) if rt.state.last_current
-                                   else None)
+            known = rt.current or (Size(*rt.state.last_current) if rt.state.last_current else None)
             if known is None:
                 continue
             held = known.workers
@@ -429,10 +488,16 @@ class Controller:
                         held = max(held, size[0])
             plan = plans.get(rt.key)
             wish = plan.workers if plan is not None else known.workers
-            requests.append(Request(job=rt.key, current_gpus=held * gpw,
-                                    desired_gpus=wish * gpw,
-                                    priority=int(rt.entry.job.spec.priority),
-                                    min_gpus=rt.sizing.min_workers * gpw, unit=gpw))
+            requests.append(
+                Request(
+                    job=rt.key,
+                    current_gpus=held * gpw,
+                    desired_gpus=wish * gpw,
+                    priority=int(rt.entry.job.spec.priority),
+                    min_gpus=rt.sizing.min_workers * gpw,
+                    unit=gpw,
+                )
+            )
         try:
             granted = self.resources.allocate(requests)
         except ValueError as exc:
@@ -446,14 +511,16 @@ class Controller:
             if plan is None:
                 continue
             rt = by_key[req.job]
-            workers = plan.workers if req.unit == 0 else min(plan.workers,
-                                                             granted[req.job] // req.unit)
+            workers = (
+                plan.workers if req.unit == 0 else min(plan.workers, granted[req.job] // req.unit)
+            )
             out[req.job] = Size(workers, rt.sizing.ps_for(workers) if workers else 0)
         return out
 
     # -- 5. act and record ---------------------------------------------------------------
-    def _act(self, rt: JobRuntime, plan: Decision | None, approved: Size | None,
-             now: float) -> JobReport:
+    def _act(
+        self, rt: JobRuntime, plan: Decision | None, approved: Size | None, now: float
+    ) -> JobReport:
         state = rt.state
         cond = Conditions(state.conditions, now)
         cur = rt.current
@@ -469,8 +536,12 @@ class Controller:
         desired = approved if approved is not None else planned
         if planned is not None and desired is not None and cur is not None:
             if desired.workers < planned.workers and planned.workers > cur.workers:
-                cond.set("QuotaLimited", True, "InsufficientQuota",
-                         f"wanted {planned.workers} workers, approved {desired.workers}")
+                cond.set(
+                    "QuotaLimited",
+                    True,
+                    "InsufficientQuota",
+                    f"wanted {planned.workers} workers, approved {desired.workers}",
+                )
                 reason["quota"] = f"approved {desired.workers} of {planned.workers} workers"
                 if desired.workers <= cur.workers:
                     action = "hold_quota"
@@ -485,17 +556,32 @@ class Controller:
                     error, action = failure, "resize_failed"
             elif planned is not None and planned != cur and rt.saved_policy is not None:
                 state.policy = rt.saved_policy  # nothing was applied: plan afresh next tick
-        self._summarise(rt, cond, action=action, reason=reason, error=error, resized=resized,
-                        now=now)
+        self._summarise(
+            rt, cond, action=action, reason=reason, error=error, resized=resized, now=now
+        )
         state.conditions = cond.to_list()
-        state.last_decision = jsonable({"time": iso(now), "action": action,
-                                        "reason": str(reason.get("why", "")),
-                                        "workers": desired.workers if desired else None,
-                                        "ps": desired.ps if desired else None})
-        report = JobReport(job=rt.key, time=now, current=cur, planned=planned,
-                           desired=desired if cur is not None else None, action=action,
-                           reason=jsonable(reason), forecast=jsonable(rt.forecast.summary()),
-                           sample=rt.sample, resized=resized, error=error)
+        state.last_decision = jsonable(
+            {
+                "time": iso(now),
+                "action": action,
+                "reason": str(reason.get("why", "")),
+                "workers": desired.workers if desired else None,
+                "ps": desired.ps if desired else None,
+            }
+        )
+        report = JobReport(
+            job=rt.key,
+            time=now,
+            current=cur,
+            planned=planned,
+            desired=desired if cur is not None else None,
+            action=action,
+            reason=jsonable(reason),
+            forecast=jsonable(rt.forecast.summary()),
+            sample=rt.sample,
+            resized=resized,
+            error=error,
+        )
         self._record(rt, report, now)
         return report
 
@@ -504,26 +590,49 @@ class Controller:
         cur, sample = rt.current, rt.sample
         if cur is None:
             gone = isinstance(rt.target_error, TargetGone)
-            cond.set("TargetAvailable", False, "TargetNotFound" if gone else "TargetUnavailable",
-                     str(rt.target_error or rt.problem or ""))
+            cond.set(
+                "TargetAvailable",
+                False,
+                "TargetNotFound" if gone else "TargetUnavailable",
+                str(rt.target_error or rt.problem or ""),
+            )
             return None
         cond.set("TargetAvailable", True, "TargetFound", f"{rt.actuator.kind} at {cur}")
         if sample is None:
             warming = isinstance(rt.metric_error, WarmingUp)
-            cond.set("MetricsAvailable", False, "WarmingUp" if warming else "KafkaUnavailable",
-                     f"{rt.metric_error}; holding the current size")
+            cond.set(
+                "MetricsAvailable",
+                False,
+                "WarmingUp" if warming else "KafkaUnavailable",
+                f"{rt.metric_error}; holding the current size",
+            )
             return "hold_warming_up" if warming else "hold_metrics_unavailable"
-        cond.set("MetricsAvailable", True, "Measured",
-                 f"arrival {sample.arrival_rate:.4g}/s, lag {sample.lag:.0f}")
+        cond.set(
+            "MetricsAvailable",
+            True,
+            "Measured",
+            f"arrival {sample.arrival_rate:.4g}/s, lag {sample.lag:.0f}",
+        )
         if rt.window is not None:
             cond.set("ForecastAvailable", True, "Forecasting", rt.forecast.name)
         else:
-            cond.set("ForecastAvailable", False, "NoForecast",
-                     f"{rt.forecast.reason or 'no forecast'}; sizing for the recent peak")
+            cond.set(
+                "ForecastAvailable",
+                False,
+                "NoForecast",
+                f"{rt.forecast.reason or 'no forecast'}; sizing for the recent peak",
+            )
         return None
 
-    def _apply(self, rt: JobRuntime, cur: Size, desired: Size, reason: dict[str, Any],
-               cond: Conditions, now: float) -> tuple[bool, str | None]:
+    def _apply(
+        self,
+        rt: JobRuntime,
+        cur: Size,
+        desired: Size,
+        reason: dict[str, Any],
+        cond: Conditions,
+        now: float,
+    ) -> tuple[bool, str | None]:
         """Resize; returns (resized, error message)."""
         state = rt.state
         try:
@@ -532,35 +641,54 @@ class Controller:
             self.metrics.errors.labels(kind="actuator").inc()
             if rt.saved_policy is not None:
                 state.policy = rt.saved_policy  # the decision did not happen
-            cond.set("TargetAvailable", False,
-                     "TargetNotFound" if isinstance(exc, TargetGone) else
-                     "ResizeRejected" if isinstance(exc, TargetRejected) else "ResizeFailed",
-                     str(exc))
-            self._event(rt, "ResizeFailed", f"resize {cur} -> {desired} failed: {exc}",
-                        "Warning")
+            cond.set(
+                "TargetAvailable",
+                False,
+                "TargetNotFound"
+                if isinstance(exc, TargetGone)
+                else "ResizeRejected"
+                if isinstance(exc, TargetRejected)
+                else "ResizeFailed",
+                str(exc),
+            )
+            self._event(rt, "ResizeFailed", f"resize {cur} -> {desired} failed: {exc}", "Warning")
             log.warning("resizing %s failed: %s", rt.key, exc)
             return False, str(exc)
         state.resize_started = now
         state.resize_from = [cur.workers, cur.ps]
         state.resize_to = [desired.workers, desired.ps]
-        up = desired.workers > cur.workers or (desired.workers == cur.workers
-                                               and desired.ps > cur.ps)
+        up = desired.workers > cur.workers or (
+            desired.workers == cur.workers and desired.ps > cur.ps
+        )
         self.metrics.resizes.labels(job=rt.key, direction="up" if up else "down").inc()
         peak = float(np.max(rt.window.high)) if rt.window is not None else None
-        self._event(rt, "ScaledUp" if up else "ScaledDown",
-                    resize_message(cur, desired, reason, peak))
+        self._event(
+            rt, "ScaledUp" if up else "ScaledDown", resize_message(cur, desired, reason, peak)
+        )
         return True, None
 
-    def _summarise(self, rt: JobRuntime, cond: Conditions, *, action: str,
-                   reason: dict[str, Any], error: str | None, resized: bool,
-                   now: float) -> None:
+    def _summarise(
+        self,
+        rt: JobRuntime,
+        cond: Conditions,
+        *,
+        action: str,
+        reason: dict[str, Any],
+        error: str | None,
+        resized: bool,
+        now: float,
+    ) -> None:
         """Resizing and Ready conditions, and Warning events on transitions."""
         state = rt.state
         resizing, left = rt.resizing(now)
         if resizing and state.resize_to:
             up = state.resize_from is not None and state.resize_to[0] > state.resize_from[0]
-            cond.set("Resizing", True, "ScalingUp" if up else "ScalingDown",
-                     f"to {state.resize_to[0]} workers, {left:.0f}s of downtime left")
+            cond.set(
+                "Resizing",
+                True,
+                "ScalingUp" if up else "ScalingDown",
+                f"to {state.resize_to[0]} workers, {left:.0f}s of downtime left",
+            )
         else:
             cond.set("Resizing", False, "Stable", "")
         if rt.current is None:
@@ -571,18 +699,27 @@ class Controller:
             cond.set("Ready", False, "ResizeFailed", error)
         else:
             cond.set("Ready", True, "Reconciled", f"{action}: {reason.get('why', '')}")
-        for type_, event in (("MetricsAvailable", "MetricsUnavailable"),
-                             ("TargetAvailable", "TargetUnavailable")):
-            if cond.became(type_, False) and not (type_ == "TargetAvailable" and error
-                                                  and rt.current is not None):
+        for type_, event in (
+            ("MetricsAvailable", "MetricsUnavailable"),
+            ("TargetAvailable", "TargetUnavailable"),
+        ):
+            if cond.became(type_, False) and not (
+                type_ == "TargetAvailable" and error and rt.current is not None
+            ):
                 self._event(rt, event, cond.by_type[type_]["message"], "Warning")
         if cond.became("QuotaLimited", True):
             self._event(rt, "QuotaLimited", cond.by_type["QuotaLimited"]["message"], "Warning")
 
     def _event(self, rt: JobRuntime, reason: str, message: str, type_: str = "Normal") -> None:
         try:
-            self.event_sink.emit(namespace=rt.entry.namespace, name=rt.entry.name,
-                                 uid=rt.entry.uid, reason=reason, message=message, type=type_)
+            self.event_sink.emit(
+                namespace=rt.entry.namespace,
+                name=rt.entry.name,
+                uid=rt.entry.uid,
+                reason=reason,
+                message=message,
+                type=type_,
+            )
         except Exception as exc:  # events are a courtesy
             self.metrics.errors.labels(kind="event").inc()
             log.warning("event %s for %s failed: %s", reason, rt.key, exc)
@@ -593,20 +730,23 @@ class Controller:
         m.decisions.labels(job=rt.key, action=rep.action).inc()
         w = rt.window
         s = rep.sample
-        m.set_job(rt.key,
-                  predicted_rate=float(w.mean[0]) if w is not None and len(w) else None,
-                  forecast_peak_rate=float(np.max(w.high)) if w is not None and len(w) else None,
-                  actual_rate=s.arrival_rate if s else None,
-                  consumption_rate=s.consumption_rate if s else None,
-                  backlog_records=s.lag if s else None,
-                  oldest_age_seconds=s.oldest_age_s if s else None,
-                  current_workers=rep.current.workers if rep.current else None,
-                  current_ps=rep.current.ps if rep.current else None,
-                  desired_workers=rep.desired.workers if rep.desired else None,
-                  desired_ps=rep.desired.ps if rep.desired else None,
-                  planned_workers=rep.planned.workers if rep.planned else None)
-        status = build_status(rep, st, generation=rt.entry.generation,
-                              identity=self.settings.identity)
+        m.set_job(
+            rt.key,
+            predicted_rate=float(w.mean[0]) if w is not None and len(w) else None,
+            forecast_peak_rate=float(np.max(w.high)) if w is not None and len(w) else None,
+            actual_rate=s.arrival_rate if s else None,
+            consumption_rate=s.consumption_rate if s else None,
+            backlog_records=s.lag if s else None,
+            oldest_age_seconds=s.oldest_age_s if s else None,
+            current_workers=rep.current.workers if rep.current else None,
+            current_ps=rep.current.ps if rep.current else None,
+            desired_workers=rep.desired.workers if rep.desired else None,
+            desired_ps=rep.desired.ps if rep.desired else None,
+            planned_workers=rep.planned.workers if rep.planned else None,
+        )
+        status = build_status(
+            rep, st, generation=rt.entry.generation, identity=self.settings.identity
+        )
         try:
             self.status_sink.write_status(rt.entry.namespace, rt.entry.name, status)
         except TargetGone:
@@ -614,16 +754,27 @@ class Controller:
         except ActuatorError as exc:
             m.errors.labels(kind="status").inc()
             log.warning("cannot write the status of %s: %s", rt.key, exc)
-        fields = {"event": "decision", "job": rt.key, "action": rep.action,
-                  "current": [rep.current.workers, rep.current.ps] if rep.current else None,
-                  "desired": [rep.desired.workers, rep.desired.ps] if rep.desired else None,
-                  "planned": [rep.planned.workers, rep.planned.ps] if rep.planned else None,
-                  "resized": rep.resized, "reason": rep.reason}
+        fields = {
+            "event": "decision",
+            "job": rt.key,
+            "action": rep.action,
+            "current": [rep.current.workers, rep.current.ps] if rep.current else None,
+            "desired": [rep.desired.workers, rep.desired.ps] if rep.desired else None,
+            "planned": [rep.planned.workers, rep.planned.ps] if rep.planned else None,
+            "resized": rep.resized,
+            "reason": rep.reason,
+        }
         if s is not None:
             fields.update(arrival_rate=s.arrival_rate, lag=s.lag, oldest_age_s=s.oldest_age_s)
         level = logging.INFO if rep.resized or rep.error else logging.DEBUG
-        log.log(level, "%s: %s (%s)", rt.key, rep.action, rep.reason.get("why", ""),
-                extra={"fields": fields})
+        log.log(
+            level,
+            "%s: %s (%s)",
+            rt.key,
+            rep.action,
+            rep.reason.get("why", ""),
+            extra={"fields": fields},
+        )
         if self.timeline is not None:
             try:
                 self.timeline.record(rt, rep, now)

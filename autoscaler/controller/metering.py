@@ -67,8 +67,11 @@ class ArrivalHistory:
 
     def series(self) -> pd.Series:
         """The history as the forecasters take it (tz-aware UTC index, regular freq)."""
-        index = pd.date_range(pd.Timestamp(self.start_s, unit="s", tz="UTC"),
-                              periods=len(self.rates), freq=pd.Timedelta(seconds=self.interval_s))
+        index = pd.date_range(
+            pd.Timestamp(self.start_s, unit="s", tz="UTC"),
+            periods=len(self.rates),
+            freq=pd.Timedelta(seconds=self.interval_s),
+        )
         return pd.Series(self.rates, index=index, name="arrival_rate")
 
     @classmethod
@@ -86,8 +89,9 @@ class ArrivalHistory:
         if len(self.rates) <= max_steps:
             return self
         drop = len(self.rates) - max_steps
-        return ArrivalHistory(self.start_s + drop * self.interval_s, self.interval_s,
-                              self.rates[drop:])
+        return ArrivalHistory(
+            self.start_s + drop * self.interval_s, self.interval_s, self.rates[drop:]
+        )
 
 
 class MetricSource(Protocol):
@@ -105,19 +109,37 @@ class MetricSource(Protocol):
 class KafkaMetricSource:
     """A job's Kafka topic and consumer group, measured by :class:`KafkaMeter`."""
 
-    def __init__(self, *, bootstrap: str, topic: str, group: str, history_path: str | Path,
-                 window_s: float = 10.0, timeout_s: float = 10.0, interval_s: float = 60.0,
-                 now: Callable[[], float] = time.time, block_first: bool = False,
-                 backfill_samples: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        history_path: str | Path,
+        window_s: float = 10.0,
+        timeout_s: float = 10.0,
+        interval_s: float = 60.0,
+        now: Callable[[], float] = time.time,
+        block_first: bool = False,
+        backfill_samples: int | None = None,
+    ) -> None:
         from autoscaler.sources.meter import KafkaMeter
 
         self.topic, self.group = topic, group
         self.window_s = window_s
         self.interval_s = interval_s
         self.now = now
-        self.meter = KafkaMeter(bootstrap, topic, group, history_path, window_s, now=now,
-                                timeout_s=timeout_s, backfill_interval_s=interval_s,
-                                max_baseline_age_s=max(10 * window_s, 3 * interval_s))
+        self.meter = KafkaMeter(
+            bootstrap,
+            topic,
+            group,
+            history_path,
+            window_s,
+            now=now,
+            timeout_s=timeout_s,
+            backfill_interval_s=interval_s,
+            max_baseline_age_s=max(10 * window_s, 3 * interval_s),
+        )
         self._hist: ArrivalHistory | None = None
         self.block_first = block_first
         """Wait a window on the first sample instead of reporting WarmingUp (``kale plan``)."""
@@ -132,12 +154,19 @@ class KafkaMetricSource:
         stale = baseline is None or now - baseline.time > self.meter.max_baseline_age_s
         if stale and not self.block_first:
             self._store_snapshot()
-            raise WarmingUp(f"{self.topic}: first snapshot taken; rates need another one "
-                            f"{self.window_s:g}s later")
+            raise WarmingUp(
+                f"{self.topic}: first snapshot taken; rates need another one "
+                f"{self.window_s:g}s later"
+            )
         s = self.meter.sample()
-        return Sample(time=s.time, arrival_rate=s.arrival_rate,
-                      consumption_rate=s.consumption_rate, lag=float(s.lag),
-                      oldest_age_s=s.oldest_unconsumed_age_s, partitions=s.partitions)
+        return Sample(
+            time=s.time,
+            arrival_rate=s.arrival_rate,
+            consumption_rate=s.consumption_rate,
+            lag=float(s.lag),
+            oldest_age_s=s.oldest_unconsumed_age_s,
+            partitions=s.partitions,
+        )
 
     def _store_snapshot(self) -> None:
         from autoscaler.sources.backfill import backfill
@@ -149,16 +178,33 @@ class KafkaMetricSource:
         if not history.has_topic(self.topic):
             # The meter backfills only a topic its history has never seen: do it before the
             # first snapshot makes the topic known, or the forecaster would start from zero.
-            extra = ({} if self.backfill_samples is None
-                     else {"samples_per_partition": self.backfill_samples})
-            result = backfill(self.meter.bootstrap, self.topic, history,
-                              interval_s=self.interval_s, now=self.now,
-                              timeout_s=max(self.meter.timeout_s, 30.0), **extra)
+            extra = (
+                {}
+                if self.backfill_samples is None
+                else {"samples_per_partition": self.backfill_samples}
+            )
+            result = backfill(
+                self.meter.bootstrap,
+                self.topic,
+                history,
+                interval_s=self.interval_s,
+                now=self.now,
+                timeout_s=max(self.meter.timeout_s, 30.0),
+                **extra,
+            )
             log.info("backfilled %s: %s", self.topic, result)
-        history.append(StoredSnapshot(
-            topic=self.topic, group=self.group, time=snap.time, end_total=snap.end_total,
-            committed_total=snap.committed_total, lag=snap.lag, partitions=snap.partitions,
-            source="meter"))
+        history.append(
+            StoredSnapshot(
+                topic=self.topic,
+                group=self.group,
+                time=snap.time,
+                end_total=snap.end_total,
+                committed_total=snap.committed_total,
+                lag=snap.lag,
+                partitions=snap.partitions,
+                source="meter",
+            )
+        )
 
     def arrivals(self, now: float, interval_s: float, history_s: float) -> ArrivalHistory:
         history = self.meter.history
@@ -179,8 +225,9 @@ class KafkaMetricSource:
                 fresh = cached
             elif first <= cached.end_step:
                 keep = max(0, first - round(cached.start_s / interval_s))
-                fresh = ArrivalHistory(cached.start_s, interval_s,
-                                       np.concatenate([cached.rates[:keep], fresh.rates]))
+                fresh = ArrivalHistory(
+                    cached.start_s, interval_s, np.concatenate([cached.rates[:keep], fresh.rates])
+                )
             else:  # a gap since the last read: read everything again
                 fresh = read(now - history_s)
         self._hist = fresh.tail(math.ceil(history_s / interval_s))

@@ -44,25 +44,37 @@ class ControllerMetrics:
         self.job: dict[str, Gauge] = {
             name: Gauge(name, doc, ["job"], registry=r) for name, doc in JOB_GAUGES.items()
         }
-        self.decisions = Counter("kale_decisions", "Decisions by action (scale_up, scale_down, "
-                                 "hold, hold_metrics_unavailable, …).", ["job", "action"],
-                                 registry=r)
-        self.resizes = Counter("kale_resizes", "Resizes applied.", ["job", "direction"],
-                               registry=r)
-        self.errors = Counter("kale_errors", "Failures by kind (metrics, forecast, planner, "
-                              "actuator, status, event, list, build, quota, lease).", ["kind"],
-                              registry=r)
-        self.tick_seconds = Histogram("kale_tick_duration_seconds", "Time of one tick.",
-                                      buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-                                      registry=r)
-        self.jobs = Gauge("kale_jobs", "Jobs managed (valid) and rejected (invalid).",
-                          ["state"], registry=r)
+        self.decisions = Counter(
+            "kale_decisions",
+            "Decisions by action (scale_up, scale_down, hold, hold_metrics_unavailable, …).",
+            ["job", "action"],
+            registry=r,
+        )
+        self.resizes = Counter("kale_resizes", "Resizes applied.", ["job", "direction"], registry=r)
+        self.errors = Counter(
+            "kale_errors",
+            "Failures by kind (metrics, forecast, planner, "
+            "actuator, status, event, list, build, quota, lease).",
+            ["kind"],
+            registry=r,
+        )
+        self.tick_seconds = Histogram(
+            "kale_tick_duration_seconds",
+            "Time of one tick.",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=r,
+        )
+        self.jobs = Gauge(
+            "kale_jobs", "Jobs managed (valid) and rejected (invalid).", ["state"], registry=r
+        )
         self.leader = Gauge("kale_leader", "1 while this replica holds the lease.", registry=r)
-        self.quota_total = Gauge("kale_quota_gpus", "GPU quota shared by the jobs (-1: none).",
-                                 registry=r)
+        self.quota_total = Gauge(
+            "kale_quota_gpus", "GPU quota shared by the jobs (-1: none).", registry=r
+        )
         self.quota_used = Gauge("kale_quota_gpus_used", "GPUs held by the jobs.", registry=r)
-        self.last_tick = Gauge("kale_last_tick_timestamp_seconds",
-                               "When the last tick finished.", registry=r)
+        self.last_tick = Gauge(
+            "kale_last_tick_timestamp_seconds", "When the last tick finished.", registry=r
+        )
         self.errors.labels(kind="metrics")  # the series exist from the start
         self._children: dict[str, dict[str, Any]] = {}
 
@@ -70,7 +82,8 @@ class ControllerMetrics:
         children = self._children.get(job)
         if children is None:  # label lookups cost more than the sets: do them once per job
             children = self._children[job] = {
-                name.removeprefix("kale_job_"): g.labels(job=job) for name, g in self.job.items()}
+                name.removeprefix("kale_job_"): g.labels(job=job) for name, g in self.job.items()
+            }
         for key, value in values.items():
             if value is not None:
                 children[key].set(float(value))
@@ -105,8 +118,14 @@ class Health:
 class MetricsServer:
     """``/metrics``, ``/healthz`` and ``/readyz`` on a background thread."""
 
-    def __init__(self, metrics: ControllerMetrics, health: Health | None = None, *,
-                 address: str = "0.0.0.0", port: int = 9100) -> None:
+    def __init__(
+        self,
+        metrics: ControllerMetrics,
+        health: Health | None = None,
+        *,
+        address: str = "0.0.0.0",
+        port: int = 9100,
+    ) -> None:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -121,8 +140,12 @@ class MetricsServer:
         self.server = ThreadingHTTPServer((address, port), Handler)
         self.server.daemon_threads = True
         self.port = int(self.server.server_address[1])
-        self.thread = threading.Thread(target=self.server.serve_forever, name="kale-metrics",
-                                       kwargs={"poll_interval": 0.2}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever,
+            name="kale-metrics",
+            kwargs={"poll_interval": 0.2},
+            daemon=True,
+        )
 
     def _serve(self, req: BaseHTTPRequestHandler) -> None:
         path = req.path.split("?")[0]

@@ -36,11 +36,17 @@ class Elector(Protocol):
 class Runner:
     """Runs ``controller.tick()`` every ``interval_s`` while this replica leads."""
 
-    def __init__(self, controller: Controller, *, interval_s: float,
-                 elector: Elector | None = None, health: Health | None = None,
-                 clock: Callable[[], float] = time.time,
-                 wait: Callable[[float], bool] | None = None,
-                 align_offset_s: float | None = None) -> None:
+    def __init__(
+        self,
+        controller: Controller,
+        *,
+        interval_s: float,
+        elector: Elector | None = None,
+        health: Health | None = None,
+        clock: Callable[[], float] = time.time,
+        wait: Callable[[float], bool] | None = None,
+        align_offset_s: float | None = None,
+    ) -> None:
         self.controller = controller
         self.interval_s = interval_s
         self.elector = elector
@@ -48,8 +54,9 @@ class Runner:
         self.clock = clock
         self.stop_event = threading.Event()
         self.wait = wait or self.stop_event.wait
-        self.align_offset_s = (min(2.0, interval_s / 10) if align_offset_s is None
-                               else align_offset_s)
+        self.align_offset_s = (
+            min(2.0, interval_s / 10) if align_offset_s is None else align_offset_s
+        )
         self.ticks = 0
         self.leader = False
         """Set by :meth:`elect` (the lease thread in :meth:`run`)."""
@@ -78,9 +85,12 @@ class Runner:
             metrics.errors.labels(kind="lease").inc()
         metrics.leader.set(1 if self.leader else 0)
         if self.leader != was:
-            log.info("%s is now %s", self.elector.identity,
-                     "the leader" if self.leader else "a standby",
-                     extra={"fields": {"event": "leadership", "leader": self.leader}})
+            log.info(
+                "%s is now %s",
+                self.elector.identity,
+                "the leader" if self.leader else "a standby",
+                extra={"fields": {"event": "leadership", "leader": self.leader}},
+            )
             if self.leader:
                 self.next_tick = now  # act at once on taking over
         return self.leader
@@ -127,8 +137,7 @@ class Runner:
         renewer = None
         if self.elector is not None:
             self.elect()
-            renewer = threading.Thread(target=self._renew_loop, daemon=True,
-                                       name="kale-lease")
+            renewer = threading.Thread(target=self._renew_loop, daemon=True, name="kale-lease")
             renewer.start()
         try:
             while not self.stop_event.is_set():

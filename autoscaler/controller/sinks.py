@@ -26,8 +26,16 @@ class StatusSink(Protocol):
 
 
 class EventSink(Protocol):
-    def emit(self, *, namespace: str, name: str, uid: str | None, reason: str, message: str,
-             type: str = "Normal") -> bool: ...
+    def emit(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        uid: str | None,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+    ) -> bool: ...
 
 
 class FileStatusSink:
@@ -40,8 +48,9 @@ class FileStatusSink:
         return self.directory / f"{namespace}_{name}.status.json"
 
     def write_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        atomic_write_text(self.path(namespace, name),
-                          json.dumps(status, indent=2, sort_keys=True), fsync=False)
+        atomic_write_text(
+            self.path(namespace, name), json.dumps(status, indent=2, sort_keys=True), fsync=False
+        )
 
 
 class LogEventSink:
@@ -50,10 +59,23 @@ class LogEventSink:
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
 
-    def emit(self, *, namespace: str, name: str, uid: str | None, reason: str, message: str,
-             type: str = "Normal") -> bool:
-        ev = {"event": "k8s_event", "job": f"{namespace}/{name}", "reason": reason,
-              "type": type, "message": message}
+    def emit(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        uid: str | None,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+    ) -> bool:
+        ev = {
+            "event": "k8s_event",
+            "job": f"{namespace}/{name}",
+            "reason": reason,
+            "type": type,
+            "message": message,
+        }
         self.events.append(ev)
         del self.events[:-1000]
         log.info("%s %s: %s", reason, f"{namespace}/{name}", message, extra={"fields": ev})
@@ -66,6 +88,14 @@ class NullSink:
     def write_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         pass
 
-    def emit(self, *, namespace: str, name: str, uid: str | None, reason: str, message: str,
-             type: str = "Normal") -> bool:
+    def emit(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        uid: str | None,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+    ) -> bool:
         return True

@@ -99,14 +99,14 @@ class SqliteStateStore:
         self._conn = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("CREATE TABLE IF NOT EXISTS job_state (key TEXT PRIMARY KEY, "
-                           "state TEXT NOT NULL)")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS job_state (key TEXT PRIMARY KEY, state TEXT NOT NULL)"
+        )
         self._conn.commit()
 
     def load(self, key: str) -> dict[str, Any] | None:
         with self._lock:
-            row = self._conn.execute("SELECT state FROM job_state WHERE key = ?",
-                                     (key,)).fetchone()
+            row = self._conn.execute("SELECT state FROM job_state WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
     def save_many(self, states: dict[str, dict[str, Any]]) -> None:
@@ -114,8 +114,9 @@ class SqliteStateStore:
             return
         rows = [(k, json.dumps(v, default=float)) for k, v in states.items()]
         with self._lock, self._conn:
-            self._conn.executemany("INSERT OR REPLACE INTO job_state (key, state) VALUES (?, ?)",
-                                   rows)
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO job_state (key, state) VALUES (?, ?)", rows
+            )
 
     def delete(self, key: str) -> None:
         with self._lock, self._conn:

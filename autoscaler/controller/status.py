@@ -56,25 +56,26 @@ class JobReport:
     def plan_json(self) -> dict[str, Any]:
         cur = self.current
         want = self.desired or cur
-        return jsonable({
-            "job": self.job,
-            "time": iso(self.time),
-            "current_workers": cur.workers if cur else None,
-            "desired_workers": want.workers if want else None,
-            "desired_ps": want.ps if want else None,
-            "forecast": self.forecast,
-            "lead_s": self.reason.get("lead_s"),
-            "backlog": self.sample.lag if self.sample else None,
-            "reason": self.reason,
-        })
+        return jsonable(
+            {
+                "job": self.job,
+                "time": iso(self.time),
+                "current_workers": cur.workers if cur else None,
+                "desired_workers": want.workers if want else None,
+                "desired_ps": want.ps if want else None,
+                "forecast": self.forecast,
+                "lead_s": self.reason.get("lead_s"),
+                "backlog": self.sample.lag if self.sample else None,
+                "reason": self.reason,
+            }
+        )
 
 
 class Conditions:
     """Kubernetes-style conditions whose ``lastTransitionTime`` moves only on change."""
 
     def __init__(self, existing: list[dict[str, Any]], now: float) -> None:
-        self.by_type = {c["type"]: dict(c) for c in existing if isinstance(c, dict)
-                        and "type" in c}
+        self.by_type = {c["type"]: dict(c) for c in existing if isinstance(c, dict) and "type" in c}
         self.now = now
         self.changed: list[tuple[str, bool]] = []
 
@@ -84,8 +85,13 @@ class Conditions:
         since = old["lastTransitionTime"] if old and old.get("status") == status else iso(self.now)
         if not old or old.get("status") != status:
             self.changed.append((type_, ok))
-        self.by_type[type_] = {"type": type_, "status": status, "reason": reason,
-                               "message": message[:512], "lastTransitionTime": since}
+        self.by_type[type_] = {
+            "type": type_,
+            "status": status,
+            "reason": reason,
+            "message": message[:512],
+            "lastTransitionTime": since,
+        }
 
     def get(self, type_: str) -> bool | None:
         c = self.by_type.get(type_)
@@ -98,8 +104,9 @@ class Conditions:
         return [self.by_type[k] for k in sorted(self.by_type)]
 
 
-def resize_message(cur: Size, new: Size, reason: dict[str, Any],
-                   forecast_peak: float | None) -> str:
+def resize_message(
+    cur: Size, new: Size, reason: dict[str, Any], forecast_peak: float | None
+) -> str:
     """The Event message of a resize: sizes, why, forecast peak, lead time, quota."""
     parts = [f"{cur.workers} -> {new.workers} workers ({new.ps} PS)"]
     if reason.get("why"):
@@ -113,8 +120,9 @@ def resize_message(cur: Size, new: Size, reason: dict[str, Any],
     return "; ".join(parts)
 
 
-def build_status(rep: JobReport, state: JobState, *, generation: int | None,
-                 identity: str) -> dict[str, Any]:
+def build_status(
+    rep: JobReport, state: JobState, *, generation: int | None, identity: str
+) -> dict[str, Any]:
     """The job's ``.status`` (keys with no value are left out)."""
     s = rep.sample
     status: dict[str, Any] = {
@@ -127,9 +135,16 @@ def build_status(rep: JobReport, state: JobState, *, generation: int | None,
         "lastDecision": {**(state.last_decision or {}), "details": rep.reason},
         "lastResizeTime": iso(state.resize_started) if state.resize_started else None,
         "forecast": rep.forecast,
-        "metrics": jsonable({"arrivalRate": s.arrival_rate, "consumptionRate":
-                             s.consumption_rate, "lag": s.lag,
-                             "oldestAgeSeconds": s.oldest_age_s}) if s else None,
+        "metrics": jsonable(
+            {
+                "arrivalRate": s.arrival_rate,
+                "consumptionRate": s.consumption_rate,
+                "lag": s.lag,
+                "oldestAgeSeconds": s.oldest_age_s,
+            }
+        )
+        if s
+        else None,
         "conditions": state.conditions,
         "plannerState": jsonable(state.to_dict() | {"conditions": []}),
         "controller": identity or None,

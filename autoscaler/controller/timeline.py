@@ -114,8 +114,9 @@ class TimelineStore:
     ``readonly=True`` opens the file without ever writing to it.
     """
 
-    def __init__(self, path: str | Path, *, readonly: bool = False,
-                 retention_s: float = RETENTION_S) -> None:
+    def __init__(
+        self, path: str | Path, *, readonly: bool = False, retention_s: float = RETENTION_S
+    ) -> None:
         self.path = Path(path)
         self.readonly = readonly
         self.retention_s = retention_s
@@ -124,8 +125,9 @@ class TimelineStore:
         self._actions: dict[str, str] = {}
         self._appended = 0
         if readonly:
-            self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10.0,
-                                         check_same_thread=False)
+            self._conn = sqlite3.connect(
+                f"file:{self.path}?mode=ro", uri=True, timeout=10.0, check_same_thread=False
+            )
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False)
@@ -136,10 +138,13 @@ class TimelineStore:
             self._conn.execute(f"CREATE TABLE IF NOT EXISTS ticks ({cols})")
             self._conn.execute("CREATE INDEX IF NOT EXISTS ticks_job_t ON ticks (job, t)")
             self._conn.execute("CREATE INDEX IF NOT EXISTS ticks_t ON ticks (t)")
-            self._conn.execute("CREATE TABLE IF NOT EXISTS jobs (job TEXT PRIMARY KEY, "
-                               "updated REAL, info TEXT NOT NULL)")
-            self._conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, "
-                               "value TEXT NOT NULL)")
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS jobs (job TEXT PRIMARY KEY, "
+                "updated REAL, info TEXT NOT NULL)"
+            )
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            )
 
     # -- writing (the controller) ---------------------------------------------------------
     def record(self, rt: Any, rep: Any, now: float) -> None:
@@ -160,12 +165,13 @@ class TimelineStore:
         if w is not None and len(w):
             lead = lead_steps(sz.rescale_s, sz.interval_s, len(w))
             fc_t = (step + lead + 1) * sz.interval_s
-            fc_mean, fc_p10, fc_p90 = (_num(w.mean[lead]), _num(w.low[lead]),
-                                       _num(w.high[lead]))
+            fc_mean, fc_p10, fc_p90 = (_num(w.mean[lead]), _num(w.low[lead]), _num(w.high[lead]))
             fc_peak = _num(max(w.high))
         reason = rep.reason or {}
         row = {
-            "job": rt.key, "t": float(now), "step": step,
+            "job": rt.key,
+            "t": float(now),
+            "step": step,
             "arrival": _num(s.arrival_rate) if s else None,
             "consumption": _num(s.consumption_rate) if s else None,
             "lag": _num(s.lag) if s else None,
@@ -177,22 +183,31 @@ class TimelineStore:
             "desired_ps": rep.desired.ps if rep.desired else None,
             "gpus": held * sz.gpus_per_worker if held is not None else None,
             "capacity": _num(sz.rate(min(cur.workers, sz.max_workers))) if cur else None,
-            "resizing": int(bool(resizing)), "resized": int(bool(rep.resized)),
-            "fc_t": fc_t, "fc_mean": fc_mean, "fc_p10": fc_p10, "fc_p90": fc_p90,
+            "resizing": int(bool(resizing)),
+            "resized": int(bool(rep.resized)),
+            "fc_t": fc_t,
+            "fc_mean": fc_mean,
+            "fc_p10": fc_p10,
+            "fc_p90": fc_p90,
             "fc_peak": fc_peak,
-            "action": rep.action, "changed": int(self._actions.get(rt.key) != rep.action),
+            "action": rep.action,
+            "changed": int(self._actions.get(rt.key) != rep.action),
             "why": str(reason.get("why", ""))[:500],
             "reason": json.dumps(reason, default=str, separators=(",", ":"))[:4000],
             "error": rep.error,
         }
         info = json.dumps(job_info(rt), separators=(",", ":"))
         with self._lock, self._conn:
-            self._conn.execute(f"INSERT INTO ticks ({', '.join(COLUMNS)}) VALUES "
-                               f"({', '.join('?' for _ in COLUMNS)})",
-                               [row[c] for c in COLUMNS])
+            self._conn.execute(
+                f"INSERT INTO ticks ({', '.join(COLUMNS)}) VALUES "
+                f"({', '.join('?' for _ in COLUMNS)})",
+                [row[c] for c in COLUMNS],
+            )
             if self._infos.get(rt.key) != info:
-                self._conn.execute("INSERT OR REPLACE INTO jobs (job, updated, info) "
-                                   "VALUES (?, ?, ?)", (rt.key, now, info))
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO jobs (job, updated, info) VALUES (?, ?, ?)",
+                    (rt.key, now, info),
+                )
                 self._infos[rt.key] = info
             self._actions[rt.key] = rep.action
             self._appended += 1
@@ -202,8 +217,10 @@ class TimelineStore:
     def set_meta(self, **values: Any) -> None:
         """Store JSON-able metadata (quota, interval, a display scale for demos)."""
         with self._lock, self._conn:
-            self._conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                                   [(k, json.dumps(v)) for k, v in values.items()])
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                [(k, json.dumps(v)) for k, v in values.items()],
+            )
 
     # -- reading (the dashboard) ----------------------------------------------------------
     def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -220,11 +237,11 @@ class TimelineStore:
 
     def jobs(self) -> dict[str, dict[str, Any]]:
         """Job key → its description (see :func:`job_info`)."""
-        return {k: json.loads(v) for k, v in
-                self._query("SELECT job, info FROM jobs ORDER BY job")}
+        return {k: json.loads(v) for k, v in self._query("SELECT job, info FROM jobs ORDER BY job")}
 
-    def rows(self, job: str | None = None, *, since: float | None = None,
-             limit: int | None = None) -> list[dict[str, Any]]:
+    def rows(
+        self, job: str | None = None, *, since: float | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
         """Rows in time order (the newest ``limit`` when given)."""
         where, args = [], []
         if job is not None:
@@ -245,12 +262,15 @@ class TimelineStore:
 
     def latest(self) -> dict[str, dict[str, Any]]:
         """The newest row of every job."""
-        sql = (f"SELECT {', '.join(COLUMNS)} FROM ticks WHERE rowid IN "
-               "(SELECT MAX(rowid) FROM ticks GROUP BY job)")
+        sql = (
+            f"SELECT {', '.join(COLUMNS)} FROM ticks WHERE rowid IN "
+            "(SELECT MAX(rowid) FROM ticks GROUP BY job)"
+        )
         return {r[0]: dict(zip(COLUMNS, r, strict=True)) for r in self._query(sql)}
 
-    def decisions(self, *, limit: int = 50, job: str | None = None,
-                  resizes_only: bool = False) -> list[dict[str, Any]]:
+    def decisions(
+        self, *, limit: int = 50, job: str | None = None, resizes_only: bool = False
+    ) -> list[dict[str, Any]]:
         """The newest decisions first: resizes and failed ticks, and (unless
         ``resizes_only``) every decision whose action differs from the job's previous one."""
         where = "resized = 1 OR error IS NOT NULL"

@@ -52,12 +52,16 @@ def jobs(request: Request) -> dict[str, Any]:
 
 
 @router.get("/jobs/{job:path}/series", summary="One job's time series")
-def job_series(request: Request, job: str,
-               limit: int = Query(data.DEFAULT_POINTS, ge=1, le=data.MAX_POINTS,
-                                  description="Newest ticks to return."),
-               since: float | None = Query(None, description="Only ticks at or after this "
-                                           "time (epoch seconds, display time).")
-               ) -> dict[str, Any]:
+def job_series(
+    request: Request,
+    job: str,
+    limit: int = Query(
+        data.DEFAULT_POINTS, ge=1, le=data.MAX_POINTS, description="Newest ticks to return."
+    ),
+    since: float | None = Query(
+        None, description="Only ticks at or after this time (epoch seconds, display time)."
+    ),
+) -> dict[str, Any]:
     """Arrival rate vs the forecast made one lead time earlier (mean, p10–p90), capacity
     f(w) of the current size, workers and PS with every resize and its reason, backlog and
     oldest unconsumed age against the SLO, and the throughput curve with the operating point
@@ -69,18 +73,19 @@ def job_series(request: Request, job: str,
 
 
 @router.get("/decisions", summary="Recent decisions")
-def decisions(request: Request,
-              limit: int = Query(50, ge=1, le=1000),
-              job: str | None = Query(None, description="Only this job (namespace/name).")
-              ) -> dict[str, Any]:
+def decisions(
+    request: Request,
+    limit: int = Query(50, ge=1, le=1000),
+    job: str | None = Query(None, description="Only this job (namespace/name)."),
+) -> dict[str, Any]:
     """Resizes, failed ticks and changes of action, newest first, with their reasons."""
     return data.decisions(_view(request), limit=limit, job=job)
 
 
 @router.get("/cluster", summary="GPU quota used vs available")
-def cluster(request: Request,
-            limit: int = Query(data.DEFAULT_POINTS, ge=1, le=data.MAX_POINTS)
-            ) -> dict[str, Any]:
+def cluster(
+    request: Request, limit: int = Query(data.DEFAULT_POINTS, ge=1, le=data.MAX_POINTS)
+) -> dict[str, Any]:
     """GPUs held by all jobs per tick (a resizing job holds the larger size) and the quota."""
     return data.cluster(_view(request), limit=limit)
 

@@ -44,18 +44,28 @@ def swagger_dir() -> Path | None:
     return path if (path / "swagger-ui-bundle.js").is_file() else None
 
 
-def create_app(*, state_dir: str | Path | None = None,
-               sim_results: Sequence[str | Path] = (), refresh_s: float = 5.0,
-               title: str = "Kale dashboard") -> FastAPI:
+def create_app(
+    *,
+    state_dir: str | Path | None = None,
+    sim_results: Sequence[str | Path] = (),
+    refresh_s: float = 5.0,
+    title: str = "Kale dashboard",
+) -> FastAPI:
     """The dashboard over ``state_dir`` (a controller's ``stateDir``) and saved simulations.
 
     ``state_dir`` may not exist yet: the page shows jobs once the controller has written its
     timeline. ``sim_results`` are ``kale simulate --json`` files, re-read when they change.
     """
-    app = FastAPI(title=title, version="1", docs_url=None, redoc_url=None, lifespan=_lifespan,
-                  description="Read-only view of Kale's controller state: per-job arrival "
-                  "rate vs forecast, sizes and resizes, backlog vs SLO, throughput curves, "
-                  "GPU quota, decisions, and `kale simulate` comparisons.")
+    app = FastAPI(
+        title=title,
+        version="1",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=_lifespan,
+        description="Read-only view of Kale's controller state: per-job arrival "
+        "rate vs forecast, sizes and resizes, backlog vs SLO, throughput curves, "
+        "GPU quota, decisions, and `kale simulate` comparisons.",
+    )
     app.state.view = StateView(state_dir)
     app.state.sims = SimulationFiles(list(sim_results))
     app.state.refresh_s = float(refresh_s)
@@ -65,23 +75,30 @@ def create_app(*, state_dir: str | Path | None = None,
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:
-        return FileResponse(STATIC / "index.html", media_type="text/html",
-                            headers={"Cache-Control": "no-cache"})
+        return FileResponse(
+            STATIC / "index.html", media_type="text/html", headers={"Cache-Control": "no-cache"}
+        )
 
     @app.get("/static/plotly.min.js", include_in_schema=False)
     def plotly_bundle() -> FileResponse:
-        return FileResponse(plotly_js(), media_type="text/javascript",
-                            headers={"Cache-Control": "max-age=86400"})
+        return FileResponse(
+            plotly_js(), media_type="text/javascript", headers={"Cache-Control": "max-age=86400"}
+        )
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
         if swagger is None:
-            return HTMLResponse("<p>Install swagger-ui-bundle for this page; the schema is at "
-                                "<a href='/openapi.json'>/openapi.json</a>.</p>")
-        return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{title}: API",
-                                   swagger_js_url="/docs-assets/swagger-ui-bundle.js",
-                                   swagger_css_url="/docs-assets/swagger-ui.css",
-                                   swagger_favicon_url="/docs-assets/favicon-32x32.png")
+            return HTMLResponse(
+                "<p>Install swagger-ui-bundle for this page; the schema is at "
+                "<a href='/openapi.json'>/openapi.json</a>.</p>"
+            )
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title=f"{title}: API",
+            swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs-assets/swagger-ui.css",
+            swagger_favicon_url="/docs-assets/favicon-32x32.png",
+        )
 
     # Mounted last: the routes above (plotly.min.js under /static) take precedence.
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

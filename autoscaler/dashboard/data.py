@@ -45,14 +45,18 @@ class Display:
         raw = meta.get("display")
         if not isinstance(raw, dict):
             return cls()
-        known = {k: raw[k] for k in ("speedup", "wall_origin", "trace_origin", "rate_scale",
-                                     "note") if k in raw}
+        known = {
+            k: raw[k]
+            for k in ("speedup", "wall_origin", "trace_origin", "rate_scale", "note")
+            if k in raw
+        }
         return cls(**known)
 
     @property
     def identity(self) -> bool:
-        return self.speedup == 1.0 and self.rate_scale == 1.0 and self.wall_origin == \
-            self.trace_origin
+        return (
+            self.speedup == 1.0 and self.rate_scale == 1.0 and self.wall_origin == self.trace_origin
+        )
 
     def time(self, t: float | None) -> float | None:
         if t is None:
@@ -128,8 +132,11 @@ def _ready(status: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     for c in status.get("conditions") or []:
         if c.get("type") == "Ready":
-            return {"status": c.get("status"), "reason": c.get("reason"),
-                    "message": c.get("message")}
+            return {
+                "status": c.get("status"),
+                "reason": c.get("reason"),
+                "message": c.get("message"),
+            }
     return None
 
 
@@ -156,34 +163,37 @@ def jobs(view: StateView) -> dict[str, Any]:
     for key in sorted(set(infos) | set(latest)):
         info = infos.get(key, {})
         row = latest.get(key, {})
-        out.append({
-            "key": key,
-            "namespace": info.get("namespace", key.split("/")[0]),
-            "name": info.get("name", key.split("/")[-1]),
-            "time": d.time(row.get("t")),
-            "workers": row.get("workers"),
-            "ps": row.get("ps"),
-            "planned_workers": row.get("planned"),
-            "desired_workers": row.get("desired_workers"),
-            "gpus": row.get("gpus"),
-            "action": row.get("action"),
-            "why": row.get("why"),
-            "error": row.get("error"),
-            "arrival_rate": d.rate(row.get("arrival")),
-            "capacity": d.rate(row.get("capacity")),
-            "forecast_peak": d.rate(row.get("fc_peak")),
-            "backlog": d.count(row.get("lag")),
-            "oldest_age_s": d.duration(row.get("oldest_age")),
-            "slo_s": d.duration(info.get("slo_s")),
-            "resizing": bool(row.get("resizing")),
-            "ready": _ready(view.status(key)),
-            "info": _info(info, d),
-        })
+        out.append(
+            {
+                "key": key,
+                "namespace": info.get("namespace", key.split("/")[0]),
+                "name": info.get("name", key.split("/")[-1]),
+                "time": d.time(row.get("t")),
+                "workers": row.get("workers"),
+                "ps": row.get("ps"),
+                "planned_workers": row.get("planned"),
+                "desired_workers": row.get("desired_workers"),
+                "gpus": row.get("gpus"),
+                "action": row.get("action"),
+                "why": row.get("why"),
+                "error": row.get("error"),
+                "arrival_rate": d.rate(row.get("arrival")),
+                "capacity": d.rate(row.get("capacity")),
+                "forecast_peak": d.rate(row.get("fc_peak")),
+                "backlog": d.count(row.get("lag")),
+                "oldest_age_s": d.duration(row.get("oldest_age")),
+                "slo_s": d.duration(info.get("slo_s")),
+                "resizing": bool(row.get("resizing")),
+                "ready": _ready(view.status(key)),
+                "info": _info(info, d),
+            }
+        )
     return {"jobs": out, "display": d.to_dict()}
 
 
-def series(view: StateView, job: str, *, limit: int = DEFAULT_POINTS,
-           since: float | None = None) -> dict[str, Any] | None:
+def series(
+    view: StateView, job: str, *, limit: int = DEFAULT_POINTS, since: float | None = None
+) -> dict[str, Any] | None:
     """``/api/jobs/{job}/series``: one job's time series; None for an unknown job."""
     store = view.store()
     if store is None:
@@ -204,12 +214,19 @@ def series(view: StateView, job: str, *, limit: int = DEFAULT_POINTS,
         return [conv(v) for v in vals] if conv is not None else vals
 
     fc = [r for r in rows if r["fc_t"] is not None]
-    resizes = [{
-        "time": d.time(r["t"]),
-        "from_workers": r["workers"], "to_workers": r["desired_workers"],
-        "from_ps": r["ps"], "to_ps": r["desired_ps"],
-        "action": r["action"], "why": r["why"],
-    } for r in rows if r["resized"]]
+    resizes = [
+        {
+            "time": d.time(r["t"]),
+            "from_workers": r["workers"],
+            "to_workers": r["desired_workers"],
+            "from_ps": r["ps"],
+            "to_ps": r["desired_ps"],
+            "action": r["action"],
+            "why": r["why"],
+        }
+        for r in rows
+        if r["resized"]
+    ]
     cap = [d.rate(c) for c in info.get("capacity", [])]
     last = rows[-1] if rows else {}
     cur_w = last.get("workers")
@@ -247,7 +264,8 @@ def series(view: StateView, job: str, *, limit: int = DEFAULT_POINTS,
             "peak_workers": info.get("peak_workers"),
             "peak_throughput": d.rate(info.get("peak_throughput")),
             "current_workers": cur_w,
-            "current_throughput": cap[cur_w] if cur_w is not None and 0 <= cur_w < len(cap)
+            "current_throughput": cap[cur_w]
+            if cur_w is not None and 0 <= cur_w < len(cap)
             else None,
             "arrival_rate": d.rate(last.get("arrival")),
         },
@@ -261,22 +279,27 @@ def decisions(view: StateView, *, limit: int = 50, job: str | None = None) -> di
     if store is None:
         return {"decisions": []}
     rows = store.decisions(limit=max(1, min(int(limit), 1000)), job=job)
-    return {"decisions": [{
-        "time": d.time(r["t"]),
-        "job": r["job"],
-        "action": r["action"],
-        "resized": bool(r["resized"]),
-        "from_workers": r["workers"],
-        "to_workers": r["desired_workers"],
-        "planned_workers": r["planned"],
-        "why": r["why"],
-        "error": r["error"],
-        "arrival_rate": d.rate(r["arrival"]),
-        "forecast_peak": d.rate(r["fc_peak"]),
-        "backlog": d.count(r["lag"]),
-        "oldest_age_s": d.duration(r["oldest_age"]),
-        "reason": _loads(r["reason"]),
-    } for r in rows]}
+    return {
+        "decisions": [
+            {
+                "time": d.time(r["t"]),
+                "job": r["job"],
+                "action": r["action"],
+                "resized": bool(r["resized"]),
+                "from_workers": r["workers"],
+                "to_workers": r["desired_workers"],
+                "planned_workers": r["planned"],
+                "why": r["why"],
+                "error": r["error"],
+                "arrival_rate": d.rate(r["arrival"]),
+                "forecast_peak": d.rate(r["fc_peak"]),
+                "backlog": d.count(r["lag"]),
+                "oldest_age_s": d.duration(r["oldest_age"]),
+                "reason": _loads(r["reason"]),
+            }
+            for r in rows
+        ]
+    }
 
 
 def cluster(view: StateView, *, limit: int = DEFAULT_POINTS) -> dict[str, Any]:
@@ -286,7 +309,7 @@ def cluster(view: StateView, *, limit: int = DEFAULT_POINTS) -> dict[str, Any]:
     meta = view.meta()
     if store is None:
         return {"quota_gpus": None, "time": [], "gpus": [], "jobs": [], "gpu_hours": 0.0}
-    ticks = store.gpus_by_tick()[-max(1, min(int(limit), MAX_POINTS)):]
+    ticks = store.gpus_by_tick()[-max(1, min(int(limit), MAX_POINTS)) :]
     interval = float(meta.get("interval_s") or 0.0)
     gpu_hours = sum(g for _, g, _ in ticks) * (d.duration(interval) or 0.0) / 3600.0
     latest = store.latest()
@@ -334,7 +357,7 @@ class SimulationFiles:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(raw, dict) or not isinstance(raw.get("policies"), dict):
-                error = "not a `kale simulate --json` result (no \"policies\" object)"
+                error = 'not a `kale simulate --json` result (no "policies" object)'
             else:
                 data = raw
         except (OSError, ValueError) as exc:
@@ -346,9 +369,16 @@ class SimulationFiles:
         out = []
         for i, path in enumerate(self.paths):
             data, error = self._load(path)
-            out.append({"id": i, "name": path.name, "path": str(path), "error": error,
-                        "title": (data or {}).get("title") or path.stem,
-                        "policies": sorted((data or {}).get("policies", {}))})
+            out.append(
+                {
+                    "id": i,
+                    "name": path.name,
+                    "path": str(path),
+                    "error": error,
+                    "title": (data or {}).get("title") or path.stem,
+                    "policies": sorted((data or {}).get("policies", {})),
+                }
+            )
         return {"simulations": out}
 
     def get(self, sim_id: int) -> dict[str, Any] | None:
@@ -357,8 +387,7 @@ class SimulationFiles:
         data, error = self._load(self.paths[sim_id])
         if data is None:
             return {"id": sim_id, "name": self.paths[sim_id].name, "error": error}
-        return {"id": sim_id, "name": self.paths[sim_id].name, "error": None,
-                **_finite(data)}
+        return {"id": sim_id, "name": self.paths[sim_id].name, "error": None, **_finite(data)}
 
 
 def _finite(value: Any) -> Any:

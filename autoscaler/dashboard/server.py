@@ -28,8 +28,7 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise UserError(f"--port: cannot listen on {host}:{port}: {exc.strerror or exc}"
-                        ) from None
+        raise UserError(f"--port: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(128)
     sock.set_inheritable(False)
     return sock
@@ -44,8 +43,9 @@ class DashboardServer:
         self.host = host
         self.sock = bind(host, port)
         self.port: int = int(self.sock.getsockname()[1])
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                                timeout_graceful_shutdown=2)
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
+        )
         self.server = uvicorn.Server(config)  # off the main thread: no signal handlers
         self.thread = threading.Thread(target=self._serve, name="kale-dashboard", daemon=True)
         self.error: BaseException | None = None
@@ -70,8 +70,7 @@ class DashboardServer:
                 raise RuntimeError(f"the dashboard did not start: {self.error}")
             if time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError("the dashboard did not start within "
-                                   f"{START_TIMEOUT_S:g}s")
+                raise RuntimeError(f"the dashboard did not start within {START_TIMEOUT_S:g}s")
             time.sleep(0.02)
         return self
 

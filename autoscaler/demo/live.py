@@ -57,8 +57,9 @@ class DemoOptions:
     open_browser: bool = True
     state_dir: Path | None = None
     """Keep the state here (None: a temporary folder, removed at the end)."""
-    say: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr,
-                                                                  flush=True))
+    say: Callable[[str], None] = field(
+        default=lambda line: print(line, file=sys.stderr, flush=True)
+    )
 
 
 @dataclass
@@ -131,10 +132,17 @@ def run(opts: DemoOptions) -> DemoResult:
     try:
         with _signals(stop), _log_to(state / "demo.log"):
             setup = _Setup(opts.plan, state)
-            opts.say(f"[1/3] simulating the planned replay ({opts.plan.live_days:.1f} days of "
-                     f"{opts.plan.forecaster}-forecast traffic) for the dashboard")
-            write_json(setup.sim_path, setup.simulate(setup.planned_steps, title=(
-                "simulator on the planned replay (the live run replaces it at the end)")))
+            opts.say(
+                f"[1/3] simulating the planned replay ({opts.plan.live_days:.1f} days of "
+                f"{opts.plan.forecaster}-forecast traffic) for the dashboard"
+            )
+            write_json(
+                setup.sim_path,
+                setup.simulate(
+                    setup.planned_steps,
+                    title=("simulator on the planned replay (the live run replaces it at the end)"),
+                ),
+            )
             if stop.is_set():
                 raise KeyboardInterrupt  # Ctrl-C before anything started: nothing to compare
             live = _Live(setup, opts, stop)
@@ -145,8 +153,13 @@ def run(opts: DemoOptions) -> DemoResult:
     finally:
         if not keep:
             shutil.rmtree(state, ignore_errors=True)
-    return DemoResult(result=result, wall_s=time.monotonic() - started,
-                      interrupted=interrupted, url=live.url, state_dir=state if keep else None)
+    return DemoResult(
+        result=result,
+        wall_s=time.monotonic() - started,
+        interrupted=interrupted,
+        url=live.url,
+        state_dir=state if keep else None,
+    )
 
 
 class _Setup:
@@ -176,12 +189,20 @@ class _Setup:
 
     def simulate(self, steps: int, *, title: str) -> dict[str, Any]:
         plan = self.plan
-        out = simulate_segment(plan, self.values, steps, sizing=self.sizing, job=self.job,
-                               start=self.trace.index[0])
-        out.update(title=title, job="demo/ctr-model", interval_s=plan.interval_s,
-                   slo_s=plan.slo_s, rescale_s=plan.rescale_s, warmup_steps=plan.warmup_steps,
-                   forecaster=plan.forecaster, peak_workers=self.sizing.peak_workers,
-                   trace=str(self.state / "trace.csv"))
+        out = simulate_segment(
+            plan, self.values, steps, sizing=self.sizing, job=self.job, start=self.trace.index[0]
+        )
+        out.update(
+            title=title,
+            job="demo/ctr-model",
+            interval_s=plan.interval_s,
+            slo_s=plan.slo_s,
+            rescale_s=plan.rescale_s,
+            warmup_steps=plan.warmup_steps,
+            forecaster=plan.forecaster,
+            peak_workers=self.sizing.peak_workers,
+            trace=str(self.state / "trace.csv"),
+        )
         return out
 
     def summary(self, live: _Live) -> dict[str, Any]:
@@ -198,10 +219,14 @@ class _Setup:
                 store.close()
         end = live.wall_end if live.wall_end is not None else live.wall0
         steps = max(1, round((end - live.wall0) / plan.tick_s))
-        metrics, series = live_metrics(rows, plan, wall_origin=live.wall0, wall_end=end,
-                                       trace_origin=self.trace_origin.timestamp())
-        sim = self.simulate(steps, title="kale demo: live Kale vs the simulator on the "
-                            "same replay")
+        metrics, series = live_metrics(
+            rows,
+            plan,
+            wall_origin=live.wall0,
+            wall_end=end,
+            trace_origin=self.trace_origin.timestamp(),
+        )
+        sim = self.simulate(steps, title="kale demo: live Kale vs the simulator on the same replay")
         lb = sim["lower_bound_gpu_hours"]
         if metrics.get("steps") and lb > 0:
             metrics["lower_bound_ratio"] = metrics["gpu_hours"] / lb
@@ -209,13 +234,16 @@ class _Setup:
         policies.update(sim["policies"])
         sim["policies"] = policies
         if metrics.get("steps"):
-            sim["series"]["policies"] = {"kale-live": {**series},
-                                         **sim["series"]["policies"]}
-        sim.update(live_steps=metrics.get("steps", 0), replayed_days=steps * plan.interval_s
-                   / plans.DAY_S, records_sent=live.records_sent, speedup=plan.speedup,
-                   records_scale=self.records_scale,
-                   note=f"kale-live measured on {metrics.get('steps', 0)} controller ticks; "
-                   "the others simulated on the same trace segment")
+            sim["series"]["policies"] = {"kale-live": {**series}, **sim["series"]["policies"]}
+        sim.update(
+            live_steps=metrics.get("steps", 0),
+            replayed_days=steps * plan.interval_s / plans.DAY_S,
+            records_sent=live.records_sent,
+            speedup=plan.speedup,
+            records_scale=self.records_scale,
+            note=f"kale-live measured on {metrics.get('steps', 0)} controller ticks; "
+            "the others simulated on the same trace segment",
+        )
         return sim
 
 
@@ -239,19 +267,39 @@ class _Live:
         jobs.mkdir(exist_ok=True)
         model_path = jobs / "ctr-sync-demo.json"
         plans.scaled_model(setup.model, setup.records_scale).save(model_path)
-        caps = [setup.records_scale * setup.sizing.rate(w)
-                for w in range(1, plan.max_workers + 1)]
-        command = [sys.executable, "-m", "autoscaler.sources.demo_consumer",
-                   "--bootstrap", bootstrap, "--topic", TOPIC, "--group", GROUP,
-                   "--capacity", ",".join(f"{c:.6g}" for c in caps),
-                   "--ready-after", f"{plan.wall(plan.rescale_s):.6g}",
-                   "--resize-stamp", str(self.stamp_path)]
-        doc = plans.job_doc(plan, wall=True, bootstrap=bootstrap, topic=TOPIC, group=GROUP,
-                            model=model_path.name, command=command)
+        caps = [setup.records_scale * setup.sizing.rate(w) for w in range(1, plan.max_workers + 1)]
+        command = [
+            sys.executable,
+            "-m",
+            "autoscaler.sources.demo_consumer",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            TOPIC,
+            "--group",
+            GROUP,
+            "--capacity",
+            ",".join(f"{c:.6g}" for c in caps),
+            "--ready-after",
+            f"{plan.wall(plan.rescale_s):.6g}",
+            "--resize-stamp",
+            str(self.stamp_path),
+        ]
+        doc = plans.job_doc(
+            plan,
+            wall=True,
+            bootstrap=bootstrap,
+            topic=TOPIC,
+            group=GROUP,
+            model=model_path.name,
+            command=command,
+        )
         path = jobs / "ctr-model.yaml"
-        path.write_text("# kale demo: the example CTR job, every duration divided by "
-                        f"{plan.speedup:g}\n" + yaml.safe_dump(doc, sort_keys=False),
-                        encoding="utf-8")
+        path.write_text(
+            "# kale demo: the example CTR job, every duration divided by "
+            f"{plan.speedup:g}\n" + yaml.safe_dump(doc, sort_keys=False),
+            encoding="utf-8",
+        )
         return path
 
     def _app(self) -> Any:
@@ -259,15 +307,20 @@ class _Live:
         from autoscaler.controller.config import parse_controller_config
 
         plan, state = self.plan, self.setup.state
-        cfg = parse_controller_config({
-            "apiVersion": "kale.dev/v1", "kind": "ControllerConfig",
-            "interval": plan.tick_s,
-            "jobs": {"directory": str(state / "jobs")},
-            "quota": {"gpus": plan.quota_gpus},
-            "metrics": {"port": 0},
-            "meter": {"window": plan.tick_s, "timeout": 5.0, "threads": 1},
-            "stateDir": str(state), "logFormat": "text",
-        }, source="demo controller")
+        cfg = parse_controller_config(
+            {
+                "apiVersion": "kale.dev/v1",
+                "kind": "ControllerConfig",
+                "interval": plan.tick_s,
+                "jobs": {"directory": str(state / "jobs")},
+                "quota": {"gpus": plan.quota_gpus},
+                "metrics": {"port": 0},
+                "meter": {"window": plan.tick_s, "timeout": 5.0, "threads": 1},
+                "stateDir": str(state),
+                "logFormat": "text",
+            },
+            source="demo controller",
+        )
         app = build(cfg)
         ctl = app.controller
         ctl.forecaster_factory = self._forecasters()
@@ -291,8 +344,11 @@ class _Live:
 
         d = KaleSettings()
         k = self.plan.speedup
-        return dataclasses.replace(d, hold_windows_s=tuple(h / k for h in d.hold_windows_s),
-                                   fallback_window_s=d.fallback_window_s / k)
+        return dataclasses.replace(
+            d,
+            hold_windows_s=tuple(h / k for h in d.hold_windows_s),
+            fallback_window_s=d.fallback_window_s / k,
+        )
 
     def _forecasters(self) -> Callable[[Any], Any]:
         import pandas as pd
@@ -304,13 +360,22 @@ class _Live:
         base = forecaster_factory(plan.forecaster)
         warm = plan.warmup_steps
         # In the controller's units: records/s of the thinned replay.
-        seed = pd.Series(setup.values[:warm] * setup.records_scale, index=pd.date_range(
-            setup.trace.index[0], periods=warm, freq=pd.Timedelta(seconds=plan.interval_s)))
+        seed = pd.Series(
+            setup.values[:warm] * setup.records_scale,
+            index=pd.date_range(
+                setup.trace.index[0], periods=warm, freq=pd.Timedelta(seconds=plan.interval_s)
+            ),
+        )
 
         def make(entry: Any) -> Any:
-            return WarpedForecaster(base(entry), seed=seed, wall_origin=self.wall0,
-                                    trace_origin=setup.trace_origin.timestamp(),
-                                    speedup=plan.speedup, interval_s=plan.interval_s)
+            return WarpedForecaster(
+                base(entry),
+                seed=seed,
+                wall_origin=self.wall0,
+                trace_origin=setup.trace_origin.timestamp(),
+                speedup=plan.speedup,
+                interval_s=plan.interval_s,
+            )
 
         return make
 
@@ -319,9 +384,18 @@ class _Live:
         from autoscaler.sources.history import HistoryStore, StoredSnapshot
 
         with HistoryStore(self.setup.state / "history.sqlite") as history:
-            history.append(StoredSnapshot(topic=TOPIC, group=GROUP, time=time.time(),
-                                          end_total=0, committed_total=0, lag=0,
-                                          partitions=topic_partitions, source="demo"))
+            history.append(
+                StoredSnapshot(
+                    topic=TOPIC,
+                    group=GROUP,
+                    time=time.time(),
+                    end_total=0,
+                    committed_total=0,
+                    lag=0,
+                    partitions=topic_partitions,
+                    source="demo",
+                )
+            )
 
     def _replay(self, bootstrap: str) -> None:
         from autoscaler.sources import kafka_io
@@ -338,10 +412,19 @@ class _Live:
         try:
             producer = kafka_io.producer(bootstrap, client_id="kale-demo-replay")
             sleep(max(0.0, self.wall0 - time.time()))
-            summary = replay(segment, bootstrap, TOPIC, speedup=plan.speedup,
-                             scale=setup.records_scale / plan.speedup,
-                             duration_s=plan.minutes * 60.0, progress=False, interval_s=60.0,
-                             clock=time.time, sleep=sleep, producer=producer)
+            summary = replay(
+                segment,
+                bootstrap,
+                TOPIC,
+                speedup=plan.speedup,
+                scale=setup.records_scale / plan.speedup,
+                duration_s=plan.minutes * 60.0,
+                progress=False,
+                interval_s=60.0,
+                clock=time.time,
+                sleep=sleep,
+                producer=producer,
+            )
             self.records_sent = summary.records_sent
         except _Stopped:
             pass
@@ -366,10 +449,12 @@ class _Live:
             self._seed_history(partitions)
             self._job_file(bootstrap)
             app = self._app()
-            runner_thread = threading.Thread(target=app.runner.run, name="kale-controller",
-                                             daemon=True)
-            replay_thread = threading.Thread(target=self._replay, args=(bootstrap,),
-                                             name="kale-replay", daemon=True)
+            runner_thread = threading.Thread(
+                target=app.runner.run, name="kale-controller", daemon=True
+            )
+            replay_thread = threading.Thread(
+                target=self._replay, args=(bootstrap,), name="kale-replay", daemon=True
+            )
             server = None
             try:
                 # Ticks on the grid; the replay starts once the workers had time to start.
@@ -384,11 +469,13 @@ class _Live:
                 if opts.open_browser:
                     _open_browser(server.url)
                 day = plans.DAY_S / plan.speedup
-                say(f"[2/3] live: broker {bootstrap}, topic {TOPIC} ({partitions} partitions), "
+                say(
+                    f"[2/3] live: broker {bootstrap}, topic {TOPIC} ({partitions} partitions), "
                     f"{plan.live_days:.1f} days of traffic from "
                     f"{setup.trace_origin:%a %Y-%m-%d} in {plan.minutes:g} min (a day every "
                     f"{day:.0f}s; a {plan.interval_s / 60:g}-min decision every {tick:g}s); "
-                    "Ctrl-C stops early")
+                    "Ctrl-C stops early"
+                )
                 replay_thread.start()
                 self._watch(app, runner_thread, replay_thread)
             finally:
@@ -409,8 +496,12 @@ class _Live:
         return self.interrupted
 
     def _serve(self, create_app: Any, server_cls: Any) -> Any:
-        app = create_app(state_dir=self.setup.state, sim_results=[self.setup.sim_path],
-                         refresh_s=2.0, title="Kale demo")
+        app = create_app(
+            state_dir=self.setup.state,
+            sim_results=[self.setup.sim_path],
+            refresh_s=2.0,
+            title="Kale demo",
+        )
         try:
             return server_cls(app, host=self.opts.host, port=self.opts.port).start()
         except UserError:
@@ -421,11 +512,14 @@ class _Live:
 
     def _display(self) -> dict[str, Any]:
         plan = self.plan
-        return {"speedup": plan.speedup, "wall_origin": self.wall0,
-                "trace_origin": self.setup.trace_origin.timestamp(),
-                "rate_scale": 1.0 / self.setup.records_scale,
-                "note": f"demo: trace time, {plan.speedup:g}× compressed "
-                        f"({plan.interval_s / 60:g} min per {plan.tick_s:g} s)"}
+        return {
+            "speedup": plan.speedup,
+            "wall_origin": self.wall0,
+            "trace_origin": self.setup.trace_origin.timestamp(),
+            "rate_scale": 1.0 / self.setup.records_scale,
+            "note": f"demo: trace time, {plan.speedup:g}× compressed "
+            f"({plan.interval_s / 60:g} min per {plan.tick_s:g} s)",
+        }
 
     interrupted = False
 
@@ -438,8 +532,9 @@ class _Live:
             if self.stop.is_set():
                 self.interrupted = True
                 return
-            if now >= end or (not replay.is_alive() and now > self.wall0 and
-                              self.replay_error is not None):
+            if now >= end or (
+                not replay.is_alive() and now > self.wall0 and self.replay_error is not None
+            ):
                 return
             if not runner.is_alive():
                 raise UserError("the controller stopped unexpectedly (see the demo log)")
@@ -458,9 +553,11 @@ class _Live:
             if rt.last_observed is None:
                 continue
             _, s, cur = rt.last_observed
-            line += (f"  arrival {s.arrival_rate / setup.records_scale / 1000:6.1f}k/s"
-                     f"  workers {cur.workers:2d}  oldest {s.oldest_age_s * plan.speedup / 60:5.1f}"
-                     f" min (SLO {plan.slo_s / 60:g})")
+            line += (
+                f"  arrival {s.arrival_rate / setup.records_scale / 1000:6.1f}k/s"
+                f"  workers {cur.workers:2d}  oldest {s.oldest_age_s * plan.speedup / 60:5.1f}"
+                f" min (SLO {plan.slo_s / 60:g})"
+            )
         return line
 
 
@@ -506,7 +603,8 @@ def _open_browser(url: str) -> None:
     import os
     import webbrowser
 
-    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY")
-                                                  or os.environ.get("WAYLAND_DISPLAY")):
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
         return
     threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()

@@ -74,9 +74,11 @@ class DemoPlan:
         checks = [
             (self.minutes > 0, "--minutes must be positive"),
             (self.speedup > 0, "--speedup must be positive"),
-            (self.interval_s / self.speedup >= 0.25,
-             f"--speedup {self.speedup:g} would tick every "
-             f"{self.interval_s / self.speedup:.3g}s; keep it ≤ {self.interval_s / 0.25:g}"),
+            (
+                self.interval_s / self.speedup >= 0.25,
+                f"--speedup {self.speedup:g} would tick every "
+                f"{self.interval_s / self.speedup:.3g}s; keep it ≤ {self.interval_s / 0.25:g}",
+            ),
             (self.rescale_s <= self.horizon_s, "the rescale must fit in the horizon"),
             (self.max_workers >= 1 and self.partitions >= 1, "workers and partitions ≥ 1"),
             (self.history_days >= 1, "at least one day of history"),
@@ -124,35 +126,61 @@ def scaled_model(model: Any, factor: float) -> Any:
     sum of θ terms, so dividing θ by the factor scales f by it)."""
     from throughput.model import ThroughputModel
 
-    return ThroughputModel(family=model.family, mode=model.mode,
-                           theta=tuple(t / factor for t in model.theta),
-                           global_batch=model.global_batch, ratio=model.ratio,
-                           min_workers=model.min_workers, max_workers=model.max_workers)
+    return ThroughputModel(
+        family=model.family,
+        mode=model.mode,
+        theta=tuple(t / factor for t in model.theta),
+        global_batch=model.global_batch,
+        ratio=model.ratio,
+        min_workers=model.min_workers,
+        max_workers=model.max_workers,
+    )
 
 
-def job_doc(plan: DemoPlan, *, wall: bool, bootstrap: str = "127.0.0.1:9092",
-            topic: str = "clicks", group: str = "ctr-trainer", model: str | Path = "",
-            command: list[str] | None = None) -> dict[str, Any]:
+def job_doc(
+    plan: DemoPlan,
+    *,
+    wall: bool,
+    bootstrap: str = "127.0.0.1:9092",
+    topic: str = "clicks",
+    group: str = "ctr-trainer",
+    model: str | Path = "",
+    command: list[str] | None = None,
+) -> dict[str, Any]:
     """The demo job, in trace time (``wall=False``: what the simulator runs) or compressed
     (``wall=True``: what the controller runs, with a Local target running ``command``)."""
     k = plan.speedup if wall else 1.0
     refit = DAY_S / k
     doc: dict[str, Any] = {
-        "apiVersion": "kale.dev/v1", "kind": "ElasticTrainingJob",
-        "metadata": {"name": "ctr-model", "namespace": "demo",
-                     "annotations": {"kale.dev/demo-speedup": f"{plan.speedup:g}"}},
+        "apiVersion": "kale.dev/v1",
+        "kind": "ElasticTrainingJob",
+        "metadata": {
+            "name": "ctr-model",
+            "namespace": "demo",
+            "annotations": {"kale.dev/demo-speedup": f"{plan.speedup:g}"},
+        },
         "spec": {
-            "source": {"kafka": {"bootstrapServers": [bootstrap], "topic": topic,
-                                 "consumerGroup": group}},
-            "training": {"mode": "sync", "globalBatchSize": 4096, "workersPerPS": 4,
-                         "minWorkers": 1, "maxWorkers": plan.max_workers, "gpusPerWorker": 1},
+            "source": {
+                "kafka": {"bootstrapServers": [bootstrap], "topic": topic, "consumerGroup": group}
+            },
+            "training": {
+                "mode": "sync",
+                "globalBatchSize": 4096,
+                "workersPerPS": 4,
+                "minWorkers": 1,
+                "maxWorkers": plan.max_workers,
+                "gpusPerWorker": 1,
+            },
             "slo": {"maxDelay": plan.slo_s / k},
             "rescale": {"duration": plan.rescale_s / k},
             "throughput": {"model": str(model or plan.model_path)},
-            "forecast": {"model": plan.forecaster, "interval": plan.interval_s / k,
-                         "horizon": plan.horizon_s / k, "refit": refit},
-            "target": ({"kind": "Local", "command": command or []} if wall
-                       else {"kind": "DryRun"}),
+            "forecast": {
+                "model": plan.forecaster,
+                "interval": plan.interval_s / k,
+                "horizon": plan.horizon_s / k,
+                "refit": refit,
+            },
+            "target": ({"kind": "Local", "command": command or []} if wall else {"kind": "DryRun"}),
         },
     }
     return doc
@@ -164,8 +192,7 @@ def trace(plan: DemoPlan, peak_throughput: float) -> pd.Series:
     from autoscaler.tracegen import generate_trace
 
     days = plan.history_days + math.ceil(plan.live_days + 0.5)
-    series = generate_trace(days=days, interval_s=60, peak_trough=plan.peak_trough,
-                            seed=plan.seed)
+    series = generate_trace(days=days, interval_s=60, peak_trough=plan.peak_trough, seed=plan.seed)
     return series * (plan.peak_fraction * peak_throughput / float(series.max()))
 
 

@@ -45,9 +45,14 @@ METRIC_COLUMNS = (
 SIM_POLICIES = ("kale", "hpa", "keda", "static")
 
 
-def live_metrics(rows: Sequence[dict[str, Any]], plan: DemoPlan, *, wall_origin: float,
-                 wall_end: float, trace_origin: float = 0.0
-                 ) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+def live_metrics(
+    rows: Sequence[dict[str, Any]],
+    plan: DemoPlan,
+    *,
+    wall_origin: float,
+    wall_end: float,
+    trace_origin: float = 0.0,
+) -> tuple[dict[str, Any], dict[str, list[Any]]]:
     """Metrics of the live run from timeline rows (wall time), and its per-tick series (in
     trace time: ``trace_origin`` is the trace time of ``wall_origin``).
 
@@ -56,8 +61,11 @@ def live_metrics(rows: Sequence[dict[str, Any]], plan: DemoPlan, *, wall_origin:
     for every step it covers.
     """
     tick = plan.tick_s
-    rows = [r for r in rows if wall_origin + tick / 2 <= r["t"] <= wall_end + tick / 2
-            and r["oldest_age"] is not None]
+    rows = [
+        r
+        for r in rows
+        if wall_origin + tick / 2 <= r["t"] <= wall_end + tick / 2 and r["oldest_age"] is not None
+    ]
     if not rows:
         return {"steps": 0}, {"time": [], "workers": [], "delay_min": []}
     t = np.array([r["t"] for r in rows])
@@ -67,8 +75,11 @@ def live_metrics(rows: Sequence[dict[str, Any]], plan: DemoPlan, *, wall_origin:
     workers = np.array([r["workers"] or 0 for r in rows], dtype=float)
     resizes = [r for r in rows if r["resized"]]
     # A scale-down holds the old size for the rescale duration (the simulator's rule).
-    held_extra = sum(max(0, (r["workers"] or 0) - (r.get("desired_workers") or 0))
-                     for r in resizes if r.get("desired_workers") is not None)
+    held_extra = sum(
+        max(0, (r["workers"] or 0) - (r.get("desired_workers") or 0))
+        for r in resizes
+        if r.get("desired_workers") is not None
+    )
     gpu_s = float((workers * gaps).sum()) + held_extra * plan.wall(plan.rescale_s)
     metrics = {
         "slo_violation_rate": float(np.count_nonzero(age > plan.slo_s) / len(age)),
@@ -82,14 +93,24 @@ def live_metrics(rows: Sequence[dict[str, Any]], plan: DemoPlan, *, wall_origin:
         "steps": len(rows),
     }
     times = (trace_origin + (t - wall_origin) * plan.speedup).round(1).tolist()
-    series = {"time": times, "workers": workers.astype(int).tolist(),
-              "delay_min": (age / 60.0).round(3).tolist()}
+    series = {
+        "time": times,
+        "workers": workers.astype(int).tolist(),
+        "delay_min": (age / 60.0).round(3).tolist(),
+    }
     return metrics, series
 
 
-def simulate_segment(plan: DemoPlan, values: np.ndarray, steps: int, *, sizing: Any,
-                     job: Any, start: pd.Timestamp,
-                     policies: Sequence[str] = SIM_POLICIES) -> dict[str, Any]:
+def simulate_segment(
+    plan: DemoPlan,
+    values: np.ndarray,
+    steps: int,
+    *,
+    sizing: Any,
+    job: Any,
+    start: pd.Timestamp,
+    policies: Sequence[str] = SIM_POLICIES,
+) -> dict[str, Any]:
     """``kale simulate`` on the first ``steps`` live intervals, after the history warm-up."""
     from autoscaler.sim.forecasting import source_factory
     from autoscaler.sim.runner import compare
@@ -97,13 +118,28 @@ def simulate_segment(plan: DemoPlan, values: np.ndarray, steps: int, *, sizing: 
     warm = plan.warmup_steps
     steps = max(1, min(steps, len(values) - warm))
     arrivals = values[: warm + steps]
-    factory = source_factory(plan.forecaster, start=start, interval_s=plan.interval_s,
-                             horizon_steps=plan.horizon_steps, refit_s=DAY_S,
-                             predict_every=1, cache_dir=None)
-    comp = compare(sizing, arrivals, list(policies), warmup_steps=warm, job=job,
-                   forecaster_factory=factory, trace_start=start)
-    times = [(start + pd.Timedelta(seconds=(warm + i + 1) * plan.interval_s)).timestamp()
-             for i in range(steps)]
+    factory = source_factory(
+        plan.forecaster,
+        start=start,
+        interval_s=plan.interval_s,
+        horizon_steps=plan.horizon_steps,
+        refit_s=DAY_S,
+        predict_every=1,
+        cache_dir=None,
+    )
+    comp = compare(
+        sizing,
+        arrivals,
+        list(policies),
+        warmup_steps=warm,
+        job=job,
+        forecaster_factory=factory,
+        trace_start=start,
+    )
+    times = [
+        (start + pd.Timedelta(seconds=(warm + i + 1) * plan.interval_s)).timestamp()
+        for i in range(steps)
+    ]
     return {
         "policies": comp.metrics,
         "lower_bound_gpu_hours": comp.lower_bound_gpu_hours,
@@ -111,12 +147,15 @@ def simulate_segment(plan: DemoPlan, values: np.ndarray, steps: int, *, sizing: 
         "series": {
             "time": times,
             "arrivals": [float(v) for v in arrivals[warm:]],
-            "policies": {name: {"workers": r.workers.round(2).tolist(),
-                                "delay_min": (r.delay / 60.0).round(3).tolist()}
-                         for name, r in comp.results.items()},
+            "policies": {
+                name: {
+                    "workers": r.workers.round(2).tolist(),
+                    "delay_min": (r.delay / 60.0).round(3).tolist(),
+                }
+                for name, r in comp.results.items()
+            },
         },
     }
-
 
 
 def rows_for_table(result: dict[str, Any]) -> tuple[list[list[Any]], list[str]]:

@@ -24,8 +24,16 @@ class WarpedForecaster:
     time it stands for; ``speedup`` trace seconds pass per wall second.
     """
 
-    def __init__(self, inner: Any, *, seed: pd.Series, wall_origin: float,
-                 trace_origin: float, speedup: float, interval_s: float) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        *,
+        seed: pd.Series,
+        wall_origin: float,
+        trace_origin: float,
+        speedup: float,
+        interval_s: float,
+    ) -> None:
         self.inner = inner
         self.seed = seed
         self.wall_origin = wall_origin
@@ -47,8 +55,9 @@ class WarpedForecaster:
         if len(live):
             values[n_seed + live.index.to_numpy()] = live.to_numpy()
         filled = pd.Series(values).ffill().bfill().clip(lower=0.0).to_numpy()
-        index = pd.date_range(self.seed.index[0], periods=len(filled),
-                              freq=pd.Timedelta(seconds=self.interval_s))
+        index = pd.date_range(
+            self.seed.index[0], periods=len(filled), freq=pd.Timedelta(seconds=self.interval_s)
+        )
         return pd.Series(filled, index=index, name="arrival_rate")
 
     def fit(self, history: pd.Series) -> WarpedForecaster:
@@ -56,8 +65,9 @@ class WarpedForecaster:
         return self
 
     def predict(self, horizon: int, history: pd.Series | None = None) -> Any:
-        return self.inner.predict(horizon, history=self.warp(history)
-                                  if history is not None else None)
+        return self.inner.predict(
+            horizon, history=self.warp(history) if history is not None else None
+        )
 
     def __getattr__(self, name: str) -> Any:  # fit_summary, name, … of the real model
         return getattr(self.inner, name)

@@ -62,9 +62,11 @@ class CallbackSource:
     ``f`` may also return a :class:`ForecastWindow`; its ``source`` then names the model that
     made it (a live forecaster may serve an interim model while its own is fitted)."""
 
-    def __init__(self, fn: Callable[[int, np.ndarray, int],
-                                    tuple[np.ndarray, ...] | ForecastWindow | None],
-                 name: str = "forecast") -> None:
+    def __init__(
+        self,
+        fn: Callable[[int, np.ndarray, int], tuple[np.ndarray, ...] | ForecastWindow | None],
+        name: str = "forecast",
+    ) -> None:
         self.fn = fn
         self.name = name
 
@@ -86,8 +88,14 @@ class PrecomputedSource:
     ``mean/low/high`` have shape (n_steps, horizon): row t is the forecast made at step t.
     """
 
-    def __init__(self, mean: np.ndarray, low: np.ndarray, high: np.ndarray,
-                 first_step: int = 0, name: str = "forecast") -> None:
+    def __init__(
+        self,
+        mean: np.ndarray,
+        low: np.ndarray,
+        high: np.ndarray,
+        first_step: int = 0,
+        name: str = "forecast",
+    ) -> None:
         self.mean, self.low, self.high = mean, low, high
         self.first_step = first_step
         self.name = name
@@ -96,8 +104,12 @@ class PrecomputedSource:
         row = step - self.first_step
         if row < 0 or row >= len(self.mean):
             return None
-        return ForecastWindow(self.mean[row, :horizon], self.low[row, :horizon],
-                              self.high[row, :horizon], source=self.name)
+        return ForecastWindow(
+            self.mean[row, :horizon],
+            self.low[row, :horizon],
+            self.high[row, :horizon],
+            source=self.name,
+        )
 
 
 class ForecasterSource:
@@ -111,10 +123,18 @@ class ForecasterSource:
     Forecasts are shared through ``cache`` so policies on the same job (kale, madu) reuse them.
     """
 
-    def __init__(self, factory: Callable[[], Any], *, start: Any, interval_s: float,
-                 predict_every: int = 10, refit_every_s: float | None = 86400.0,
-                 context_days: float = 21.0, name: str = "forecast",
-                 fit_cache: Callable[[Any, Any], Any] | None = None) -> None:
+    def __init__(
+        self,
+        factory: Callable[[], Any],
+        *,
+        start: Any,
+        interval_s: float,
+        predict_every: int = 10,
+        refit_every_s: float | None = 86400.0,
+        context_days: float = 21.0,
+        name: str = "forecast",
+        fit_cache: Callable[[Any, Any], Any] | None = None,
+    ) -> None:
         import pandas as pd
 
         self.factory = factory
@@ -137,8 +157,11 @@ class ForecasterSource:
         import pandas as pd
 
         lo = max(0, end - self.context_steps)
-        index = pd.date_range(self.start + pd.Timedelta(seconds=lo * self.interval_s),
-                              periods=end - lo, freq=pd.Timedelta(seconds=self.interval_s))
+        index = pd.date_range(
+            self.start + pd.Timedelta(seconds=lo * self.interval_s),
+            periods=end - lo,
+            freq=pd.Timedelta(seconds=self.interval_s),
+        )
         return pd.Series(np.asarray(past[lo:end], dtype=float), index=index)
 
     def _fit(self, past: np.ndarray, step: int) -> None:
@@ -151,8 +174,11 @@ class ForecasterSource:
         self.model, self.fitted_at = model, step
 
     def window(self, step: int, past: np.ndarray, horizon: int) -> ForecastWindow | None:
-        due = (self.fitted_at is not None and self.refit_every_s is not None
-               and (step - self.fitted_at) * self.interval_s >= self.refit_every_s)
+        due = (
+            self.fitted_at is not None
+            and self.refit_every_s is not None
+            and (step - self.fitted_at) * self.interval_s >= self.refit_every_s
+        )
         if self.model is None or due:
             try:
                 self._fit(past, step)
@@ -171,8 +197,11 @@ class ForecasterSource:
                 self.failures.append(f"step {step}: {type(exc).__name__}: {exc}")
                 return None
             self._origin = origin
-            self._fc = (np.asarray(fc.mean, dtype=float), np.asarray(fc.p10, dtype=float),
-                        np.asarray(fc.p90, dtype=float))
+            self._fc = (
+                np.asarray(fc.mean, dtype=float),
+                np.asarray(fc.p10, dtype=float),
+                np.asarray(fc.p90, dtype=float),
+            )
         k = step - (self._origin or 0)
         mean, low, high = (a[k : k + horizon] for a in self._fc)
         if len(mean) < horizon:

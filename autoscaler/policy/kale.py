@@ -65,9 +65,15 @@ class KaleSettings:
 class KalePolicy:
     """The forecast-driven planner (see the module docstring)."""
 
-    def __init__(self, sizing: JobSizing, source: ForecastSource, *, name: str = "kale",
-                 settings: KaleSettings | None = None, planning_sizing: JobSizing | None = None
-                 ) -> None:
+    def __init__(
+        self,
+        sizing: JobSizing,
+        source: ForecastSource,
+        *,
+        name: str = "kale",
+        settings: KaleSettings | None = None,
+        planning_sizing: JobSizing | None = None,
+    ) -> None:
         self.sizing = sizing
         # The capacity model used for planning; MADU plans with a linear one.
         self.plan_sizing = planning_sizing or sizing
@@ -91,8 +97,10 @@ class KalePolicy:
         # Candidate windows a new size must keep the SLO over: the shortest is this resize plus
         # its drain plus the next resize and its drain (one step when resizes are free), then a
         # few longer holds.
-        self.windows = sorted({min(self.n, 4 * math.ceil(self.d_steps) + 1)} | {
-            min(self.n, math.ceil(self.d_steps + h / dt)) for h in self.settings.hold_windows_s})
+        self.windows = sorted(
+            {min(self.n, 4 * math.ceil(self.d_steps) + 1)}
+            | {min(self.n, math.ceil(self.d_steps + h / dt)) for h in self.settings.hold_windows_s}
+        )
 
     # -- the decision ---------------------------------------------------------------------
     def decide(self, obs: Observation, state: dict[str, Any]) -> Decision:
@@ -106,8 +114,11 @@ class KalePolicy:
         reason: dict[str, Any] = {"lead_s": self.lead_steps * sz.interval_s}
         load = self._planning_load(fc, past, obs, state, reason)
         # The central forecast says when the load actually rises (the upper band is noisier).
-        central = load if fc is None or len(fc) < self.n else np.minimum(
-            np.maximum(np.asarray(fc.mean, dtype=float), 0.0), load)
+        central = (
+            load
+            if fc is None or len(fc) < self.n
+            else np.minimum(np.maximum(np.asarray(fc.mean, dtype=float), 0.0), load)
+        )
         # A resize's own backlog may use the whole SLO while it drains: answering it with
         # another resize is the cascade the seed warns about. Draining ends once the age is
         # back under the steady limit.
@@ -128,20 +139,29 @@ class KalePolicy:
             else:
                 decision = self._scale_down(obs, cur, load, reason)
         if decision is None:
-            reason.update(action="hold", why=reason.pop(
-                "waiting", "current size keeps the SLO over the horizon"))
+            reason.update(
+                action="hold",
+                why=reason.pop("waiting", "current size keeps the SLO over the horizon"),
+            )
             decision = Decision(cur, sz.ps_for(cur), reason)
         if decision.workers != obs.workers:
             state["draining"] = True
             if decision.workers > obs.workers and sz.rescale_s > 0:  # free resizes can't saw
                 hold = decision.reason.get("hold_s", 0.0) + sz.rescale_s
-                state["hold_until"] = obs.step + int(hold * self.settings.hold_fraction
-                                                     / sz.interval_s)
+                state["hold_until"] = obs.step + int(
+                    hold * self.settings.hold_fraction / sz.interval_s
+                )
         return decision
 
     # -- pieces ---------------------------------------------------------------------------
-    def _planning_load(self, fc: ForecastWindow | None, past: np.ndarray, obs: Observation,
-                       state: dict[str, Any], reason: dict[str, Any]) -> np.ndarray:
+    def _planning_load(
+        self,
+        fc: ForecastWindow | None,
+        past: np.ndarray,
+        obs: Observation,
+        state: dict[str, Any],
+        reason: dict[str, Any],
+    ) -> np.ndarray:
         """The rates to plan for: the upper quantile, lifted by the reactive plan if needed."""
         last = float(past[-1]) if len(past) else 0.0
         if fc is None or len(fc) < self.n:
@@ -173,16 +193,25 @@ class KalePolicy:
         steady[:end] = relaxed[:end]
         return steady
 
-    def _violation(self, backlog0: float, load: np.ndarray, capacity: np.ndarray,
-                   allowed: np.ndarray, upto: int | None = None) -> int | None:
+    def _violation(
+        self,
+        backlog0: float,
+        load: np.ndarray,
+        capacity: np.ndarray,
+        allowed: np.ndarray,
+        upto: int | None = None,
+    ) -> int | None:
         path = backlog_path(backlog0, load, capacity, self.sizing.interval_s)
         end = self.n if upto is None else upto
         over = np.flatnonzero(path[:end] > allowed[:end] + 1e-9)
         return int(over[0]) if over.size else None
 
     def _resize_capacity(self, w_to: int, start: int = 0) -> np.ndarray:
-        avail = self.avail if start == 0 else np.concatenate(
-            [np.zeros(start), self.avail[: self.n - start]])
+        avail = (
+            self.avail
+            if start == 0
+            else np.concatenate([np.zeros(start), self.avail[: self.n - start]])
+        )
         return self.plan_sizing.rate(w_to) * avail
 
     def _gpu_seconds(self, w_from: int, w_to: int, upto: int) -> float:
@@ -191,8 +220,17 @@ class KalePolicy:
         held = max(w_from, w_to) * (1.0 - a) + w_to * a
         return float(held.sum() * self.sizing.interval_s)
 
-    def _smallest_feasible(self, obs: Observation, load: np.ndarray, lo: int, hi: int,
-                           upto: int, *, start: int = 0, cur: int = 0) -> int | None:
+    def _smallest_feasible(
+        self,
+        obs: Observation,
+        load: np.ndarray,
+        lo: int,
+        hi: int,
+        upto: int,
+        *,
+        start: int = 0,
+        cur: int = 0,
+    ) -> int | None:
         """Smallest w in [lo, hi] whose "resize to w" keeps the SLO up to ``upto``.
 
         The resize starts now, or after ``start`` more steps at the current size ``cur``.
@@ -221,29 +259,37 @@ class KalePolicy:
                 lo = mid + 1
         return lo
 
-    def _scale_up(self, obs: Observation, cur: int, load: np.ndarray, central: np.ndarray,
-                  stay_v: int, reason: dict[str, Any]) -> Decision | None:
+    def _scale_up(
+        self,
+        obs: Observation,
+        cur: int,
+        load: np.ndarray,
+        central: np.ndarray,
+        stay_v: int,
+        reason: dict[str, Any],
+    ) -> Decision | None:
         """Resize up now, or None when waiting is still safe (a rise is further out)."""
         sz = self.sizing
         peak = self.plan_sizing.peak_workers
         reason["stay_violates_at_s"] = stay_v * sz.interval_s
         if cur >= peak:
-            reason.update(action="hold", why="at the throughput peak: more workers cannot help",
-                          bound="peak")
+            reason.update(
+                action="hold", why="at the throughput peak: more workers cannot help", bound="peak"
+            )
             return Decision(cur, sz.ps_for(cur), reason)
         # Slack for timing errors of the forecast; free resizes need none.
         slack = min(self.settings.up_slack_steps, math.ceil(self.d_steps))
         # The new size must be in force when the load rises above the current capacity, not
         # merely before the backlog becomes a violation: waiting for the latter spends the
         # SLO's slack on the forecast being right.
-        above = np.flatnonzero(central > self.plan_sizing.rate(cur)
-                               * (1.0 + self.settings.rise_tolerance))
+        above = np.flatnonzero(
+            central > self.plan_sizing.rate(cur) * (1.0 + self.settings.rise_tolerance)
+        )
         rise_at = int(above[0]) if above.size else self.n
         reason["rise_in_s"] = rise_at * sz.interval_s
         if min(stay_v, rise_at) >= self.lead_steps + slack:
             # Not urgent: act now only if a resize started a little later could not cope.
-            later = self._smallest_feasible(obs, load, cur + 1, peak, self.n, start=slack,
-                                            cur=cur)
+            later = self._smallest_feasible(obs, load, cur + 1, peak, self.n, start=slack, cur=cur)
             if later is not None:
                 reason["waiting"] = "a rise is forecast; resizing later still keeps the SLO"
                 return None
@@ -261,24 +307,35 @@ class KalePolicy:
             # put unless a resize actually does better than staying.
             target, fewest = self._fewest_violations(obs, cur, load, peak)
             if target == cur:
-                reason.update(action="hold", why="no resize keeps the SLO better than staying",
-                              violating_steps=fewest)
+                reason.update(
+                    action="hold",
+                    why="no resize keeps the SLO better than staying",
+                    violating_steps=fewest,
+                )
                 return Decision(cur, sz.ps_for(cur), reason)
-            reason.update(action="scale_up", why="no size keeps the SLO: fewest violations",
-                          violating_steps=fewest, hold_s=0.0)
+            reason.update(
+                action="scale_up",
+                why="no size keeps the SLO: fewest violations",
+                violating_steps=fewest,
+                hold_s=0.0,
+            )
             if target == peak:
                 reason["bound"] = "peak"
         else:
             _, target, upto = best
-            reason.update(action="scale_up", why="staying would violate the SLO",
-                          hold_s=(upto - self.d_steps) * sz.interval_s)
+            reason.update(
+                action="scale_up",
+                why="staying would violate the SLO",
+                hold_s=(upto - self.d_steps) * sz.interval_s,
+            )
         if target >= sz.max_workers:
             reason["bound"] = "maxWorkers"
         reason["needed_rate"] = float(load[: self.lead_steps + 1].max())
         return Decision(target, sz.ps_for(target), reason)
 
-    def _fewest_violations(self, obs: Observation, cur: int, load: np.ndarray, peak: int
-                           ) -> tuple[int, int]:
+    def _fewest_violations(
+        self, obs: Observation, cur: int, load: np.ndarray, peak: int
+    ) -> tuple[int, int]:
         """(size, violating steps) minimising violations; staying wins ties."""
         relaxed = self._allowed(obs.arrivals, load, resize_at=-self.n)
 
@@ -296,10 +353,11 @@ class KalePolicy:
         return best_w, best_n
 
     def _resize_cost(self, workers: int) -> float:
-        return (self.settings.resize_cost_factor * self.sizing.rescale_s * workers)
+        return self.settings.resize_cost_factor * self.sizing.rescale_s * workers
 
-    def _scale_down(self, obs: Observation, cur: int, load: np.ndarray,
-                    reason: dict[str, Any]) -> Decision | None:
+    def _scale_down(
+        self, obs: Observation, cur: int, load: np.ndarray, reason: dict[str, Any]
+    ) -> Decision | None:
         sz = self.sizing
         best: tuple[float, int, int] | None = None
         for upto in self.windows:
@@ -319,16 +377,20 @@ class KalePolicy:
                 reason["scale_in_held"] = "saving smaller than the resize's downtime cost"
             return None
         rate, target, upto = best
-        reason.update(action="scale_down", why="forecast stays below the smaller size",
-                      hold_s=(upto - self.d_steps) * sz.interval_s,
-                      gain_gpu_s=rate * upto * sz.interval_s)
+        reason.update(
+            action="scale_down",
+            why="forecast stays below the smaller size",
+            hold_s=(upto - self.d_steps) * sz.interval_s,
+            gain_gpu_s=rate * upto * sz.interval_s,
+        )
         if target == sz.min_workers:
             reason["bound"] = "minWorkers"
         return Decision(target, sz.ps_for(target), reason)
 
 
-def oracle_policy(sizing: JobSizing, true_rates: np.ndarray, *,
-                  settings: KaleSettings | None = None) -> KalePolicy:
+def oracle_policy(
+    sizing: JobSizing, true_rates: np.ndarray, *, settings: KaleSettings | None = None
+) -> KalePolicy:
     """Kale's planner fed the true future: what a perfect forecast would achieve."""
     return KalePolicy(sizing, TrueFuture(true_rates), name="oracle", settings=settings)
 
@@ -343,18 +405,33 @@ def linear_sizing(sizing: JobSizing, *, fit_range: tuple[int, int] | None = None
     f = sizing.capacity[lo : hi + 1]
     a = float(np.dot(w, f) / np.dot(w, w))
     cap = a * np.arange(sizing.max_workers + 1, dtype=float)
-    return JobSizing(capacity=cap, min_workers=sizing.min_workers,
-                     max_workers=sizing.max_workers, ratio=sizing.ratio,
-                     interval_s=sizing.interval_s, rescale_s=sizing.rescale_s,
-                     slo_s=sizing.slo_s, gpus_per_worker=sizing.gpus_per_worker)
+    return JobSizing(
+        capacity=cap,
+        min_workers=sizing.min_workers,
+        max_workers=sizing.max_workers,
+        ratio=sizing.ratio,
+        interval_s=sizing.interval_s,
+        rescale_s=sizing.rescale_s,
+        slo_s=sizing.slo_s,
+        gpus_per_worker=sizing.gpus_per_worker,
+    )
 
 
-def madu_policy(sizing: JobSizing, source: ForecastSource, *,
-                fit_range: tuple[int, int] | None = None,
-                settings: KaleSettings | None = None) -> KalePolicy:
+def madu_policy(
+    sizing: JobSizing,
+    source: ForecastSource,
+    *,
+    fit_range: tuple[int, int] | None = None,
+    settings: KaleSettings | None = None,
+) -> KalePolicy:
     """MADU: the same forecaster and planner, but sizing with a linear throughput fit."""
-    return KalePolicy(sizing, source, name="madu", settings=settings,
-                      planning_sizing=linear_sizing(sizing, fit_range=fit_range))
+    return KalePolicy(
+        sizing,
+        source,
+        name="madu",
+        settings=settings,
+        planning_sizing=linear_sizing(sizing, fit_range=fit_range),
+    )
 
 
 # -- factories used by the simulator's policy registry -------------------------------------
@@ -366,9 +443,12 @@ def _settings_for(sizing: JobSizing, job: Any) -> KaleSettings:
     return KaleSettings(horizon_steps=max(1, round(horizon_s / sizing.interval_s)))
 
 
-def _shared_source(sizing: JobSizing, forecaster_factory: Any,
-                   forecast_cache: dict[str, Any] | None, trace_start: Any = None
-                   ) -> ForecastSource:
+def _shared_source(
+    sizing: JobSizing,
+    forecaster_factory: Any,
+    forecast_cache: dict[str, Any] | None,
+    trace_start: Any = None,
+) -> ForecastSource:
     """One forecast source per job, shared by every policy that forecasts (kale, madu).
 
     ``forecaster_factory`` is a zero-argument callable returning a :class:`ForecastSource`;
@@ -386,20 +466,31 @@ def _shared_source(sizing: JobSizing, forecaster_factory: Any,
                 lambda: make_forecaster("fallback", primary="seasonal_naive"),
                 start=trace_start if trace_start is not None else "2026-01-05T00:00:00Z",
                 interval_s=sizing.interval_s,
-                name="seasonal_naive")
+                name="seasonal_naive",
+            )
     return cache["source"]
 
 
-def make_kale(*, sizing: JobSizing, job: Any = None, forecaster_factory: Any = None,
-              forecast_cache: dict[str, Any] | None = None, trace_start: Any = None
-              ) -> KalePolicy:
+def make_kale(
+    *,
+    sizing: JobSizing,
+    job: Any = None,
+    forecaster_factory: Any = None,
+    forecast_cache: dict[str, Any] | None = None,
+    trace_start: Any = None,
+) -> KalePolicy:
     source = _shared_source(sizing, forecaster_factory, forecast_cache, trace_start)
     return KalePolicy(sizing, source, settings=_settings_for(sizing, job))
 
 
-def make_madu(*, sizing: JobSizing, job: Any = None, forecaster_factory: Any = None,
-              forecast_cache: dict[str, Any] | None = None, trace_start: Any = None
-              ) -> KalePolicy:
+def make_madu(
+    *,
+    sizing: JobSizing,
+    job: Any = None,
+    forecaster_factory: Any = None,
+    forecast_cache: dict[str, Any] | None = None,
+    trace_start: Any = None,
+) -> KalePolicy:
     source = _shared_source(sizing, forecaster_factory, forecast_cache, trace_start)
     return madu_policy(sizing, source, settings=_settings_for(sizing, job))
 

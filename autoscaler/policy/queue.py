@@ -19,8 +19,9 @@ import math
 import numpy as np
 
 
-def backlog_path(backlog0: float, arrivals: np.ndarray, capacity: np.ndarray,
-                 interval_s: float) -> np.ndarray:
+def backlog_path(
+    backlog0: float, arrivals: np.ndarray, capacity: np.ndarray, interval_s: float
+) -> np.ndarray:
     """Backlog (samples) at the end of each step: B_k = max(0, B_{k-1} + (a_k − c_k)·Δ).
 
     Closed form of the Lindley recursion: B_k = S_k − min(−B_0, min_{j≤k} S_j) with S the
@@ -30,8 +31,9 @@ def backlog_path(backlog0: float, arrivals: np.ndarray, capacity: np.ndarray,
     return s - np.minimum(-backlog0, np.minimum.accumulate(s))
 
 
-def allowed_backlog(past: np.ndarray, future: np.ndarray, interval_s: float,
-                    threshold_s: float) -> np.ndarray:
+def allowed_backlog(
+    past: np.ndarray, future: np.ndarray, interval_s: float, threshold_s: float
+) -> np.ndarray:
     """Samples that arrived in the last ``threshold_s`` before the end of each future step.
 
     A backlog above this at the end of step k means its oldest sample is older than the

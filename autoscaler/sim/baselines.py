@@ -119,8 +119,10 @@ class HpaPolicy:
         s = self.sizing
         w = obs.workers
         hi = self.max_replicas or s.peak_workers
-        not_ready = obs.resizing or state.get("was_resizing", False) or (
-            "last_workers" in state and state["last_workers"] != w
+        not_ready = (
+            obs.resizing
+            or state.get("was_resizing", False)
+            or ("last_workers" in state and state["last_workers"] != w)
         )
         state["was_resizing"] = obs.resizing
         state["last_workers"] = w

@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 def default_cache_dir() -> Path:
     """``$KALE_CACHE_DIR`` or ``~/.cache/kale``, with a ``fits`` folder."""
     base = os.environ.get("KALE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kale")
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kale"
+    )
     return Path(base) / "fits"
 
 
@@ -59,16 +60,16 @@ def forecasting_code_digest() -> str:
 def _key(model: str, options: dict[str, Any], series: pd.Series) -> str:
     h = hashlib.sha256()
     h.update(forecasting_code_digest().encode())
-    h.update(json.dumps({"model": model, "options": options}, sort_keys=True,
-                        default=str).encode())
+    h.update(json.dumps({"model": model, "options": options}, sort_keys=True, default=str).encode())
     h.update(str(series.index[0]).encode())
     h.update(str(series.index.freq or "").encode())
     h.update(np.ascontiguousarray(series.to_numpy(dtype=float)).tobytes())
     return h.hexdigest()[:32]
 
 
-def cached_fit(cache_dir: Path | None, model: str,
-               options: dict[str, Any]) -> Callable[[Any, pd.Series], Any]:
+def cached_fit(
+    cache_dir: Path | None, model: str, options: dict[str, Any]
+) -> Callable[[Any, pd.Series], Any]:
     """A ``fit_cache`` hook: load a fit of the same model on the same history, or fit and save."""
 
     def fit(forecaster: Any, series: pd.Series) -> Any:
@@ -91,10 +92,18 @@ def cached_fit(cache_dir: Path | None, model: str,
     return fit
 
 
-def source_factory(model: str, *, start: Any, interval_s: float, horizon_steps: int,
-                   refit_s: float | None = 86400.0, predict_every: int = 10,
-                   cache_dir: Path | None = None, seed: int = 0,
-                   options: dict[str, Any] | None = None) -> Callable[[], ForecasterSource]:
+def source_factory(
+    model: str,
+    *,
+    start: Any,
+    interval_s: float,
+    horizon_steps: int,
+    refit_s: float | None = 86400.0,
+    predict_every: int = 10,
+    cache_dir: Path | None = None,
+    seed: int = 0,
+    options: dict[str, Any] | None = None,
+) -> Callable[[], ForecasterSource]:
     """A zero-argument factory of forecast sources (what the policy registry expects).
 
     The model runs inside the fallback wrapper, so a history too short for it (or a failed
@@ -110,8 +119,14 @@ def source_factory(model: str, *, start: Any, interval_s: float, horizon_steps: 
         return make_forecaster("fallback", primary=model, **opts)
 
     def factory() -> ForecasterSource:
-        return ForecasterSource(make, start=pd.Timestamp(start), interval_s=interval_s,
-                                predict_every=predict_every, refit_every_s=refit_s, name=model,
-                                fit_cache=cached_fit(cache_dir, f"fallback-{model}", opts))
+        return ForecasterSource(
+            make,
+            start=pd.Timestamp(start),
+            interval_s=interval_s,
+            predict_every=predict_every,
+            refit_every_s=refit_s,
+            name=model,
+            fit_cache=cached_fit(cache_dir, f"fallback-{model}", opts),
+        )
 
     return factory

@@ -70,13 +70,13 @@ def simulate_jobs(
     minimum = sum(j.sizing.min_workers * j.sizing.gpus_per_worker for j in jobs)
     if minimum > quota_gpus:
         raise ValueError(
-            f"the jobs' guaranteed minimums need {minimum} GPUs, more than the quota "
-            f"({quota_gpus})"
+            f"the jobs' guaranteed minimums need {minimum} GPUs, more than the quota ({quota_gpus})"
         )
     n = min(len(j.arrivals) for j in jobs)
     began = time.perf_counter()
-    runs = [JobRun(j.sizing, np.asarray(j.arrivals, float)[:n], warmup_steps=warmup_steps)
-            for j in jobs]
+    runs = [
+        JobRun(j.sizing, np.asarray(j.arrivals, float)[:n], warmup_steps=warmup_steps) for j in jobs
+    ]
     manager = ResourceManager(quota_gpus)
     short = dict.fromkeys(names, 0)
     placed = False

@@ -102,38 +102,73 @@ def build_figure(
     for i, name in enumerate(names, start=1):
         res = results[name]
         fig.add_trace(
-            go.Scatter(x=x, y=load, name="load", line={"color": "#444", "width": 1},
-                       legendgroup="load", showlegend=i == 1),
-            row=i, col=1,
+            go.Scatter(
+                x=x,
+                y=load,
+                name="load",
+                line={"color": "#444", "width": 1},
+                legendgroup="load",
+                showlegend=i == 1,
+            ),
+            row=i,
+            col=1,
         )
         fig.add_trace(
-            go.Scatter(x=x, y=_bucket(res.capacity, size, "mean"), name=f"{name} capacity",
-                       line={"width": 1}, legendgroup=name),
-            row=i, col=1,
+            go.Scatter(
+                x=x,
+                y=_bucket(res.capacity, size, "mean"),
+                name=f"{name} capacity",
+                line={"width": 1},
+                legendgroup=name,
+            ),
+            row=i,
+            col=1,
         )
     for name in names:
         res = results[name]
         fig.add_trace(
-            go.Scatter(x=x, y=_bucket(res.workers, size, "mean"), name=f"{name} workers",
-                       line={"width": 1, "shape": "hv"}, legendgroup=name),
-            row=rows - 1, col=1,
+            go.Scatter(
+                x=x,
+                y=_bucket(res.workers, size, "mean"),
+                name=f"{name} workers",
+                line={"width": 1, "shape": "hv"},
+                legendgroup=name,
+            ),
+            row=rows - 1,
+            col=1,
         )
     if lower_bound_workers is not None:
         fig.add_trace(
-            go.Scatter(x=x, y=_bucket(np.asarray(lower_bound_workers, float), size, "mean"),
-                       name="lower bound workers", line={"width": 1, "dash": "dot",
-                                                         "color": "#888"}),
-            row=rows - 1, col=1,
+            go.Scatter(
+                x=x,
+                y=_bucket(np.asarray(lower_bound_workers, float), size, "mean"),
+                name="lower bound workers",
+                line={"width": 1, "dash": "dot", "color": "#888"},
+            ),
+            row=rows - 1,
+            col=1,
         )
     for name in names:
         res = results[name]
         fig.add_trace(
-            go.Scatter(x=x, y=_bucket(res.delay / 60.0, size, "max"), name=f"{name} delay",
-                       line={"width": 1}, legendgroup=name),
-            row=rows, col=1,
+            go.Scatter(
+                x=x,
+                y=_bucket(res.delay / 60.0, size, "max"),
+                name=f"{name} delay",
+                line={"width": 1},
+                legendgroup=name,
+            ),
+            row=rows,
+            col=1,
         )
-    fig.add_hline(y=first.slo_s / 60.0, line_dash="dash", line_color="red", row=rows, col=1,
-                  annotation_text="SLO")
+    fig.add_hline(
+        y=first.slo_s / 60.0,
+        line_dash="dash",
+        line_color="red",
+        row=rows,
+        col=1,
+        annotation_text="SLO",
+    )
     fig.update_xaxes(title_text=x_title, row=rows, col=1)
     fig.update_layout(height=260 * rows, template="plotly_white", margin={"t": 40})
     return fig
@@ -162,8 +197,9 @@ def write_report(
     """Write the page (the plotly bundle embedded once); ``OSError`` if it cannot be written."""
     parts = []
     for i, sec in enumerate(sections):
-        fig = build_figure(sec.results, lower_bound_workers=sec.lower_bound_workers,
-                           times=sec.times)
+        fig = build_figure(
+            sec.results, lower_bound_workers=sec.lower_bound_workers, times=sec.times
+        )
         plot = fig.to_html(full_html=False, include_plotlyjs=i == 0)
         items = "".join(f"<li>{html.escape(n)}</li>" for n in sec.notes)
         parts.append(

@@ -55,9 +55,9 @@ def resample(values: np.ndarray, interval_s: float, step_s: float | None) -> np.
     return values[: blocks * m].reshape(blocks, m).mean(axis=1)
 
 
-def scale_to_peak(values: np.ndarray, k: float | None, peak_throughput: float) -> tuple[
-    np.ndarray, float
-]:
+def scale_to_peak(
+    values: np.ndarray, k: float | None, peak_throughput: float
+) -> tuple[np.ndarray, float]:
     """Rescale so the trace's maximum is ``k`` × the model's peak throughput (``k=None``: 1×)."""
     if k is None:
         return values, 1.0
@@ -130,8 +130,9 @@ def compare(
     }
     lb = lower_bound_gpu_hours(sizing, arrivals[warmup_steps:])
     results = {
-        name: simulate(policy, sizing, arrivals, warmup_steps=warmup_steps, progress=progress,
-                       name=name)
+        name: simulate(
+            policy, sizing, arrivals, warmup_steps=warmup_steps, progress=progress, name=name
+        )
         for name, policy in policies.items()
     }
     metrics = {name: policy_metrics(r, lb) for name, r in results.items()}
@@ -197,9 +198,7 @@ def compare_multi(
 
 def multi_summary(result: MultiResult, lower_bounds: dict[str, float]) -> dict[str, Any]:
     """JSON of one policy's multi-job run: per job metrics and the totals."""
-    per_job = {
-        name: policy_metrics(r, lower_bounds[name]) for name, r in result.results.items()
-    }
+    per_job = {name: policy_metrics(r, lower_bounds[name]) for name, r in result.results.items()}
     ms = list(per_job.values())
     return {
         "jobs": per_job,

@@ -93,8 +93,9 @@ class Pacer:
         self.tokens -= n
 
 
-def ready_time(ready_after_s: float, *, stamp_file: str | None = None,
-               started: float | None = None) -> float:
+def ready_time(
+    ready_after_s: float, *, stamp_file: str | None = None, started: float | None = None
+) -> float:
     """When to start consuming: ``ready_after_s`` after the resize began (the time in
     ``stamp_file``, written by whoever resizes), else after this process started."""
     started = process_start_time() if started is None else started
@@ -109,14 +110,29 @@ def ready_time(ready_after_s: float, *, stamp_file: str | None = None,
     return started + ready_after_s
 
 
-def run(*, bootstrap: str, topic: str, group: str, capacity: Sequence[float], workers: int,
-        index: int, ready_after_s: float, stop: threading.Event,
-        stamp_file: str | None = None) -> int:
+def run(
+    *,
+    bootstrap: str,
+    topic: str,
+    group: str,
+    capacity: Sequence[float],
+    workers: int,
+    index: int,
+    ready_after_s: float,
+    stop: threading.Event,
+    stamp_file: str | None = None,
+) -> int:
     """Consume until ``stop`` is set; returns the records consumed."""
     started = process_start_time()
     ready_at = ready_time(ready_after_s, stamp_file=stamp_file, started=started)
-    consumer = kafka_io.consumer(bootstrap, group=group, client_id=f"kale-demo-worker-{index}",
-                                 max_poll_records=500, fetch_max_wait_ms=20, check_crcs=False)
+    consumer = kafka_io.consumer(
+        bootstrap,
+        group=group,
+        client_id=f"kale-demo-worker-{index}",
+        max_poll_records=500,
+        fetch_max_wait_ms=20,
+        check_crcs=False,
+    )
     consumed = 0
     try:
         partitions = _partition_count(consumer, bootstrap, topic, stop)
@@ -142,9 +158,12 @@ def run(*, bootstrap: str, topic: str, group: str, capacity: Sequence[float], wo
             if got:
                 if first:
                     first = False
-                    print(f"worker {index}/{workers}: consuming partitions {mine} at "
-                          f"{rate:.4g} records/s, {time.time() - started:.2f}s after start",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"worker {index}/{workers}: consuming partitions {mine} at "
+                        f"{rate:.4g} records/s, {time.time() - started:.2f}s after start",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 pacer.spend(got)
                 consumed += got
                 dirty = True
@@ -179,35 +198,49 @@ def parse_capacity(text: str) -> list[float]:
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}"
-                                         ) from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers, got {text!r}"
+        ) from None
     if not values or any(v < 0 for v in values):
         raise argparse.ArgumentTypeError("expected at least one non-negative number")
     return values
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autoscaler.sources.demo_consumer",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m autoscaler.sources.demo_consumer", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--group", required=True)
-    parser.add_argument("--capacity", required=True, type=parse_capacity,
-                        help="f(w) in records/s for w = 1, 2, …, comma-separated")
-    parser.add_argument("--ready-after", type=float, default=0.0,
-                        help="seconds after process start before consuming (rescale downtime)")
-    parser.add_argument("--resize-stamp", default=None, metavar="FILE",
-                        help="file holding the epoch time the resize began (--ready-after "
-                        "counts from it when it is recent)")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="job size (default: $KALE_WORKERS)")
-    parser.add_argument("--index", type=int, default=None,
-                        help="this worker's index (default: $KALE_WORKER_INDEX)")
+    parser.add_argument(
+        "--capacity",
+        required=True,
+        type=parse_capacity,
+        help="f(w) in records/s for w = 1, 2, …, comma-separated",
+    )
+    parser.add_argument(
+        "--ready-after",
+        type=float,
+        default=0.0,
+        help="seconds after process start before consuming (rescale downtime)",
+    )
+    parser.add_argument(
+        "--resize-stamp",
+        default=None,
+        metavar="FILE",
+        help="file holding the epoch time the resize began (--ready-after "
+        "counts from it when it is recent)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=None, help="job size (default: $KALE_WORKERS)"
+    )
+    parser.add_argument(
+        "--index", type=int, default=None, help="this worker's index (default: $KALE_WORKER_INDEX)"
+    )
     args = parser.parse_args(argv)
-    workers = args.workers if args.workers is not None else int(os.environ.get("KALE_WORKERS",
-                                                                              "1"))
-    index = args.index if args.index is not None else int(os.environ.get("KALE_WORKER_INDEX",
-                                                                         "0"))
+    workers = args.workers if args.workers is not None else int(os.environ.get("KALE_WORKERS", "1"))
+    index = args.index if args.index is not None else int(os.environ.get("KALE_WORKER_INDEX", "0"))
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
@@ -216,9 +249,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        run(bootstrap=args.bootstrap, topic=args.topic, group=args.group,
-            capacity=args.capacity, workers=workers, index=index,
-            ready_after_s=args.ready_after, stop=stop, stamp_file=args.resize_stamp)
+        run(
+            bootstrap=args.bootstrap,
+            topic=args.topic,
+            group=args.group,
+            capacity=args.capacity,
+            workers=workers,
+            index=index,
+            ready_after_s=args.ready_after,
+            stop=stop,
+            stamp_file=args.resize_stamp,
+        )
     except (kafka_io.BrokerUnavailable, kafka_io.TopicMissing) as exc:
         if not stop.is_set():
             print(f"demo worker {index}: {exc}", file=sys.stderr)

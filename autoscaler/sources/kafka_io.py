@@ -303,8 +303,9 @@ def fetch_heads(
     for tp, mark in marks.items():
         assert mark is not None
         offset, stamp = firsts.get(tp, (None, None))
-        heads[tp] = Head(highwater=int(mark), first_offset=offset, first_timestamp_ms=stamp,
-                         read_at=read_at)
+        heads[tp] = Head(
+            highwater=int(mark), first_offset=offset, first_timestamp_ms=stamp, read_at=read_at
+        )
     return heads
 
 

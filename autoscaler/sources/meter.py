@@ -185,7 +185,9 @@ class KafkaMeter:
                 kafka_io.close_quietly(probe)
             committed.update({tp.partition: int(off) for tp, off in starts.items()})
         heads = kafka_io.fetch_heads(
-            bootstrap, {tp: committed[tp.partition] for tp in tps}, timeout_s=self.timeout_s,
+            bootstrap,
+            {tp: committed[tp.partition] for tp in tps},
+            timeout_s=self.timeout_s,
             clock=self._now,
         )
         # When the high watermarks were read, not after the probe was closed.

@@ -34,8 +34,15 @@ def calendar(seconds: np.ndarray) -> np.ndarray:
     s = np.asarray(seconds, dtype=float)
     tod = np.mod(s, DAY_S) / DAY_S
     dow = (np.mod(np.floor_divide(s, DAY_S) + 3.0, 7.0) + tod) / 7.0  # 1970-01-01 = Thursday
-    return np.stack([np.sin(2 * np.pi * tod), np.cos(2 * np.pi * tod),
-                     np.sin(2 * np.pi * dow), np.cos(2 * np.pi * dow)], axis=-1).astype(np.float32)
+    return np.stack(
+        [
+            np.sin(2 * np.pi * tod),
+            np.cos(2 * np.pi * tod),
+            np.sin(2 * np.pi * dow),
+            np.cos(2 * np.pi * dow),
+        ],
+        axis=-1,
+    ).astype(np.float32)
 
 
 LONG_CONTEXT_MAX_DAYS = 4
@@ -90,9 +97,17 @@ class Geometry:
         return cls(**{**d, "level_windows": tuple(d["level_windows"])})
 
     @classmethod
-    def choose(cls, *, horizon: int, day: int | None, available: int, long_tokens: int = 24,
-               short_tokens: int = 8, out_tokens: int = 12,
-               context: int | None = None) -> Geometry:
+    def choose(
+        cls,
+        *,
+        horizon: int,
+        day: int | None,
+        available: int,
+        long_tokens: int = 24,
+        short_tokens: int = 8,
+        out_tokens: int = 12,
+        context: int | None = None,
+    ) -> Geometry:
         """Long context: a day or 4·horizon (whichever is longer, but 4·horizon at most
         ``LONG_CONTEXT_MAX_DAYS`` days) as ≤ ``long_tokens`` patches, shortened when the
         history would leave too few training windows; short context: the last few patches at
@@ -111,13 +126,21 @@ class Geometry:
         n_short = min(short_tokens, max(1, (p_long * n_long) // p_short))
         p_out = max(1, math.ceil(horizon / out_tokens))
         longest = p_long * n_long
-        windows = [w for w in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-                   if w < longest]
+        windows = [
+            w for w in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096) if w < longest
+        ]
         if day and day < longest:
             windows.append(day)
         windows.append(longest)
-        return cls(horizon=horizon, p_long=p_long, n_long=n_long, p_short=p_short,
-                   n_short=n_short, p_out=p_out, level_windows=tuple(sorted(set(windows))))
+        return cls(
+            horizon=horizon,
+            p_long=p_long,
+            n_long=n_long,
+            p_short=p_short,
+            n_short=n_short,
+            p_out=p_out,
+            level_windows=tuple(sorted(set(windows))),
+        )
 
 
 def trailing_means(d: np.ndarray, windows: tuple[int, ...], origins: np.ndarray) -> np.ndarray:
@@ -184,8 +207,13 @@ class BackboneFit:
     cv_mae: dict[str, float]  # per prior, at its best penalty (log units per step)
 
 
-def fit_backbone(d: np.ndarray, geom: Geometry, origins: np.ndarray, folds: int = 5,
-                 priors: tuple[str, ...] = ("mean",)) -> BackboneFit:
+def fit_backbone(
+    d: np.ndarray,
+    geom: Geometry,
+    origins: np.ndarray,
+    folds: int = 5,
+    priors: tuple[str, ...] = ("mean",),
+) -> BackboneFit:
     """Per-horizon-step ridge weights: d[o+h] - longest mean ≈ features(o) @ W[:, h].
 
     The penalty is chosen by blocked cross-validation over time (``folds`` contiguous
@@ -221,7 +249,7 @@ def fit_backbone(d: np.ndarray, geom: Geometry, origins: np.ndarray, folds: int 
             continue
         gram, xty = x[keep].T @ x[keep], x[keep].T @ y[keep]
         scored += y[chunk].size
-        for (p, lam) in errors:
+        for p, lam in errors:
             w = _solve(gram, xty, lam, p)
             errors[(p, lam)] += float(np.sum(np.abs(x[chunk] @ w - y[chunk])))
 
@@ -235,16 +263,29 @@ def fit_backbone(d: np.ndarray, geom: Geometry, origins: np.ndarray, folds: int 
         if chosen[p][1] < LAST_PRIOR_MARGIN * chosen[prior][1]:
             prior = p
     scored = max(scored, 1)
-    return BackboneFit(weights=_solve(x.T @ x, x.T @ y, chosen[prior][0], prior),
-                       ridge=chosen[prior][0], prior=prior,
-                       cv_mae={p: err / scored for p, (_, err) in chosen.items()})
+    return BackboneFit(
+        weights=_solve(x.T @ x, x.T @ y, chosen[prior][0], prior),
+        ridge=chosen[prior][0],
+        prior=prior,
+        cv_mae={p: err / scored for p, (_, err) in chosen.items()},
+    )
 
 
-def cv_residuals(z: np.ndarray, trend: np.ndarray, periods: dict[str, int], geom: Geometry,
-                 origins: np.ndarray, ridge: float, *, prior: str = "mean", folds: int = 5,
-                 day_start: int = 0, max_fit: int = 20000, half_life: float | None = None,
-                 day_types: DayTypes | None = None,
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def cv_residuals(
+    z: np.ndarray,
+    trend: np.ndarray,
+    periods: dict[str, int],
+    geom: Geometry,
+    origins: np.ndarray,
+    ridge: float,
+    *,
+    prior: str = "mean",
+    folds: int = 5,
+    day_start: int = 0,
+    max_fit: int = 20000,
+    half_life: float | None = None,
+    day_types: DayTypes | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Out-of-sample backbone errors for every origin, by blocked cross-validation.
 
     ``origins`` are cut into ``folds`` contiguous chunks; for each, the seasonal profile and
@@ -266,8 +307,16 @@ def cv_residuals(z: np.ndarray, trend: np.ndarray, periods: dict[str, int], geom
         held = (steps >= lo) & (steps < hi)
         # Weeks weigh by their distance from the held-out chunk, as they would from a
         # forecast made there.
-        profile, _ = estimate_profile(z, trend, periods, mask=~held, day_start=day_start,
-                                      half_life=half_life, center=lo, day_types=day_types)
+        profile, _ = estimate_profile(
+            z,
+            trend,
+            periods,
+            mask=~held,
+            day_start=day_start,
+            half_life=half_life,
+            center=lo,
+            day_types=day_types,
+        )
         d = z - profile.at(steps)
         if len(fit_o) > max_fit:
             fit_o = fit_o[np.linspace(0, len(fit_o) - 1, max_fit).round().astype(int)]
@@ -281,8 +330,9 @@ def cv_residuals(z: np.ndarray, trend: np.ndarray, periods: dict[str, int], geom
     return origins, out
 
 
-def backbone(d: np.ndarray, geom: Geometry, origins: np.ndarray,
-             weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def backbone(
+    d: np.ndarray, geom: Geometry, origins: np.ndarray, weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(reference level per origin, backbone forecast of d per origin and step)."""
     means = trailing_means(d, geom.level_windows, origins)
     return means[:, -1], means[:, -1:] + level_features(means) @ weights
@@ -292,13 +342,21 @@ def backbone(d: np.ndarray, geom: Geometry, origins: np.ndarray,
 class Inputs:
     """One batch of network inputs (float32 numpy arrays)."""
 
-    long: np.ndarray   # (B, n_long, 2·p_long + N_CAL)
+    long: np.ndarray  # (B, n_long, 2·p_long + N_CAL)
     short: np.ndarray  # (B, n_short, 2·p_short + N_CAL)
-    out: np.ndarray    # (B, n_out, 3·p_out + N_CAL)
+    out: np.ndarray  # (B, n_out, 3·p_out + N_CAL)
 
 
-def build_inputs(*, dn: np.ndarray, sn: np.ndarray, cal: np.ndarray, origins: np.ndarray,
-                 ref: np.ndarray, bb: np.ndarray, geom: Geometry) -> Inputs:
+def build_inputs(
+    *,
+    dn: np.ndarray,
+    sn: np.ndarray,
+    cal: np.ndarray,
+    origins: np.ndarray,
+    ref: np.ndarray,
+    bb: np.ndarray,
+    geom: Geometry,
+) -> Inputs:
     """Patch the normalised channels around each origin.
 
     ``dn``/``sn``: normalised deseasonalised series and season over the steps the origins
@@ -320,10 +378,20 @@ def build_inputs(*, dn: np.ndarray, sn: np.ndarray, cal: np.ndarray, origins: np
     fut = o + np.arange(geom.out_len)[None, :]
     s_fut = sn[fut]
     s_now = sn[origins - 1][:, None]
-    bb_pad = np.concatenate([bb, np.repeat(bb[:, -1:], geom.out_len - geom.horizon, axis=1)],
-                            axis=1) - ref[:, None]
+    bb_pad = (
+        np.concatenate([bb, np.repeat(bb[:, -1:], geom.out_len - geom.horizon, axis=1)], axis=1)
+        - ref[:, None]
+    )
     shape = (b, geom.n_out, geom.p_out)
-    out = np.concatenate([s_fut.reshape(shape), (s_fut - s_now).reshape(shape),
-                          bb_pad.reshape(shape), cal[fut[:, :: geom.p_out]]], axis=-1)
-    return Inputs(long=long.astype(np.float32), short=short.astype(np.float32),
-                  out=out.astype(np.float32))
+    out = np.concatenate(
+        [
+            s_fut.reshape(shape),
+            (s_fut - s_now).reshape(shape),
+            bb_pad.reshape(shape),
+            cal[fut[:, :: geom.p_out]],
+        ],
+        axis=-1,
+    )
+    return Inputs(
+        long=long.astype(np.float32), short=short.astype(np.float32), out=out.astype(np.float32)
+    )

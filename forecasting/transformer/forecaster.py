@@ -119,8 +119,11 @@ def recent_band_factor(scores: np.ndarray, most: float = RECENT_BAND_MAX) -> dic
     if len(scores) < RECENT_BAND_MIN_SCORES:
         return {"band_widening": 1.0, "recent_errors_scored": len(scores)}
     q = float(np.quantile(scores, RECENT_BAND_LEVEL))
-    return {"band_widening": float(np.clip(q, 1.0, most)),
-            "recent_errors_scored": len(scores), "recent_error_p80": q}
+    return {
+        "band_widening": float(np.clip(q, 1.0, most)),
+        "recent_errors_scored": len(scores),
+        "recent_error_p80": q,
+    }
 
 
 @contextlib.contextmanager
@@ -148,8 +151,9 @@ def smooth_over_horizon(per_step: np.ndarray) -> np.ndarray:
     per-step quantiles of a few hundred overlapping windows are noisy step to step."""
     width = max(1, len(per_step) // 6)
     kernel = np.ones(width) / width
-    padded = np.concatenate([np.full(width // 2, per_step[0]), per_step,
-                             np.full(width - 1 - width // 2, per_step[-1])])
+    padded = np.concatenate(
+        [np.full(width // 2, per_step[0]), per_step, np.full(width - 1 - width // 2, per_step[-1])]
+    )
     return np.convolve(padded, kernel, mode="valid")
 
 
@@ -162,14 +166,18 @@ def conformal_factors(scores: np.ndarray, group: np.ndarray, level: float) -> np
     shape = np.maximum(smooth_over_horizon(np.quantile(scores, level, axis=0)), 1e-3)
     shape = shape / np.mean(shape)
     norm = scores / shape
-    levels = [float(np.quantile(norm[group == g], level))
-              for g in np.unique(group) if (group == g).sum() >= 4]
+    levels = [
+        float(np.quantile(norm[group == g], level))
+        for g in np.unique(group)
+        if (group == g).sum() >= 4
+    ]
     k = float(np.median(levels)) if levels else float(np.quantile(norm, level))
     return np.maximum(k * shape, 0.05)
 
 
-def choose_kept_share(errors: dict[float, np.ndarray], parts: int = 3
-                      ) -> tuple[float, dict[float, float], dict[float, list[float]]]:
+def choose_kept_share(
+    errors: dict[float, np.ndarray], parts: int = 3
+) -> tuple[float, dict[float, float], dict[float, list[float]]]:
     """The share of the network's median correction to keep, from held-out errors.
 
     ``errors[a]`` holds the absolute errors, one row per held-out origin in time order,
@@ -189,8 +197,9 @@ def choose_kept_share(errors: dict[float, np.ndarray], parts: int = 3
     n = len(errors[0.0])
     chunks = [i for i in np.array_split(np.arange(n), parts) if len(i)]
     by_part = {a: [float(np.mean(e[i])) for i in chunks] for a, e in errors.items()}
-    steady = [a for a in errors
-              if all(m <= m0 for m, m0 in zip(by_part[a], by_part[0.0], strict=True))]
+    steady = [
+        a for a in errors if all(m <= m0 for m, m0 in zip(by_part[a], by_part[0.0], strict=True))
+    ]
     return min(steady, key=lambda a: (maes[a], a)), maes, by_part
 
 
@@ -198,8 +207,9 @@ def resolve_device(device: str) -> str:
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
     if device == "cuda" and not torch.cuda.is_available():
-        warnings.warn("kale: CUDA is not available, training on the CPU", RuntimeWarning,
-                      stacklevel=3)
+        warnings.warn(
+            "kale: CUDA is not available, training on the CPU", RuntimeWarning, stacklevel=3
+        )
         return "cpu"
     return device
 
@@ -232,21 +242,53 @@ class KaleForecaster(Forecaster):
 
     name = "kale"
 
-    def __init__(self, *, horizon: int = 60, seed: int = 0, device: str = "cpu",
-                 threads: int = 1, epochs: int = 20, patience: int = 4,
-                 steps_per_epoch: int = 40, batch_size: int = 128, lr: float = 2e-3,
-                 time_budget_s: float = 90.0, d_model: int = 32, heads: int = 2,
-                 enc_layers: int = 2, dec_layers: int = 1, dropout: float = 0.0,
-                 context: int | None = None, val_fraction: float = 0.15,
-                 use_calendar: bool = True, members: int = 3, progress: bool = False,
-                 **kw: Any) -> None:
-        super().__init__(horizon=horizon, seed=seed, device=device, threads=threads,
-                         epochs=epochs, patience=patience, steps_per_epoch=steps_per_epoch,
-                         batch_size=batch_size, lr=lr, time_budget_s=time_budget_s,
-                         d_model=d_model, heads=heads, enc_layers=enc_layers,
-                         dec_layers=dec_layers, dropout=dropout, context=context,
-                         val_fraction=val_fraction, use_calendar=use_calendar,
-                         members=members, **kw)
+    def __init__(
+        self,
+        *,
+        horizon: int = 60,
+        seed: int = 0,
+        device: str = "cpu",
+        threads: int = 1,
+        epochs: int = 20,
+        patience: int = 4,
+        steps_per_epoch: int = 40,
+        batch_size: int = 128,
+        lr: float = 2e-3,
+        time_budget_s: float = 90.0,
+        d_model: int = 32,
+        heads: int = 2,
+        enc_layers: int = 2,
+        dec_layers: int = 1,
+        dropout: float = 0.0,
+        context: int | None = None,
+        val_fraction: float = 0.15,
+        use_calendar: bool = True,
+        members: int = 3,
+        progress: bool = False,
+        **kw: Any,
+    ) -> None:
+        super().__init__(
+            horizon=horizon,
+            seed=seed,
+            device=device,
+            threads=threads,
+            epochs=epochs,
+            patience=patience,
+            steps_per_epoch=steps_per_epoch,
+            batch_size=batch_size,
+            lr=lr,
+            time_budget_s=time_budget_s,
+            d_model=d_model,
+            heads=heads,
+            enc_layers=enc_layers,
+            dec_layers=dec_layers,
+            dropout=dropout,
+            context=context,
+            val_fraction=val_fraction,
+            use_calendar=use_calendar,
+            members=members,
+            **kw,
+        )
         if horizon < 1:
             raise ValueError("horizon must be ≥ 1")
         self.horizon = horizon
@@ -304,8 +346,9 @@ class KaleForecaster(Forecaster):
         return d / self.scale, (season - self.season_mu) / self.season_sd
 
     def _tensors(self, inputs) -> tuple[torch.Tensor, ...]:
-        return tuple(torch.from_numpy(a).to(self.device)
-                     for a in (inputs.long, inputs.short, inputs.out))
+        return tuple(
+            torch.from_numpy(a).to(self.device) for a in (inputs.long, inputs.short, inputs.out)
+        )
 
     # ---- fit
     def _fit(self, series: pd.Series) -> None:
@@ -331,16 +374,20 @@ class KaleForecaster(Forecaster):
         # alone, fitted on the whole history, with its band from cross-validated errors.
         # Refusing left only the fallback's seasonal naive; what the backbone does instead is
         # measured in docs/forecasting.md ("Short histories").
-        no_net = (len(train_origins) < MIN_NETWORK_WINDOWS[0]
-                  or len(val_origins) < MIN_NETWORK_WINDOWS[1])
+        no_net = (
+            len(train_origins) < MIN_NETWORK_WINDOWS[0] or len(val_origins) < MIN_NETWORK_WINDOWS[1]
+        )
         if no_net:
             if len(origins) < MIN_BACKBONE_ORIGINS:
                 raise InsufficientHistoryError(
                     f"kale: {n} steps leave {len(origins)} forecast windows for horizon {h} "
-                    f"(context {geom.need} steps); {MIN_BACKBONE_ORIGINS} are needed")
-            network_skipped = (f"{len(train_origins)} training and {len(val_origins)} "
-                               f"held-out windows are too few for the network (it needs "
-                               f"{MIN_NETWORK_WINDOWS[0]} and {MIN_NETWORK_WINDOWS[1]})")
+                    f"(context {geom.need} steps); {MIN_BACKBONE_ORIGINS} are needed"
+                )
+            network_skipped = (
+                f"{len(train_origins)} training and {len(val_origins)} "
+                f"held-out windows are too few for the network (it needs "
+                f"{MIN_NETWORK_WINDOWS[0]} and {MIN_NETWORK_WINDOWS[1]})"
+            )
             log.info("kale: backbone only: %s", network_skipped)
             held, train_origins = np.zeros(n, dtype=bool), origins
         self.geom = geom
@@ -352,21 +399,26 @@ class KaleForecaster(Forecaster):
         started = time.perf_counter()
         midnight = self._midnight_step(day)
         hour = round(3600.0 / interval) if 3600.0 % interval == 0 else 0
-        trend, z, outliers, changes = robust_trend(z_raw, report.detected,
-                                                   day_start=midnight, hour=hour)
+        trend, z, outliers, changes = robust_trend(
+            z_raw, report.detected, day_start=midnight, hour=hour
+        )
         # Under two weeks there is no weekly season; days that differ (a weekend) may still
         # get their own profile (choose_day_types), judged before the held-out tail on the
         # series with its incidents replaced. The outliers are then judged again, each
         # step against the days of its type.
         day_types, day_type_report = None, None
-        if (p.get("day_types", True) and report.detected.get("daily")
-                and not report.detected.get("weekly")):
+        if (
+            p.get("day_types", True)
+            and report.detected.get("daily")
+            and not report.detected.get("weekly")
+        ):
             day_types, day_type_report = self._choose_day_types(
-                z, report.detected["daily"], midnight, hour, held)
+                z, report.detected["daily"], midnight, hour, held
+            )
             if day_types is not None:
                 trend, z, outliers, changes = robust_trend(
-                    z_raw, report.detected, day_start=midnight, hour=hour,
-                    day_types=day_types)
+                    z_raw, report.detected, day_start=midnight, hour=hour, day_types=day_types
+                )
         # From here on the days before a clock change (daylight saving time) are on the
         # current clock (ClockChange.apply) and the outliers (an outage, a holiday, a spike)
         # are replaced (the seasonally adjusted series interpolated across them): the level
@@ -375,12 +427,18 @@ class KaleForecaster(Forecaster):
         # hourly trace with a holiday, an outage and a spike: a kept -11 % correction doubled
         # the next week's error). Predicting still reads the raw series.
         # How fast the profile forgets old weeks, chosen before the held-out tail.
-        half_life, half_life_scores = choose_half_life(z, trend, report.detected, mask=~held,
-                                                       day_start=midnight,
-                                                       day_types=day_types)
-        profile_tr, profile_tr_info = estimate_profile(z, trend, report.detected, mask=~held,
-                                                       day_start=midnight, half_life=half_life,
-                                                       day_types=day_types)
+        half_life, half_life_scores = choose_half_life(
+            z, trend, report.detected, mask=~held, day_start=midnight, day_types=day_types
+        )
+        profile_tr, profile_tr_info = estimate_profile(
+            z,
+            trend,
+            report.detected,
+            mask=~held,
+            day_start=midnight,
+            half_life=half_life,
+            day_types=day_types,
+        )
         decomp_s = time.perf_counter() - started
 
         steps = np.arange(n + geom.out_len)
@@ -391,8 +449,9 @@ class KaleForecaster(Forecaster):
         if len(bb_origins) > MAX_BACKBONE_ORIGINS:
             bb_origins = np.sort(rng.choice(train_origins, MAX_BACKBONE_ORIGINS, replace=False))
         # Without a season the level may wander (see fit_backbone): both priors compete.
-        level = fit_backbone(d, geom, bb_origins,
-                             priors=("mean",) if report.detected else LEVEL_PRIORS)
+        level = fit_backbone(
+            d, geom, bb_origins, priors=("mean",) if report.detected else LEVEL_PRIORS
+        )
         self.weights, ridge, prior = level.weights, level.ridge, level.prior
         _, bb_tr = backbone(d, geom, bb_origins, self.weights)
         resid = d[bb_origins[:, None] + np.arange(h)[None, :]] - bb_tr
@@ -402,28 +461,49 @@ class KaleForecaster(Forecaster):
         self.profile = profile_tr
         clocks = self._clocks(changes)
         self.fit_summary.update(
-            seasonality=report.to_dict(), device=self.device, geometry=geom.to_dict(),
-            decomposition_seconds=decomp_s, outliers_replaced=int(np.count_nonzero(outliers)),
+            seasonality=report.to_dict(),
+            device=self.device,
+            geometry=geom.to_dict(),
+            decomposition_seconds=decomp_s,
+            outliers_replaced=int(np.count_nonzero(outliers)),
             # None: every week of the profile weighs the same.
             profile_half_life_days=None if half_life is None else half_life * interval / 86400,
             profile_half_life_scores=half_life_scores,
             # Every change found, in time order; clock_change is the latest (or None).
-            clock_changes=clocks, clock_change=clocks[-1] if clocks else None,
+            clock_changes=clocks,
+            clock_change=clocks[-1] if clocks else None,
             day_types=self._describe_day_types(day_types, day_type_report),
-            offset=self.offset, scale=self.scale, backbone_ridge=ridge, backbone_prior=prior,
+            offset=self.offset,
+            scale=self.scale,
+            backbone_ridge=ridge,
+            backbone_prior=prior,
             backbone_cv_mae=level.cv_mae,
         )
         cv_origins = self._cv_origins(n)
         if no_net:
             started = time.perf_counter()
             band_info = self._fit_band_without_network(
-                z, trend, report.detected, ridge, prior, midnight, half_life, resid,
-                cv_origins, day_types)
+                z,
+                trend,
+                report.detected,
+                ridge,
+                prior,
+                midnight,
+                half_life,
+                resid,
+                cv_origins,
+                day_types,
+            )
             self.fit_summary.update(
-                profile=profile_tr_info, network=None, network_skipped=network_skipped,
-                train_windows=len(train_origins), val_windows=0,
-                cv_seconds=time.perf_counter() - started, median_correction_kept=0.0,
-                **band_info)
+                profile=profile_tr_info,
+                network=None,
+                network_skipped=network_skipped,
+                train_windows=len(train_origins),
+                val_windows=0,
+                cv_seconds=time.perf_counter() - started,
+                median_correction_kept=0.0,
+                **band_info,
+            )
             return
         dn, sn = self._normalised(d, season)
         cal = self._calendar(steps)
@@ -431,39 +511,55 @@ class KaleForecaster(Forecaster):
         def batch(origins: np.ndarray) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
             ref, bb = backbone(d, geom, origins, self.weights)
             ref, bb = ref / self.scale, bb / self.scale
-            inputs = build_inputs(dn=dn, sn=sn, cal=cal, origins=origins, ref=ref, bb=bb,
-                                  geom=geom)
+            inputs = build_inputs(dn=dn, sn=sn, cal=cal, origins=origins, ref=ref, bb=bb, geom=geom)
             target = dn[origins[:, None] + np.arange(h)[None, :]] - bb
             return self._tensors(inputs), torch.from_numpy(target.astype(np.float32)).to(
-                self.device)
+                self.device
+            )
 
         if len(val_origins) > MAX_VAL_ORIGINS:
-            val_origins = np.unique(np.linspace(val_origins[0], val_origins[-1],
-                                                MAX_VAL_ORIGINS).round().astype(int))
+            val_origins = np.unique(
+                np.linspace(val_origins[0], val_origins[-1], MAX_VAL_ORIGINS).round().astype(int)
+            )
         with _torch_settings(int(p["threads"])):
             torch.manual_seed(int(p["seed"]))
             train_info = self._train(batch, train_origins, val_origins, rng)
             started = time.perf_counter()
-            _, cv_err = cv_residuals(z, trend, report.detected, geom, cv_origins, ridge,
-                                     prior=prior, day_start=midnight, half_life=half_life,
-                                     day_types=day_types)
+            _, cv_err = cv_residuals(
+                z,
+                trend,
+                report.detected,
+                geom,
+                cv_origins,
+                ridge,
+                prior=prior,
+                day_start=midnight,
+                half_life=half_life,
+                day_types=day_types,
+            )
             cv_s = time.perf_counter() - started
-            calib = self._calibrate(batch, val_origins, z, season, cv_origins,
-                                    cv_err / self.scale)
+            calib = self._calibrate(batch, val_origins, z, season, cv_origins, cv_err / self.scale)
 
         # Forecast with the profile of the whole history (the network is unchanged).
-        self.profile, profile_info = estimate_profile(z, trend, report.detected,
-                                                      day_start=midnight, half_life=half_life,
-                                                      day_types=day_types)
+        self.profile, profile_info = estimate_profile(
+            z, trend, report.detected, day_start=midnight, half_life=half_life, day_types=day_types
+        )
         self.fit_summary.update(
-            profile=profile_info, network="transformer", network_skipped=None,
-            train_windows=len(train_origins), val_windows=len(val_origins),
-            holdout_start=_iso_step(self, tail), cv_seconds=cv_s, **train_info, **calib,
+            profile=profile_info,
+            network="transformer",
+            network_skipped=None,
+            train_windows=len(train_origins),
+            val_windows=len(val_origins),
+            holdout_start=_iso_step(self, tail),
+            cv_seconds=cv_s,
+            **train_info,
+            **calib,
         )
 
     @staticmethod
-    def _choose_day_types(z: np.ndarray, day: int, midnight: int, hour: int,
-                          held: np.ndarray) -> tuple[DayTypes | None, dict[str, Any]]:
+    def _choose_day_types(
+        z: np.ndarray, day: int, midnight: int, hour: int, held: np.ndarray
+    ) -> tuple[DayTypes | None, dict[str, Any]]:
         """Day types chosen before the held-out tail, or on the whole history when fewer
         than seven days precede the tail.
 
@@ -483,15 +579,19 @@ class KaleForecaster(Forecaster):
                 rep["chosen_on"] = "whole history (under 7 days before the held-out tail)"
         return day_types, rep
 
-    def _describe_day_types(self, day_types: DayTypes | None,
-                            report: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _describe_day_types(
+        self, day_types: DayTypes | None, report: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
         """The day types for the fit summary: which calendar days (UTC) form each group and
         when their days start; None when the weekly season or too short a history left
         nothing to choose."""
         if report is None:
             return None
-        out: dict[str, Any] = {"used": day_types is not None, "score": report.get("score"),
-                               "shape_score": report.get("shape_score")}
+        out: dict[str, Any] = {
+            "used": day_types is not None,
+            "score": report.get("score"),
+            "shape_score": report.get("shape_score"),
+        }
         for key in ("skipped", "chosen_on"):
             if key in report:
                 out[key] = report[key]
@@ -503,16 +603,24 @@ class KaleForecaster(Forecaster):
         middles = self._epoch_seconds(starts + day_types.day // 2)
         names = [pd.Timestamp(s, unit="s", tz="UTC").day_name()[:3] for s in middles]
         first = pd.Timestamp(self._epoch_seconds(starts[:1])[0], unit="s", tz="UTC")
-        out.update(groups={name: int(g) for name, g in
-                           zip(names, day_types.groups, strict=True)},
-                   days_start_at=first.strftime("%H:%M UTC"))
+        out.update(
+            groups={name: int(g) for name, g in zip(names, day_types.groups, strict=True)},
+            days_start_at=first.strftime("%H:%M UTC"),
+        )
         return out
 
     def _clocks(self, changes) -> list[dict[str, Any]]:
         """The clock changes found, in time order, for the fit summary."""
         interval = float(self.interval_s or 60)
-        return [{"at": _iso_step(self, c.at), "shift_minutes": c.shift * interval / 60.0,
-                 "share": c.share, "gain": c.gain} for c in sorted(changes, key=lambda c: c.at)]
+        return [
+            {
+                "at": _iso_step(self, c.at),
+                "shift_minutes": c.shift * interval / 60.0,
+                "share": c.share,
+                "gain": c.gain,
+            }
+            for c in sorted(changes, key=lambda c: c.at)
+        ]
 
     def _cv_origins(self, n: int) -> np.ndarray:
         """Every forecast origin of an n-step history, thinned to MAX_CV_ORIGINS."""
@@ -521,11 +629,19 @@ class KaleForecaster(Forecaster):
         pick = np.linspace(0, len(origins) - 1, min(MAX_CV_ORIGINS, len(origins)))
         return origins[np.unique(pick.round().astype(int))]
 
-    def _fit_band_without_network(self, z: np.ndarray, trend: np.ndarray,
-                                  periods: dict[str, int], ridge: float, prior: str,
-                                  midnight: int, half_life: float | None,
-                                  resid: np.ndarray, cv_origins: np.ndarray,
-                                  day_types: DayTypes | None = None) -> dict[str, Any]:
+    def _fit_band_without_network(
+        self,
+        z: np.ndarray,
+        trend: np.ndarray,
+        periods: dict[str, int],
+        ridge: float,
+        prior: str,
+        midnight: int,
+        half_life: float | None,
+        resid: np.ndarray,
+        cv_origins: np.ndarray,
+        day_types: DayTypes | None = None,
+    ) -> dict[str, Any]:
         """p10/p90 of the backbone alone: per-step quantiles of its cross-validated errors.
 
         With no held-out tail, the blocked cross-validation over the whole history is the only
@@ -534,11 +650,22 @@ class KaleForecaster(Forecaster):
         """
         geom = self.geom
         assert geom is not None
-        _, cv_err = cv_residuals(z, trend, periods, geom, cv_origins, ridge, prior=prior,
-                                 day_start=midnight, half_life=half_life, day_types=day_types)
+        _, cv_err = cv_residuals(
+            z,
+            trend,
+            periods,
+            geom,
+            cv_origins,
+            ridge,
+            prior=prior,
+            day_start=midnight,
+            half_life=half_life,
+            day_types=day_types,
+        )
         ok = np.isfinite(cv_err).all(axis=1)
-        errors, source = (cv_err[ok], "cross-validation") if ok.sum() >= 8 \
-            else (resid, "in-sample residuals")
+        errors, source = (
+            (cv_err[ok], "cross-validation") if ok.sum() >= 8 else (resid, "in-sample residuals")
+        )
         lo = np.minimum(smooth_over_horizon(np.quantile(errors, 0.1, axis=0)), 0.0)
         hi = np.maximum(smooth_over_horizon(np.quantile(errors, 0.9, axis=0)), 0.0)
         self.net, self.net_config, self.alpha = None, {}, 0.0
@@ -546,8 +673,9 @@ class KaleForecaster(Forecaster):
         self.k_lo = self.k_hi = np.ones(self.horizon)
         return {"band_from": source, "calibration_windows": len(errors)}
 
-    def _train(self, batch, train_origins: np.ndarray, val_origins: np.ndarray,
-               rng: np.random.Generator) -> dict[str, Any]:
+    def _train(
+        self, batch, train_origins: np.ndarray, val_origins: np.ndarray, rng: np.random.Generator
+    ) -> dict[str, Any]:
         """Train ``members`` networks one after another (seeds ``seed``, ``seed + 1``, …),
         each early-stopped on the held-out tail, and keep their mean (:class:`MeanOfNets`).
         They share the time budget: a member that would start after it is not trained. When
@@ -556,10 +684,16 @@ class KaleForecaster(Forecaster):
         geom = self.geom
         assert geom is not None
         shape = {
-            "long_in": 2 * geom.p_long + 4, "short_in": 2 * geom.p_short + 4,
-            "out_in": 3 * geom.p_out + 4, "n_long": geom.n_long, "n_short": geom.n_short,
-            "n_out": geom.n_out, "p_out": geom.p_out, "d_model": int(p["d_model"]),
-            "heads": int(p["heads"]), "enc_layers": int(p["enc_layers"]),
+            "long_in": 2 * geom.p_long + 4,
+            "short_in": 2 * geom.p_short + 4,
+            "out_in": 3 * geom.p_out + 4,
+            "n_long": geom.n_long,
+            "n_short": geom.n_short,
+            "n_out": geom.n_out,
+            "p_out": geom.p_out,
+            "d_model": int(p["d_model"]),
+            "heads": int(p["heads"]),
+            "enc_layers": int(p["enc_layers"]),
             "dec_layers": int(p["dec_layers"]),
             "ff": 2 * int(p["d_model"]),
         }
@@ -577,8 +711,16 @@ class KaleForecaster(Forecaster):
                 log.warning("kale: time budget spent after %d of %d networks", k, wanted)
                 break
             torch.manual_seed(int(p["seed"]) + k)
-            net, run = self._train_member(batch, train_origins, val_x, val_y, rng, shape,
-                                          left, label=f" {k + 1}/{wanted}" if wanted > 1 else "")
+            net, run = self._train_member(
+                batch,
+                train_origins,
+                val_x,
+                val_y,
+                rng,
+                shape,
+                left,
+                label=f" {k + 1}/{wanted}" if wanted > 1 else "",
+            )
             nets.append(net)
             runs.append(run)
             budget_hit = budget_hit or run["time_budget_hit"]
@@ -586,25 +728,45 @@ class KaleForecaster(Forecaster):
                 # No epoch beat the starting point (no correction) on the held-out tail: the
                 # tail has nothing for a network to learn, and more seeds would only be
                 # more chances to fit its noise (and cost their time at every predict).
-                log.info("kale: the first network never beat no correction on the held-out "
-                         "tail; no further networks trained")
+                log.info(
+                    "kale: the first network never beat no correction on the held-out "
+                    "tail; no further networks trained"
+                )
                 break
         self.net_config = {**shape, "members": len(nets)} if len(nets) > 1 else shape
         self.net = MeanOfNets(nets) if len(nets) > 1 else nets[0]
         self.net.eval()
         with torch.no_grad():
             ensemble_val = float(pinball_loss(self.net(*val_x)[:, :h], val_y))
-        return {"epochs_run": sum(r["epochs_run"] for r in runs),
-                "best_epoch": runs[0]["best_epoch"],
-                "val_pinball_backbone": runs[0]["val_pinball_backbone"],
-                "val_pinball": ensemble_val, "networks": len(nets),
-                "member_runs": [{"best_epoch": r["best_epoch"], "epochs_run": r["epochs_run"],
-                             "val_pinball": r["val_pinball"]} for r in runs],
-                "train_seconds": time.perf_counter() - started, "time_budget_hit": budget_hit}
+        return {
+            "epochs_run": sum(r["epochs_run"] for r in runs),
+            "best_epoch": runs[0]["best_epoch"],
+            "val_pinball_backbone": runs[0]["val_pinball_backbone"],
+            "val_pinball": ensemble_val,
+            "networks": len(nets),
+            "member_runs": [
+                {
+                    "best_epoch": r["best_epoch"],
+                    "epochs_run": r["epochs_run"],
+                    "val_pinball": r["val_pinball"],
+                }
+                for r in runs
+            ],
+            "train_seconds": time.perf_counter() - started,
+            "time_budget_hit": budget_hit,
+        }
 
-    def _train_member(self, batch, train_origins: np.ndarray, val_x, val_y,
-                      rng: np.random.Generator, shape: dict[str, int], budget_s: float,
-                      label: str = "") -> tuple[KaleNet, dict[str, Any]]:
+    def _train_member(
+        self,
+        batch,
+        train_origins: np.ndarray,
+        val_x,
+        val_y,
+        rng: np.random.Generator,
+        shape: dict[str, int],
+        budget_s: float,
+        label: str = "",
+    ) -> tuple[KaleNet, dict[str, Any]]:
         """One network, early-stopped on the held-out tail (its best epoch's weights)."""
         p = self.params
         h = self.horizon
@@ -660,12 +822,23 @@ class KaleForecaster(Forecaster):
             bar.close()
         net.load_state_dict(best_state)
         net.eval()
-        return net, {"epochs_run": epochs_run, "best_epoch": best_epoch,
-                     "val_pinball_backbone": baseline_loss, "val_pinball": best,
-                     "time_budget_hit": budget_hit}
+        return net, {
+            "epochs_run": epochs_run,
+            "best_epoch": best_epoch,
+            "val_pinball_backbone": baseline_loss,
+            "val_pinball": best,
+            "time_budget_hit": budget_hit,
+        }
 
-    def _calibrate(self, batch, val_origins: np.ndarray, z: np.ndarray, season: np.ndarray,
-                   cv_origins: np.ndarray, cv_target: np.ndarray) -> dict[str, Any]:
+    def _calibrate(
+        self,
+        batch,
+        val_origins: np.ndarray,
+        z: np.ndarray,
+        season: np.ndarray,
+        cv_origins: np.ndarray,
+        cv_target: np.ndarray,
+    ) -> dict[str, Any]:
         """Pick the share of the median correction to keep and the band's conformal factors.
 
         The share is chosen on the held-out tail (the network never trained there). The
@@ -704,9 +877,14 @@ class KaleForecaster(Forecaster):
         q_all = np.concatenate([q, q_cv])
         tgt_all = np.concatenate([tgt, cv_target[ok]])
         val_group = np.concatenate(
-            [np.full(len(c), i) for i, c in enumerate(np.array_split(val_origins, 3))])
-        cv_group = 3 + np.concatenate(
-            [np.full(len(c), i) for i, c in enumerate(np.array_split(cv_origins, 5))])[ok]
+            [np.full(len(c), i) for i, c in enumerate(np.array_split(val_origins, 3))]
+        )
+        cv_group = (
+            3
+            + np.concatenate(
+                [np.full(len(c), i) for i, c in enumerate(np.array_split(cv_origins, 5))]
+            )[ok]
+        )
         group = np.concatenate([val_group, cv_group])
         mid = self.alpha * q_all[..., 1]
         up = np.maximum(q_all[..., 2] - q_all[..., 1], 1e-6)
@@ -717,15 +895,19 @@ class KaleForecaster(Forecaster):
         # other way).
         score = band_scores(tgt_all - mid, up, down)
         self.k_hi = self.k_lo = conformal_factors(score, group, level=0.8)
-        return {"median_correction_kept": self.alpha, "val_mae_by_kept_share": maes,
-                "val_mae_by_kept_share_and_part": by_part,
-                "conformal_k_lo": float(np.mean(self.k_lo)),
-                "conformal_k_hi": float(np.mean(self.k_hi)),
-                "calibration_windows": len(tgt_all)}
+        return {
+            "median_correction_kept": self.alpha,
+            "val_mae_by_kept_share": maes,
+            "val_mae_by_kept_share_and_part": by_part,
+            "conformal_k_lo": float(np.mean(self.k_lo)),
+            "conformal_k_hi": float(np.mean(self.k_hi)),
+            "calibration_windows": len(tgt_all),
+        }
 
     # ---- predict
-    def _quantiles_z(self, tail: pd.Series, origins: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _quantiles_z(
+        self, tail: pd.Series, origins: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Forecast from several origins (positions in ``tail``) in one batch.
 
         Returns the season over the tail and ``out_len`` steps past it, the tail's ``z``,
@@ -747,8 +929,9 @@ class KaleForecaster(Forecaster):
             lo, hi = mid + self.band[None, :, 0], mid + self.band[None, :, 1]
         else:
             dn, sn = self._normalised(d, season)
-            inputs = build_inputs(dn=dn, sn=sn, cal=self._calendar(steps), origins=origins,
-                                  ref=ref, bb=bb, geom=geom)
+            inputs = build_inputs(
+                dn=dn, sn=sn, cal=self._calendar(steps), origins=origins, ref=ref, bb=bb, geom=geom
+            )
             with torch.no_grad():
                 q = net(*self._tensors(inputs))[:, : self.horizon].cpu().numpy().astype(float)
             mid = bb + self.alpha * q[..., 1]
@@ -756,8 +939,9 @@ class KaleForecaster(Forecaster):
             hi = mid + self.k_hi * (q[..., 2] - q[..., 1])
         return season, z, np.stack([lo, mid, hi], axis=-1) * self.scale
 
-    def _forecast_z(self, context: pd.Series, *, score_recent: bool = False
-                    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    def _forecast_z(
+        self, context: pd.Series, *, score_recent: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """(future steps' season, (H, 3) quantiles of z − season, recent-error report).
 
         With ``score_recent``, the same batch also forecasts from up to
@@ -768,15 +952,17 @@ class KaleForecaster(Forecaster):
         assert geom is not None
         if len(context) < geom.need:
             raise InsufficientHistoryError(
-                f"kale: predict needs {geom.need} steps of history, got {len(context)}")
+                f"kale: predict needs {geom.need} steps of history, got {len(context)}"
+            )
         back, stride = 0, 1
         if score_recent:
             days = float(self.params.get("recent_band_days", RECENT_BAND_DAYS))
             wanted = round(days * 86400.0 / float(self.interval_s or 60))
             back = max(0, min(wanted, len(context) - geom.need))
-            stride = max(1, wanted // int(self.params.get("recent_band_origins",
-                                                          RECENT_BAND_ORIGINS)))
-        tail = context.iloc[-(geom.need + back):]
+            stride = max(
+                1, wanted // int(self.params.get("recent_band_origins", RECENT_BAND_ORIGINS))
+            )
+        tail = context.iloc[-(geom.need + back) :]
         end = len(tail)
         past = np.arange(end - stride, geom.need - 1, -stride) if back else np.zeros(0, int)
         origins = np.concatenate([[end], past]).astype(int)
@@ -786,14 +972,14 @@ class KaleForecaster(Forecaster):
             scores = []
             for o, r in zip(past, rel[1:], strict=True):
                 n = min(self.horizon, end - o)
-                err = z[o: o + n] - (season[o: o + n] + r[:n, 1])
+                err = z[o : o + n] - (season[o : o + n] + r[:n, 1])
                 up = np.maximum(r[:n, 2] - r[:n, 1], 1e-9)
                 down = np.maximum(r[:n, 1] - r[:n, 0], 1e-9)
                 scores.append(band_scores(err, up, down))
             report = recent_band_factor(
-                np.concatenate(scores), float(self.params.get("recent_band_max",
-                                                              RECENT_BAND_MAX)))
-        return season[end: end + self.horizon], rel[0], report
+                np.concatenate(scores), float(self.params.get("recent_band_max", RECENT_BAND_MAX))
+            )
+        return season[end : end + self.horizon], rel[0], report
 
     def _predict(self, context: pd.Series, horizon: int):
         chunks: list[np.ndarray] = []
@@ -814,8 +1000,12 @@ class KaleForecaster(Forecaster):
                 chunks.append(y)
                 step = pd.Timedelta(seconds=float(self.interval_s or 60))
                 idx = pd.date_range(ctx.index[-1] + step, periods=len(y), freq=step)
-                ctx = pd.concat([ctx.iloc[-(self.geom.need if self.geom else 0):],
-                                 pd.Series(np.clip(y[:, 1], 0, None), index=idx)])
+                ctx = pd.concat(
+                    [
+                        ctx.iloc[-(self.geom.need if self.geom else 0) :],
+                        pd.Series(np.clip(y[:, 1], 0, None), index=idx),
+                    ]
+                )
         out = np.concatenate(chunks)[:horizon]
         return out[:, 1], {0.1: out[:, 0], 0.5: out[:, 1], 0.9: out[:, 2]}
 
@@ -829,13 +1019,20 @@ class KaleForecaster(Forecaster):
             blobs["weights.pt"] = buf.getvalue()
         meta = {
             "geometry": self.geom.to_dict(),
-            "net": self.net_config if self.net is not None else None, "offset": self.offset,
-            "scale": self.scale, "season_mu": self.season_mu, "season_sd": self.season_sd,
+            "net": self.net_config if self.net is not None else None,
+            "offset": self.offset,
+            "scale": self.scale,
+            "season_mu": self.season_mu,
+            "season_sd": self.season_sd,
             "alpha": self.alpha,
             "profile_anchor": self.profile.anchor,
         }
-        arrays = {"profile": self.profile.table, "backbone": self.weights, "k_lo": self.k_lo,
-                  "k_hi": self.k_hi}
+        arrays = {
+            "profile": self.profile.table,
+            "backbone": self.weights,
+            "k_lo": self.k_lo,
+            "k_hi": self.k_hi,
+        }
         if self.band is not None:
             arrays["band"] = self.band
         return Payload(meta=meta, arrays=arrays, blobs=blobs)
@@ -855,8 +1052,9 @@ class KaleForecaster(Forecaster):
             self.net = None
             return
         net = build_net(self.net_config)
-        state = torch.load(io.BytesIO(payload.blobs["weights.pt"]), map_location="cpu",
-                           weights_only=True)
+        state = torch.load(
+            io.BytesIO(payload.blobs["weights.pt"]), map_location="cpu", weights_only=True
+        )
         net.load_state_dict(state)
         net.eval()
         self.net = net

@@ -31,9 +31,23 @@ def sinusoidal(length: int, dim: int) -> torch.Tensor:
 class KaleNet(nn.Module):
     """(long, short, out) patches → (B, n_out·p_out, 3) quantiles (p10 ≤ p50 ≤ p90)."""
 
-    def __init__(self, *, long_in: int, short_in: int, out_in: int, n_long: int, n_short: int,
-                 n_out: int, p_out: int, d_model: int = 32, heads: int = 2, enc_layers: int = 2,
-                 dec_layers: int = 1, ff: int = 64, dropout: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        long_in: int,
+        short_in: int,
+        out_in: int,
+        n_long: int,
+        n_short: int,
+        n_out: int,
+        p_out: int,
+        d_model: int = 32,
+        heads: int = 2,
+        enc_layers: int = 2,
+        dec_layers: int = 1,
+        ff: int = 64,
+        dropout: float = 0.0,
+    ) -> None:
         super().__init__()
         self.p_out = p_out
         self.long_proj = nn.Linear(long_in, d_model)
@@ -43,13 +57,18 @@ class KaleNet(nn.Module):
         self.register_buffer("pe_enc", sinusoidal(n_long + n_short, d_model), persistent=False)
         self.register_buffer("pe_dec", sinusoidal(n_out, d_model), persistent=False)
         self.encoder = nn.TransformerEncoder(
-            nn.TransformerEncoderLayer(d_model, heads, ff, dropout, batch_first=True,
-                                       norm_first=True),
-            enc_layers, enable_nested_tensor=False)
+            nn.TransformerEncoderLayer(
+                d_model, heads, ff, dropout, batch_first=True, norm_first=True
+            ),
+            enc_layers,
+            enable_nested_tensor=False,
+        )
         self.decoder = nn.TransformerDecoder(
-            nn.TransformerDecoderLayer(d_model, heads, ff, dropout, batch_first=True,
-                                       norm_first=True),
-            dec_layers)
+            nn.TransformerDecoderLayer(
+                d_model, heads, ff, dropout, batch_first=True, norm_first=True
+            ),
+            dec_layers,
+        )
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, p_out * 3)
         nn.init.zeros_(self.head.weight)
@@ -59,8 +78,9 @@ class KaleNet(nn.Module):
             bias[:, 1:] = math.log(math.expm1(1.2816))
 
     def forward(self, long: torch.Tensor, short: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        enc = torch.cat([self.long_proj(long) + self.kind[0],
-                         self.short_proj(short) + self.kind[1]], dim=1)
+        enc = torch.cat(
+            [self.long_proj(long) + self.kind[0], self.short_proj(short) + self.kind[1]], dim=1
+        )
         enc = self.encoder(enc + self.pe_enc[: enc.shape[1]])
         dec = self.decoder(self.out_proj(out) + self.pe_dec[: out.shape[1]], enc)
         raw = self.head(self.norm(dec)).view(out.shape[0], -1, 3)
@@ -98,8 +118,9 @@ def build_net(config: dict[str, int], dropout: float = 0.0) -> nn.Module:
     return MeanOfNets([KaleNet(**shape, dropout=dropout) for _ in range(members)])
 
 
-def pinball_loss(pred: torch.Tensor, target: torch.Tensor,
-                 levels: tuple[float, ...] = (0.1, 0.5, 0.9)) -> torch.Tensor:
+def pinball_loss(
+    pred: torch.Tensor, target: torch.Tensor, levels: tuple[float, ...] = (0.1, 0.5, 0.9)
+) -> torch.Tensor:
     """Mean pinball loss over the quantile levels; ``pred`` (B, H, Q), ``target`` (B, H)."""
     q = torch.tensor(levels, dtype=pred.dtype, device=pred.device)
     diff = target[..., None] - pred

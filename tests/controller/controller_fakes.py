@@ -58,9 +58,15 @@ class TraceMetrics:
     makes ``sample`` raise like an unreachable broker.
     """
 
-    def __init__(self, clock: Callable[[], float], rate: Callable[[float], float], *,
-                 interval_s: float = 60.0, history_start: float | None = None,
-                 capacity: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        rate: Callable[[float], float],
+        *,
+        interval_s: float = 60.0,
+        history_start: float | None = None,
+        capacity: Callable[[], float] | None = None,
+    ) -> None:
         self.clock = clock
         self.rate = rate
         self.interval_s = interval_s
@@ -86,12 +92,19 @@ class TraceMetrics:
         self.last = now
         self.samples += 1
         age = self.backlog / arrival if arrival > 0 else 0.0
-        return Sample(time=now, arrival_rate=arrival, consumption_rate=consumed,
-                      lag=self.backlog, oldest_age_s=age, partitions=64)
+        return Sample(
+            time=now,
+            arrival_rate=arrival,
+            consumption_rate=consumed,
+            lag=self.backlog,
+            oldest_age_s=age,
+            partitions=64,
+        )
 
     def arrivals(self, now: float, interval_s: float, history_s: float) -> ArrivalHistory:
-        first = max(math.ceil(self.history_start / interval_s),
-                    math.ceil((now - history_s) / interval_s))
+        first = max(
+            math.ceil(self.history_start / interval_s), math.ceil((now - history_s) / interval_s)
+        )
         end = int(now // interval_s)
         steps = np.arange(first, end)
         rates = np.array([self.rate(k * interval_s) for k in steps], dtype=float)
@@ -101,20 +114,42 @@ class TraceMetrics:
         self.closed = True
 
 
-def job_doc(name: str = "ctr", *, namespace: str = "ml", target: dict | None = None,
-            min_workers: int = 1, max_workers: int = 64, priority: int = 0,
-            model: str | Path = SYNC_MODEL, interval: str = "1m", horizon: str = "60m",
-            rescale: str = "5m", slo: str = "10m", forecast_model: str = "seasonal_naive",
-            gpus_per_worker: int = 1) -> dict:
+def job_doc(
+    name: str = "ctr",
+    *,
+    namespace: str = "ml",
+    target: dict | None = None,
+    min_workers: int = 1,
+    max_workers: int = 64,
+    priority: int = 0,
+    model: str | Path = SYNC_MODEL,
+    interval: str = "1m",
+    horizon: str = "60m",
+    rescale: str = "5m",
+    slo: str = "10m",
+    forecast_model: str = "seasonal_naive",
+    gpus_per_worker: int = 1,
+) -> dict:
     return {
-        "apiVersion": "kale.dev/v1", "kind": "ElasticTrainingJob",
+        "apiVersion": "kale.dev/v1",
+        "kind": "ElasticTrainingJob",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
-            "source": {"kafka": {"bootstrapServers": ["127.0.0.1:9092"], "topic": f"{name}-t",
-                                 "consumerGroup": f"{name}-g"}},
-            "training": {"mode": "sync", "globalBatchSize": 4096, "workersPerPS": 4,
-                         "minWorkers": min_workers, "maxWorkers": max_workers,
-                         "gpusPerWorker": gpus_per_worker},
+            "source": {
+                "kafka": {
+                    "bootstrapServers": ["127.0.0.1:9092"],
+                    "topic": f"{name}-t",
+                    "consumerGroup": f"{name}-g",
+                }
+            },
+            "training": {
+                "mode": "sync",
+                "globalBatchSize": 4096,
+                "workersPerPS": 4,
+                "minWorkers": min_workers,
+                "maxWorkers": max_workers,
+                "gpusPerWorker": gpus_per_worker,
+            },
             "slo": {"maxDelay": slo},
             "rescale": {"duration": rescale},
             "throughput": {"model": str(model)},

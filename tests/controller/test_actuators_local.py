@@ -67,21 +67,28 @@ def out(tmp_path):
 
 
 def test_placeholders_are_filled_and_other_braces_kept():
-    cmd = render(["train", "--rank={index}", "--world={workers}", "--ps={ps}", "{job}", "{x}"],
-                 index=2, size=Size(4, 1), job="ctr")
+    cmd = render(
+        ["train", "--rank={index}", "--world={workers}", "--ps={ps}", "{job}", "{x}"],
+        index=2,
+        size=Size(4, 1),
+        job="ctr",
+    )
     assert cmd == ["train", "--rank=2", "--world=4", "--ps=1", "ctr", "{x}"]
     assert render(["{python}", "-m", "x"], index=0, size=Size(1, 1), job="j")[0] == sys.executable
 
 
 def test_starts_workers_with_their_place_in_the_job(out):
-    act = LocalActuator([sys.executable, "-c", WORKER, str(out), "--rank={index}"], job="ctr",
-                        grace_s=2)
+    act = LocalActuator(
+        [sys.executable, "-c", WORKER, str(out), "--rank={index}"], job="ctr", grace_s=2
+    )
     try:
         assert act.current() == Size(0, 0)
         act.apply(Size(3, 1))
         assert started(out, 3)
-        infos = sorted((json.loads(p.read_text()) for p in out.glob("w*.json")),
-                       key=lambda i: i["KALE_WORKER_INDEX"])
+        infos = sorted(
+            (json.loads(p.read_text()) for p in out.glob("w*.json")),
+            key=lambda i: i["KALE_WORKER_INDEX"],
+        )
         assert [i["KALE_WORKER_INDEX"] for i in infos] == ["0", "1", "2"]
         assert {i["KALE_WORKERS"] for i in infos} == {"3"}
         assert {i["KALE_PS"] for i in infos} == {"1"}
@@ -110,8 +117,12 @@ def test_resize_restarts_every_worker_with_the_new_world_size(out):
 def test_per_job_runs_one_process_that_gets_the_whole_size(out):
     """``processes: perJob``: one process (``kale train --workers {workers} --ps {ps}``)
     starts the job's own workers and PS; a resize restarts it with the new size."""
-    act = LocalActuator([sys.executable, "-c", WORKER, str(out), "--workers={workers}",
-                         "--ps={ps}"], job="ctr", grace_s=2, per_job=True)
+    act = LocalActuator(
+        [sys.executable, "-c", WORKER, str(out), "--workers={workers}", "--ps={ps}"],
+        job="ctr",
+        grace_s=2,
+        per_job=True,
+    )
     try:
         act.apply(Size(3, 1))
         assert started(out, 1)
@@ -169,8 +180,7 @@ def test_same_size_restarts_nothing(out):
 
 
 def test_sigterm_then_sigkill_and_no_leftover_children(out):
-    act = LocalActuator([sys.executable, "-c", WORKER, str(out), "stubborn", "spawn"],
-                        grace_s=0.5)
+    act = LocalActuator([sys.executable, "-c", WORKER, str(out), "stubborn", "spawn"], grace_s=0.5)
     act.apply(Size(2, 1))
     assert started(out, 2)
     assert wait_for(lambda: len(list(out.glob("child-*"))) == 2)

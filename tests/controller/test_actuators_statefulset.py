@@ -27,8 +27,10 @@ def pauses():
 
 @pytest.fixture()
 def kube(api, tmp_path, pauses) -> Kube:
-    k = connect(kubeconfig=api.kubeconfig(tmp_path / "kubeconfig"),
-                retry=RetryPolicy(attempts=4, sleep=pauses.append, jitter=0.0))
+    k = connect(
+        kubeconfig=api.kubeconfig(tmp_path / "kubeconfig"),
+        retry=RetryPolicy(attempts=4, sleep=pauses.append, jitter=0.0),
+    )
     yield k
     k.close()
 
@@ -50,7 +52,8 @@ def test_reads_the_size_from_the_scale_subresource(sts, api):
     assert sts.current() == Size(4, 1)
     assert {r.path for r in api.calls("GET")} == {
         "/apis/apps/v1/namespaces/ml/statefulsets/ctr-worker/scale",
-        "/apis/apps/v1/namespaces/ml/statefulsets/ctr-ps/scale"}
+        "/apis/apps/v1/namespaces/ml/statefulsets/ctr-ps/scale",
+    }
 
 
 def test_growing_adds_parameter_servers_before_workers(sts, api):
@@ -84,8 +87,11 @@ def test_conflict_rereads_and_retries_the_write(sts, api):
     original = api.handle
 
     def racing(method, path, body, ctype):
-        if method == "PUT" and path.endswith("ctr-worker/scale") and not api.calls("PUT",
-                                                                                 "ctr-worker"):
+        if (
+            method == "PUT"
+            and path.endswith("ctr-worker/scale")
+            and not api.calls("PUT", "ctr-worker")
+        ):
             api.touch("apps/v1", "StatefulSet", "ml", "ctr-worker")
         return original(method, path, body, ctype)
 

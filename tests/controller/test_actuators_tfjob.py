@@ -20,8 +20,7 @@ def api():
 
 @pytest.fixture()
 def kube(api, tmp_path):
-    k = connect(kubeconfig=api.kubeconfig(tmp_path / "kc"),
-                retry=RetryPolicy(sleep=lambda s: None))
+    k = connect(kubeconfig=api.kubeconfig(tmp_path / "kc"), retry=RetryPolicy(sleep=lambda s: None))
     yield k
     k.close()
 
@@ -35,8 +34,9 @@ def test_patches_both_counts_in_one_merge_patch(kube, api):
     patches = api.calls("PATCH")
     assert len(patches) == 1
     assert patches[0].content_type == "application/merge-patch+json"
-    assert patches[0].body["spec"] == {"tfReplicaSpecs": {"Worker": {"replicas": 8},
-                                                          "PS": {"replicas": 2}}}
+    assert patches[0].body["spec"] == {
+        "tfReplicaSpecs": {"Worker": {"replicas": 8}, "PS": {"replicas": 2}}
+    }
     spec = api.get("kubeflow.org/v1", "TFJob", "ml", "ctr-tf")["spec"]["tfReplicaSpecs"]
     assert (spec["Worker"]["replicas"], spec["PS"]["replicas"]) == (8, 2)
     # The rest of the replica specs is untouched by the merge patch.

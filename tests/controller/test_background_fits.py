@@ -73,8 +73,15 @@ def _wait(cache: ForecastCache) -> None:
 
 def test_the_interim_model_serves_until_the_first_fit_is_done():
     pool = FitPool(1)
-    cache = ForecastCache(Slow, name="slow", interval_s=60.0, horizon_steps=3,
-                          refit_s=86400.0, pool=pool, interim=Interim)
+    cache = ForecastCache(
+        Slow,
+        name="slow",
+        interval_s=60.0,
+        horizon_steps=3,
+        refit_s=86400.0,
+        pool=pool,
+        interim=Interim,
+    )
     step = round(T0 / 60) + 50
     w = cache.window(T0 + 3000, _hist(50), step)
     assert w is not None and list(w.mean) == [1.0, 1.0, 1.0]
@@ -96,8 +103,15 @@ def test_the_interim_model_serves_until_the_first_fit_is_done():
 
 def test_a_refit_runs_in_the_background_while_the_old_model_serves():
     pool = FitPool(1)
-    cache = ForecastCache(Slow, name="slow", interval_s=60.0, horizon_steps=3,
-                          refit_s=600.0, pool=pool, interim=Interim)
+    cache = ForecastCache(
+        Slow,
+        name="slow",
+        interval_s=60.0,
+        horizon_steps=3,
+        refit_s=600.0,
+        pool=pool,
+        interim=Interim,
+    )
     Slow.gate.set()
     step = round(T0 / 60) + 50
     cache.window(T0, _hist(50), step)
@@ -117,8 +131,15 @@ def test_a_refit_runs_in_the_background_while_the_old_model_serves():
 
 def test_a_failed_background_fit_keeps_the_interim_and_is_retried_an_interval_later():
     pool = FitPool(1)
-    cache = ForecastCache(Slow, name="slow", interval_s=60.0, horizon_steps=3,
-                          refit_s=86400.0, pool=pool, interim=Interim)
+    cache = ForecastCache(
+        Slow,
+        name="slow",
+        interval_s=60.0,
+        horizon_steps=3,
+        refit_s=86400.0,
+        pool=pool,
+        interim=Interim,
+    )
     Slow.fail = True
     Slow.gate.set()
     step = round(T0 / 60) + 50
@@ -139,8 +160,9 @@ def test_a_failed_background_fit_keeps_the_interim_and_is_retried_an_interval_la
 
 def test_without_an_interim_there_is_no_forecast_until_the_first_fit():
     pool = FitPool(1)
-    cache = ForecastCache(Slow, name="slow", interval_s=60.0, horizon_steps=3,
-                          refit_s=86400.0, pool=pool)
+    cache = ForecastCache(
+        Slow, name="slow", interval_s=60.0, horizon_steps=3, refit_s=86400.0, pool=pool
+    )
     assert cache.window(T0, _hist(50), round(T0 / 60) + 50) is None
     assert cache.reason == "the first fit is running"
     Slow.gate.set()

@@ -67,23 +67,37 @@ def kafka_job(kafka_broker, topic_name, tmp_path):
     now = pd.Timestamp.now(tz="UTC").floor("min")
     index = pd.date_range(now - pd.Timedelta(minutes=30), periods=30, freq="1min")
     rates = pd.Series([1.0 + (i % 10) / 2 for i in range(30)], index=index)
-    replay(rates, kafka_broker.bootstrap, topic_name, speedup=5000, progress=False,
-           timestamps="trace")
+    replay(
+        rates, kafka_broker.bootstrap, topic_name, speedup=5000, progress=False, timestamps="trace"
+    )
     doc = job_doc("ctr", model=SYNC_MODEL)
-    doc["spec"]["source"]["kafka"].update(bootstrapServers=[kafka_broker.bootstrap],
-                                          topic=topic_name)
+    doc["spec"]["source"]["kafka"].update(
+        bootstrapServers=[kafka_broker.bootstrap], topic=topic_name
+    )
     return write_job(tmp_path / "jobs", doc)
 
 
 @pytest.mark.kafka
 def test_plan_prints_one_decision_as_json(kafka_job, tmp_path, capsys):
-    code, out, err = run(capsys, f"plan --job {kafka_job} --once --dry-run --json "
-                                 f"--forecast-model seasonal_naive --window 0.5 "
-                                 f"--state-dir {tmp_path / 'state'} --current-workers 3")
+    code, out, err = run(
+        capsys,
+        f"plan --job {kafka_job} --once --dry-run --json "
+        f"--forecast-model seasonal_naive --window 0.5 "
+        f"--state-dir {tmp_path / 'state'} --current-workers 3",
+    )
     assert code == 0, err
     plan = json.loads(out)
-    assert set(plan) == {"job", "time", "current_workers", "desired_workers", "desired_ps",
-                         "forecast", "lead_s", "backlog", "reason"}
+    assert set(plan) == {
+        "job",
+        "time",
+        "current_workers",
+        "desired_workers",
+        "desired_ps",
+        "forecast",
+        "lead_s",
+        "backlog",
+        "reason",
+    }
     assert plan["job"] == "ml/ctr" and plan["current_workers"] == 3
     assert plan["desired_workers"] >= 1 and plan["desired_ps"] >= 1
     assert plan["lead_s"] == 360.0  # rescale 5 min + one interval
@@ -95,11 +109,13 @@ def test_plan_prints_one_decision_as_json(kafka_job, tmp_path, capsys):
 @pytest.mark.kafka
 def test_plan_reports_missing_metrics_and_exits_2(kafka_broker, tmp_path, capsys):
     doc = job_doc("ctr", model=SYNC_MODEL)
-    doc["spec"]["source"]["kafka"].update(bootstrapServers=[kafka_broker.bootstrap],
-                                          topic="no-such-topic-kale")
+    doc["spec"]["source"]["kafka"].update(
+        bootstrapServers=[kafka_broker.bootstrap], topic="no-such-topic-kale"
+    )
     path = write_job(tmp_path, doc)
-    code, out, err = run(capsys, f"plan --job {path} --once --json --window 0.2 "
-                                 f"--state-dir {tmp_path / 'state'}")
+    code, out, err = run(
+        capsys, f"plan --job {path} --once --json --window 0.2 --state-dir {tmp_path / 'state'}"
+    )
     assert code == 2
     plan = json.loads(out)
     assert plan["desired_workers"] == plan["current_workers"] == 1  # held, never zero
@@ -109,10 +125,18 @@ def test_plan_reports_missing_metrics_and_exits_2(kafka_broker, tmp_path, capsys
 @pytest.mark.kafka
 def test_controller_once_in_local_dry_run_mode(kafka_job, tmp_path, capsys):
     cfg = tmp_path / "controller.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "jobs": {"directory": str(kafka_job.parent)}, "metrics": {"port": 0},
-        "meter": {"window": "200ms"}, "forecasting": {"model": "seasonal_naive"},
-        "stateDir": str(tmp_path / "state"), "quota": {"gpus": 8}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "jobs": {"directory": str(kafka_job.parent)},
+                "metrics": {"port": 0},
+                "meter": {"window": "200ms"},
+                "forecasting": {"model": "seasonal_naive"},
+                "stateDir": str(tmp_path / "state"),
+                "quota": {"gpus": 8},
+            }
+        )
+    )
     code, _, err = run(capsys, f"controller --config {cfg} --once --dry-run --log-level debug")
     assert code == 0, err
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]

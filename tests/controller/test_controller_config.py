@@ -19,40 +19,54 @@ def test_minimal_local_config_gets_the_documented_defaults():
 
 
 def test_cluster_config_with_durations_and_leader_election():
-    cfg = parse_controller_config({
-        "interval": "30s", "jobs": {"namespaces": ["ml"], "modelsDir": "/m"},
-        "quota": {"gpus": 16}, "leaderElection": {"enabled": True, "leaseDuration": "20s"},
-        "meter": {"window": "5s", "threads": 8}, "forecasting": {"model": "seasonal_naive"}})
+    cfg = parse_controller_config(
+        {
+            "interval": "30s",
+            "jobs": {"namespaces": ["ml"], "modelsDir": "/m"},
+            "quota": {"gpus": 16},
+            "leaderElection": {"enabled": True, "leaseDuration": "20s"},
+            "meter": {"window": "5s", "threads": 8},
+            "forecasting": {"model": "seasonal_naive"},
+        }
+    )
     assert cfg.cluster_mode and cfg.interval == 30.0 and cfg.quota.gpus == 16
     assert cfg.leader_election.lease_duration == 20.0 and cfg.meter.threads == 8
 
 
-@pytest.mark.parametrize(("doc", "expected"), [
-    # no jobs source at all
-    ({}, "jobs: required field is missing"),
-    # both sources: the message names both fields
-    ({"jobs": {"directory": "d", "namespaces": []}},
-     "jobs: set exactly one of jobs.directory (local mode) and jobs.namespaces"),
-    # neither source inside jobs
-    ({"jobs": {}}, "set exactly one of jobs.directory"),
-    # a typo in a key is an unknown field, not silently ignored
-    ({**BASE, "intervall": "60s"}, "intervall: unknown field"),
-    # a bad duration says what is accepted
-    ({**BASE, "interval": "soon"}, "interval: expected a duration"),
-    # zero interval
-    ({**BASE, "interval": 0}, "interval: Input should be greater than 0"),
-    # negative quota
-    ({**BASE, "quota": {"gpus": -1}}, "quota.gpus: Input should be greater than or equal to 0"),
-    # port out of range
-    ({**BASE, "metrics": {"port": 70000}}, "metrics.port"),
-    # leader election timings out of order name all three fields
-    ({**BASE, "leaderElection": {"leaseDuration": "5s"}},
-     "leaderElection.retryPeriod < leaderElection.renewDeadline < leaderElection.leaseDuration"),
-    # an unknown forecast model
-    ({**BASE, "forecasting": {"model": "prophet"}}, "forecasting.model"),
-    # wrong kind
-    ({**BASE, "kind": "ElasticTrainingJob"}, "kind: Input should be 'ControllerConfig'"),
-])
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        # no jobs source at all
+        ({}, "jobs: required field is missing"),
+        # both sources: the message names both fields
+        (
+            {"jobs": {"directory": "d", "namespaces": []}},
+            "jobs: set exactly one of jobs.directory (local mode) and jobs.namespaces",
+        ),
+        # neither source inside jobs
+        ({"jobs": {}}, "set exactly one of jobs.directory"),
+        # a typo in a key is an unknown field, not silently ignored
+        ({**BASE, "intervall": "60s"}, "intervall: unknown field"),
+        # a bad duration says what is accepted
+        ({**BASE, "interval": "soon"}, "interval: expected a duration"),
+        # zero interval
+        ({**BASE, "interval": 0}, "interval: Input should be greater than 0"),
+        # negative quota
+        ({**BASE, "quota": {"gpus": -1}}, "quota.gpus: Input should be greater than or equal to 0"),
+        # port out of range
+        ({**BASE, "metrics": {"port": 70000}}, "metrics.port"),
+        # leader election timings out of order name all three fields
+        (
+            {**BASE, "leaderElection": {"leaseDuration": "5s"}},
+            "leaderElection.retryPeriod < leaderElection.renewDeadline"
+            " < leaderElection.leaseDuration",
+        ),
+        # an unknown forecast model
+        ({**BASE, "forecasting": {"model": "prophet"}}, "forecasting.model"),
+        # wrong kind
+        ({**BASE, "kind": "ElasticTrainingJob"}, "kind: Input should be 'ControllerConfig'"),
+    ],
+)
 def test_invalid_configs_name_the_field(doc, expected):
     with pytest.raises(UserError) as info:
         parse_controller_config(doc, source="c.yaml")

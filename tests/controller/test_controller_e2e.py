@@ -41,8 +41,15 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 P = 12  # steps (seconds) per period: 6 low, then 6 high
 LOW, HIGH = 200.0, 800.0
-MODEL = ThroughputModel(family="fixed-ratio", mode="sync", theta=(0.02, 1000 / 160, 0.002),
-                        global_batch=1000, ratio=4, min_workers=1, max_workers=16)
+MODEL = ThroughputModel(
+    family="fixed-ratio",
+    mode="sync",
+    theta=(0.02, 1000 / 160, 0.002),
+    global_batch=1000,
+    ratio=4,
+    min_workers=1,
+    max_workers=16,
+)
 
 
 def capacity(workers: int) -> float:
@@ -77,35 +84,58 @@ class Replica:
     """One controller process: its own clients, history file, elector and runner thread."""
 
     def __init__(self, name: str, api: FakeKubeApi, tmp: Path, models: Path) -> None:
-        self.kube = connect(kubeconfig=api.kubeconfig(tmp / f"kc-{name}"),
-                            retry=RetryPolicy(attempts=3, base_s=0.05, max_s=0.2))
+        self.kube = connect(
+            kubeconfig=api.kubeconfig(tmp / f"kc-{name}"),
+            retry=RetryPolicy(attempts=3, base_s=0.05, max_s=0.2),
+        )
         crs = ElasticTrainingJobs(self.kube, namespaces=["ml"])
         history = tmp / name / "history.sqlite"
 
         def meter(entry):
             kafka = entry.job.spec.source.kafka
-            return KafkaMetricSource(bootstrap=kafka.bootstrap_servers[0], topic=kafka.topic,
-                                     group=kafka.consumer_group, history_path=history,
-                                     window_s=1.0, timeout_s=5.0, interval_s=1.0,
-                                     backfill_samples=64)
+            return KafkaMetricSource(
+                bootstrap=kafka.bootstrap_servers[0],
+                topic=kafka.topic,
+                group=kafka.consumer_group,
+                history_path=history,
+                window_s=1.0,
+                timeout_s=5.0,
+                interval_s=1.0,
+                backfill_samples=64,
+            )
 
         self.controller = Controller(
             jobs_source=ClusterJobs(crs.list, models_dir=models),
             meter_factory=meter,
             forecaster_factory=lambda e: make_forecaster("seasonal_naive", period=P),
             actuator_factory=lambda e: StatefulSetActuator(
-                self.kube, namespace=e.namespace, workers=e.job.spec.target.workers,
-                ps=e.job.spec.target.ps),
-            resource_manager=ResourceManager(16), status_sink=crs,
+                self.kube,
+                namespace=e.namespace,
+                workers=e.job.spec.target.workers,
+                ps=e.job.spec.target.ps,
+            ),
+            resource_manager=ResourceManager(16),
+            status_sink=crs,
             event_sink=EventRecorder(self.kube, instance=name),
-            settings=ControllerSettings(interval_s=1.0, identity=name))
-        self.elector = LeaderElector(self.kube, namespace="kale-system", identity=name,
-                                     lease_duration_s=2.0, renew_deadline_s=1.5,
-                                     retry_period_s=0.25)
-        self.runner = Runner(self.controller, interval_s=1.0, elector=self.elector,
-                             align_offset_s=0.1)
-        self.thread = threading.Thread(target=self.runner.run, kwargs={"release": False},
-                                       daemon=True, name=f"controller-{name}")
+            settings=ControllerSettings(interval_s=1.0, identity=name),
+        )
+        self.elector = LeaderElector(
+            self.kube,
+            namespace="kale-system",
+            identity=name,
+            lease_duration_s=2.0,
+            renew_deadline_s=1.5,
+            retry_period_s=0.25,
+        )
+        self.runner = Runner(
+            self.controller, interval_s=1.0, elector=self.elector, align_offset_s=0.1
+        )
+        self.thread = threading.Thread(
+            target=self.runner.run,
+            kwargs={"release": False},
+            daemon=True,
+            name=f"controller-{name}",
+        )
 
     def kill(self) -> None:
         """Stop acting at once without releasing the lease (what a crash looks like)."""
@@ -128,7 +158,8 @@ def replicas_at(api: FakeKubeApi, t: float, start: int) -> int:
 
 
 def test_the_scale_follows_the_plan_ahead_of_the_load_across_a_leader_failover(
-        kafka_broker, tmp_path, unique_name):
+    kafka_broker, tmp_path, unique_name
+):
     bootstrap = kafka_broker.bootstrap
     topic, group = unique_name("clicks"), unique_name("trainer")
     kafka_io.ensure_topic(bootstrap, topic, partitions=1)
@@ -138,11 +169,13 @@ def test_the_scale_follows_the_plan_ahead_of_the_load_across_a_leader_failover(
 
     # History: three periods ending when the live replay starts, stamped with their times.
     live_start = math.floor(time.time()) + 2
-    index = pd.date_range(pd.Timestamp(live_start - 3 * P, unit="s", tz="UTC"), periods=3 * P,
-                          freq="1s")
+    index = pd.date_range(
+        pd.Timestamp(live_start - 3 * P, unit="s", tz="UTC"), periods=3 * P, freq="1s"
+    )
     history = pd.Series([pattern(k) for k in range(3 * P)], index=index)
-    replay(history, bootstrap, topic, speedup=1000, progress=False, timestamps="trace",
-           interval_s=1.0)
+    replay(
+        history, bootstrap, topic, speedup=1000, progress=False, timestamps="trace", interval_s=1.0
+    )
     trainer = Trainer(bootstrap, topic, group)
     trainer.start()
 
@@ -150,23 +183,36 @@ def test_the_scale_follows_the_plan_ahead_of_the_load_across_a_leader_failover(
     objs = Objects("ml")
     api.put(objs.statefulset("ctr-worker", 2, gpus=1))
     api.put(objs.statefulset("ctr-ps", 1))
-    doc = job_doc("ctr", target={"kind": "StatefulSet", "workers": "ctr-worker",
-                                 "ps": "ctr-ps"}, model="e2e.json", interval="1s",
-                  horizon="12s", rescale="1s", slo="3s", max_workers=16)
-    doc["spec"]["source"]["kafka"].update(bootstrapServers=[bootstrap], topic=topic,
-                                          consumerGroup=group)
+    doc = job_doc(
+        "ctr",
+        target={"kind": "StatefulSet", "workers": "ctr-worker", "ps": "ctr-ps"},
+        model="e2e.json",
+        interval="1s",
+        horizon="12s",
+        rescale="1s",
+        slo="3s",
+        max_workers=16,
+    )
+    doc["spec"]["source"]["kafka"].update(
+        bootstrapServers=[bootstrap], topic=topic, consumerGroup=group
+    )
     doc["spec"]["forecast"]["refit"] = "10s"
     api.put(doc)
     a = Replica("kale-a", api, tmp_path, models)
     b = Replica("kale-b", api, tmp_path, models)
 
     # The live part: the same pattern as a one-minute trace, compressed 60x.
-    live = pd.Series([pattern(k) for k in range(24)],
-                     index=pd.date_range("2026-01-01", periods=24, freq="1min", tz="UTC"))
+    live = pd.Series(
+        [pattern(k) for k in range(24)],
+        index=pd.date_range("2026-01-01", periods=24, freq="1min", tz="UTC"),
+    )
     time.sleep(max(0.0, live_start - time.time()))
-    producer = threading.Thread(target=replay, args=(live, bootstrap, topic),
-                                kwargs={"speedup": 60.0, "scale": 1 / 60, "progress": False},
-                                daemon=True)
+    producer = threading.Thread(
+        target=replay,
+        args=(live, bootstrap, topic),
+        kwargs={"speedup": 60.0, "scale": 1 / 60, "progress": False},
+        daemon=True,
+    )
     producer.start()
     a.thread.start()
     time.sleep(0.3)  # a takes the lease first; b starts as the standby
@@ -191,8 +237,11 @@ def test_the_scale_follows_the_plan_ahead_of_the_load_across_a_leader_failover(
         trainer.stop()
         api.stop()
 
-    timeline = [(round(r.time - live_start, 2), r.body["spec"]["replicas"])
-                for r in api.calls("PUT", "ctr-worker/scale") if r.status == 200]
+    timeline = [
+        (round(r.time - live_start, 2), r.body["spec"]["replicas"])
+        for r in api.calls("PUT", "ctr-worker/scale")
+        if r.status == 200
+    ]
     # Ahead of the load: the size for the high rate was set before each rise, and it held
     # the load (using the SLO's slack) without another resize once the load came.
     before, at_rise = replicas_at(api, rise1 - 3, 2), replicas_at(api, rise1, 2)

@@ -35,32 +35,49 @@ def api():
         objs = Objects("ml")
         fake.put(objs.statefulset("ctr-worker", 2, gpus=1))
         fake.put(objs.statefulset("ctr-ps", 1))
-        doc = job_doc(target={"kind": "StatefulSet", "workers": "ctr-worker", "ps": "ctr-ps"},
-                      model="ctr-sync.json")
+        doc = job_doc(
+            target={"kind": "StatefulSet", "workers": "ctr-worker", "ps": "ctr-ps"},
+            model="ctr-sync.json",
+        )
         fake.put(doc)
         yield fake
 
 
 class Replica:
     def __init__(self, name: str, api: FakeKubeApi, clock: FakeClock, tmp_path) -> None:
-        self.kube = connect(kubeconfig=api.kubeconfig(tmp_path / f"kc-{name}"),
-                            retry=RetryPolicy(attempts=2, sleep=lambda s: None))
+        self.kube = connect(
+            kubeconfig=api.kubeconfig(tmp_path / f"kc-{name}"),
+            retry=RetryPolicy(attempts=2, sleep=lambda s: None),
+        )
         self.api = api
         crs = ElasticTrainingJobs(self.kube, namespaces=["ml"])
         self.controller = Controller(
             jobs_source=ClusterJobs(crs.list, models_dir=SYNC_MODEL.parent),
-            meter_factory=lambda e: TraceMetrics(clock, rate, history_start=T0 - 86400,
-                                                 capacity=self.capacity),
+            meter_factory=lambda e: TraceMetrics(
+                clock, rate, history_start=T0 - 86400, capacity=self.capacity
+            ),
             forecaster_factory=lambda e: make_forecaster("seasonal_naive", period=60),
             actuator_factory=lambda e: StatefulSetActuator(
-                self.kube, namespace=e.namespace, workers=e.job.spec.target.workers,
-                ps=e.job.spec.target.ps),
-            resource_manager=ResourceManager(64), clock=clock, status_sink=crs,
+                self.kube,
+                namespace=e.namespace,
+                workers=e.job.spec.target.workers,
+                ps=e.job.spec.target.ps,
+            ),
+            resource_manager=ResourceManager(64),
+            clock=clock,
+            status_sink=crs,
             event_sink=EventRecorder(self.kube, instance=name, clock=clock),
-            settings=ControllerSettings(identity=name))
-        self.elector = LeaderElector(self.kube, namespace="kale-system", identity=name,
-                                     lease_duration_s=60, renew_deadline_s=40,
-                                     retry_period_s=20, clock=clock)
+            settings=ControllerSettings(identity=name),
+        )
+        self.elector = LeaderElector(
+            self.kube,
+            namespace="kale-system",
+            identity=name,
+            lease_duration_s=60,
+            renew_deadline_s=40,
+            retry_period_s=20,
+            clock=clock,
+        )
         self.runner = Runner(self.controller, interval_s=60, elector=self.elector, clock=clock)
         self.due = clock()
         self.alive = True

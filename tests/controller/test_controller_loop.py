@@ -58,11 +58,20 @@ class Target(DryRunActuator):
 class Rig:
     """One controller over a directory of jobs, each with a Target and TraceMetrics."""
 
-    def __init__(self, tmp: Path, docs: list[dict], *, rate=wave, quota: int | None = 64,
-                 start: float = T0 + 2 * PERIOD, store: Path | None = None,
-                 sizes: dict[str, Size] | None = None, clock: FakeClock | None = None,
-                 world: Rig | None = None,
-                 settings: ControllerSettings | None = None) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        docs: list[dict],
+        *,
+        rate=wave,
+        quota: int | None = 64,
+        start: float = T0 + 2 * PERIOD,
+        store: Path | None = None,
+        sizes: dict[str, Size] | None = None,
+        clock: FakeClock | None = None,
+        world: Rig | None = None,
+        settings: ControllerSettings | None = None,
+    ) -> None:
         self.dir = tmp / "jobs"
         for doc in docs:
             write_job(self.dir, doc)
@@ -76,13 +85,17 @@ class Rig:
         self.world = world
         """Another rig whose Kafka state (backlog) this one's sources start from."""
         self.controller = Controller(
-            jobs_source=DirectoryJobs(self.dir), meter_factory=self.meter,
+            jobs_source=DirectoryJobs(self.dir),
+            meter_factory=self.meter,
             forecaster_factory=lambda e: make_forecaster("seasonal_naive", period=240),
             actuator_factory=self.actuator,
             resource_manager=ResourceManager(quota) if quota is not None else None,
-            clock=self.clock, status_sink=self.status, event_sink=self.events,
+            clock=self.clock,
+            status_sink=self.status,
+            event_sink=self.events,
             state_store=SqliteStateStore(store) if store else None,
-            settings=settings or ControllerSettings(identity="test"))
+            settings=settings or ControllerSettings(identity="test"),
+        )
 
     def actuator(self, entry):
         t = self.targets[entry.key] = Target(self.sizes.get(entry.key, Size(2, 1)))
@@ -90,8 +103,12 @@ class Rig:
 
     def meter(self, entry):
         target_key = entry.key
-        src = TraceMetrics(self.clock, self.rate, history_start=T0,
-                           capacity=lambda: capacity(self.targets[target_key].size.workers))
+        src = TraceMetrics(
+            self.clock,
+            self.rate,
+            history_start=T0,
+            capacity=lambda: capacity(self.targets[target_key].size.workers),
+        )
         if self.world is not None and entry.key in self.world.sources:
             twin = self.world.sources[entry.key]
             src.backlog, src.last = twin.backlog, twin.last
@@ -168,7 +185,7 @@ def test_a_warming_meter_holds_for_a_tick_without_counting_an_error(tmp_path):
     calls = iter([WarmingUp("first snapshot")])
     src.sample = lambda: (_ for _ in ()).throw(next(calls)) if src.samples < 2 else real()
     src.samples = 1
-    (rep,), = rig.tick()
+    ((rep,),) = rig.tick()
     assert rep.action == "hold_warming_up"
     assert rig.controller.metrics.errors.labels(kind="metrics")._value.get() == 0
 
@@ -194,14 +211,22 @@ def test_a_restarted_controller_makes_the_same_decisions(tmp_path, with_state):
     for suffix in ("", "-wal", "-shm"):  # the database and its write-ahead log
         if (tmp_path / f"a.sqlite{suffix}").exists():
             shutil.copy(tmp_path / f"a.sqlite{suffix}", tmp_path / f"b.sqlite{suffix}")
-    b = Rig(tmp_path / "b", [job_doc()], store=tmp_path / "b.sqlite" if with_state else None,
-            clock=a.clock, sizes={"ml/ctr": a.targets["ml/ctr"].size}, world=a)
+    b = Rig(
+        tmp_path / "b",
+        [job_doc()],
+        store=tmp_path / "b.sqlite" if with_state else None,
+        clock=a.clock,
+        sizes={"ml/ctr": a.targets["ml/ctr"].size},
+        world=a,
+    )
     same = []
     for _ in range(30):
         (ra,) = a.controller.tick()
         (rb,) = b.controller.tick()
-        same.append((ra.action, ra.reason.get("why"), ra.desired)
-                    == (rb.action, rb.reason.get("why"), rb.desired))
+        same.append(
+            (ra.action, ra.reason.get("why"), ra.desired)
+            == (rb.action, rb.reason.get("why"), rb.desired)
+        )
         a.clock.advance(60)
     # With its state the new process converges to exactly the old one's decisions; without
     # it (the control case) it would forget the resize under way and the hold it set.
@@ -210,8 +235,13 @@ def test_a_restarted_controller_makes_the_same_decisions(tmp_path, with_state):
 
 def test_gpus_are_shared_fairly_between_equal_jobs_when_short(tmp_path):
     docs = [job_doc("a"), job_doc("b")]
-    rig = Rig(tmp_path, docs, rate=lambda t: 150_000.0, quota=16,
-              sizes={"ml/a": Size(1, 1), "ml/b": Size(1, 1)})
+    rig = Rig(
+        tmp_path,
+        docs,
+        rate=lambda t: 150_000.0,
+        quota=16,
+        sizes={"ml/a": Size(1, 1), "ml/b": Size(1, 1)},
+    )
     reps = {r.job: r for r in rig.controller.tick()}
     assert reps["ml/a"].planned.workers > 8 and reps["ml/b"].planned.workers > 8
     assert reps["ml/a"].desired.workers == reps["ml/b"].desired.workers == 8
@@ -224,8 +254,13 @@ def test_gpus_are_shared_fairly_between_equal_jobs_when_short(tmp_path):
 
 def test_priority_wins_when_gpus_are_short(tmp_path):
     docs = [job_doc("a", priority=10), job_doc("b")]
-    rig = Rig(tmp_path, docs, rate=lambda t: 150_000.0, quota=24,
-              sizes={"ml/a": Size(1, 1), "ml/b": Size(1, 1)})
+    rig = Rig(
+        tmp_path,
+        docs,
+        rate=lambda t: 150_000.0,
+        quota=24,
+        sizes={"ml/a": Size(1, 1), "ml/b": Size(1, 1)},
+    )
     reps = {r.job: r for r in rig.controller.tick()}
     assert reps["ml/a"].desired.workers == reps["ml/a"].planned.workers
     assert reps["ml/b"].desired.workers == 24 - reps["ml/a"].desired.workers
@@ -268,13 +303,13 @@ def test_a_failed_resize_is_reported_and_retried_on_the_next_tick(tmp_path):
     rig.controller._sync(rig.controller.jobs_source.list(), rig.clock())  # build the job
     target = rig.targets["ml/ctr"]
     target.fail_apply.append(TargetUnavailable("statefulset ml/w scale: HTTP 503 after 5 tries"))
-    (rep,), = rig.tick(step=0)
+    ((rep,),) = rig.tick(step=0)
     assert rep.action == "resize_failed" and not rep.resized
     assert target.size == Size(1, 1)
     cond = {c["type"]: c for c in rig.status_of("ml/ctr")["conditions"]}
     assert cond["TargetAvailable"]["reason"] == "ResizeFailed"
     assert "ResizeFailed" in rig.reasons()
-    (rep,), = rig.tick()
+    ((rep,),) = rig.tick()
     assert rep.resized and target.size == rep.desired
 
 
@@ -303,14 +338,23 @@ def test_a_job_whose_resource_is_gone_is_forgotten(tmp_path):
 
 def test_status_matches_the_crd_schema_and_plan_json_has_the_documented_keys(tmp_path):
     rig = Rig(tmp_path, [job_doc()])
-    (rep,), = rig.tick()
+    ((rep,),) = rig.tick()
     status = rig.status_of("ml/ctr")
     JobStatus.model_validate(status)  # extra="forbid": every key is in the CRD
     assert status["desiredWorkers"] == rep.desired.workers
     assert status["lastDecision"]["action"] == rep.action
     assert status["controller"] == "test"
-    assert set(rep.plan_json()) == {"job", "time", "current_workers", "desired_workers",
-                                    "desired_ps", "forecast", "lead_s", "backlog", "reason"}
+    assert set(rep.plan_json()) == {
+        "job",
+        "time",
+        "current_workers",
+        "desired_workers",
+        "desired_ps",
+        "forecast",
+        "lead_s",
+        "backlog",
+        "reason",
+    }
     assert rep.plan_json()["forecast"]["model"] == "seasonal_naive"
 
 
@@ -334,7 +378,7 @@ def test_without_a_forecast_the_planner_sizes_for_the_recent_peak(tmp_path):
         raise RuntimeError("model file corrupt")
 
     rig.controller.forecaster_factory = lambda e: broken()
-    (rep,), = rig.tick()
+    ((rep,),) = rig.tick()
     assert capacity(rep.desired.workers) > 100_000
     cond = {c["type"]: c for c in rig.status_of("ml/ctr")["conditions"]}
     assert cond["ForecastAvailable"]["status"] == "False"
@@ -365,14 +409,14 @@ def test_a_slow_fit_runs_in_the_background_and_seasonal_naive_serves_meanwhile(t
     rig = Rig(tmp_path, [job_doc()], settings=ControllerSettings(identity="test", fit_threads=1))
     rig.controller.forecaster_factory = lambda e: SlowNaive()
     try:
-        (first,), = rig.tick()  # returns although the fit cannot finish yet
+        ((first,),) = rig.tick()  # returns although the fit cannot finish yet
         assert first.reason["forecast"] == "seasonal_naive (interim)"
         cond = {c["type"]: c for c in rig.status_of("ml/ctr")["conditions"]}
         assert cond["ForecastAvailable"]["status"] == "True"
         gate.set()
         rt = rig.controller.runtimes["ml/ctr"]
         rt.forecast._pending.result(timeout=10)
-        (second,), = rig.tick()
+        ((second,),) = rig.tick()
         assert second.reason["forecast"] == "slow"
     finally:
         gate.set()
@@ -381,9 +425,14 @@ def test_a_slow_fit_runs_in_the_background_and_seasonal_naive_serves_meanwhile(t
 
 @pytest.mark.parametrize("gpus", [0, 2])
 def test_gpus_per_worker_count_against_the_quota(tmp_path, gpus):
-    rig = Rig(tmp_path, [job_doc(gpus_per_worker=gpus)], rate=lambda t: 150_000.0, quota=8,
-              sizes={"ml/ctr": Size(1, 1)})
-    (rep,), = rig.tick()
+    rig = Rig(
+        tmp_path,
+        [job_doc(gpus_per_worker=gpus)],
+        rate=lambda t: 150_000.0,
+        quota=8,
+        sizes={"ml/ctr": Size(1, 1)},
+    )
+    ((rep,),) = rig.tick()
     if gpus == 0:
         assert rep.desired == rep.planned  # workers without GPUs use no quota
     else:
@@ -426,8 +475,7 @@ def test_forecasts_are_refitted_early_while_the_history_is_young():
 
             return F()
 
-    cache = ForecastCache(Counting, name="x", interval_s=60.0, horizon_steps=5,
-                          refit_s=86400.0)
+    cache = ForecastCache(Counting, name="x", interval_s=60.0, horizon_steps=5, refit_s=86400.0)
     for n in range(2, 40):
         hist = ArrivalHistory(T0, 60.0, np.ones(n))
         window = cache.window(T0 + n * 60.0, hist, round(T0 / 60) + n)

@@ -38,8 +38,15 @@ def served():
 
 def test_metrics_endpoint_serves_per_job_series(served):
     metrics, _, _, url = served
-    metrics.set_job("ml/ctr", predicted_rate=1200.0, actual_rate=1100.0, desired_workers=8,
-                    current_workers=6, backlog_records=42, oldest_age_seconds=3.5)
+    metrics.set_job(
+        "ml/ctr",
+        predicted_rate=1200.0,
+        actual_rate=1100.0,
+        desired_workers=8,
+        current_workers=6,
+        backlog_records=42,
+        oldest_age_seconds=3.5,
+    )
     metrics.decisions.labels(job="ml/ctr", action="scale_up").inc()
     metrics.errors.labels(kind="metrics").inc()
     code, body = get(url + "/metrics")
@@ -75,9 +82,14 @@ def test_the_dashboard_only_queries_metrics_the_controller_exports():
     assert used, "the dashboard queries nothing"
     assert used <= names, used - names
     titles = {p["title"] for p in dash["panels"]}
-    assert {"Arrival rate: predicted vs actual", "Workers: desired vs current",
-            "Backlog (consumer-group lag)", "Oldest unconsumed sample", "Decisions by action",
-            "Errors by kind"} <= titles
+    assert {
+        "Arrival rate: predicted vs actual",
+        "Workers: desired vs current",
+        "Backlog (consumer-group lag)",
+        "Oldest unconsumed sample",
+        "Decisions by action",
+        "Errors by kind",
+    } <= titles
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))
 
@@ -87,8 +99,9 @@ def test_logs_are_one_json_object_per_line():
     setup_logging("json", logging.INFO, stream)
     try:
         logging.getLogger("autoscaler.controller.loop").info(
-            "ml/ctr: scale_up", extra={"fields": {"event": "decision", "job": "ml/ctr",
-                                                  "desired": [8, 2]}})
+            "ml/ctr: scale_up",
+            extra={"fields": {"event": "decision", "job": "ml/ctr", "desired": [8, 2]}},
+        )
     finally:
         setup_logging("text", logging.WARNING)
     line = json.loads(stream.getvalue().strip())

@@ -22,8 +22,10 @@ from autoscaler.resources import ResourceManager
 from forecasting.registry import make_forecaster
 
 ROOT = Path(__file__).resolve().parents[2]
-PATH = re.compile(r"^/(?:api/v1|apis/(?P<g>[^/]+)/[^/]+)(?:/namespaces/(?P<ns>[^/]+))?"
-                  r"/(?P<res>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$")
+PATH = re.compile(
+    r"^/(?:api/v1|apis/(?P<g>[^/]+)/[^/]+)(?:/namespaces/(?P<ns>[^/]+))?"
+    r"/(?P<res>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$"
+)
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -42,9 +44,13 @@ def allowed_by(request, rule_ns, rule) -> bool:
     group = m["g"] or ""
     resource = m["res"] + (f"/{m['sub']}" if m["sub"] else "")
     verb = VERBS.get(request.method) or ("get" if m["name"] else "list")
-    return (group in rule["apiGroups"] and resource in rule["resources"]
-            and verb in rule["verbs"] and rule_ns in (None, m["ns"])
-            and ("resourceNames" not in rule or m["name"] in rule["resourceNames"]))
+    return (
+        group in rule["apiGroups"]
+        and resource in rule["resources"]
+        and verb in rule["verbs"]
+        and rule_ns in (None, m["ns"])
+        and ("resourceNames" not in rule or m["name"] in rule["resourceNames"])
+    )
 
 
 def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
@@ -53,12 +59,17 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
         api.put(objs.statefulset("ctr-worker", 1, gpus=1))
         api.put(objs.statefulset("ctr-ps", 1))
         api.put(objs.tfjob("ctr-tf", workers=1, ps=1))
-        api.put(job_doc("ctr", target={"kind": "StatefulSet", "workers": "ctr-worker",
-                                       "ps": "ctr-ps"}, model="ctr-sync.json"))
-        api.put(job_doc("tf", target={"kind": "TFJob", "name": "ctr-tf"},
-                        model="ctr-sync.json"))
-        kube = connect(kubeconfig=api.kubeconfig(tmp_path / "kc"),
-                       retry=RetryPolicy(sleep=lambda s: None))
+        api.put(
+            job_doc(
+                "ctr",
+                target={"kind": "StatefulSet", "workers": "ctr-worker", "ps": "ctr-ps"},
+                model="ctr-sync.json",
+            )
+        )
+        api.put(job_doc("tf", target={"kind": "TFJob", "name": "ctr-tf"}, model="ctr-sync.json"))
+        kube = connect(
+            kubeconfig=api.kubeconfig(tmp_path / "kc"), retry=RetryPolicy(sleep=lambda s: None)
+        )
         clock = FakeClock(T0 + 86400)
         crs = ElasticTrainingJobs(kube)
 
@@ -66,18 +77,19 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
             t = entry.job.spec.target
             if t.kind == "TFJob":
                 return TFJobActuator(kube, namespace=entry.namespace, name=t.name)
-            return StatefulSetActuator(kube, namespace=entry.namespace, workers=t.workers,
-                                       ps=t.ps)
+            return StatefulSetActuator(kube, namespace=entry.namespace, workers=t.workers, ps=t.ps)
 
         controller = Controller(
             jobs_source=ClusterJobs(crs.list, models_dir=SYNC_MODEL.parent),
-            meter_factory=lambda e: TraceMetrics(clock, lambda t: 100_000.0,
-                                                 history_start=T0),
+            meter_factory=lambda e: TraceMetrics(clock, lambda t: 100_000.0, history_start=T0),
             forecaster_factory=lambda e: make_forecaster("seasonal_naive"),
-            actuator_factory=actuator, resource_manager=ResourceManager(64), clock=clock,
-            status_sink=crs, event_sink=EventRecorder(kube, clock=clock))
-        elector = LeaderElector(kube, namespace="kale-system", identity="kale-0",
-                                clock=clock)
+            actuator_factory=actuator,
+            resource_manager=ResourceManager(64),
+            clock=clock,
+            status_sink=crs,
+            event_sink=EventRecorder(kube, clock=clock),
+        )
+        elector = LeaderElector(kube, namespace="kale-system", identity="kale-0", clock=clock)
         runner = Runner(controller, interval_s=60, elector=elector, clock=clock)
         for _ in range(3):
             runner.step()
@@ -89,10 +101,12 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
     assert {r.status for r in requests} <= {200, 201, 404}  # 404: the first lease read
     granted = rules()
     for req in requests:
-        assert any(allowed_by(req, ns, rule) for ns, rule in granted), \
+        assert any(allowed_by(req, ns, rule) for ns, rule in granted), (
             f"{req.method} {req.path} is not allowed by manifests/rbac"
+        )
     for ns, rule in granted:
         for verb in rule["verbs"]:
             narrowed = dict(rule, verbs=[verb])
-            assert any(allowed_by(r, ns, narrowed) for r in requests), \
+            assert any(allowed_by(r, ns, narrowed) for r in requests), (
                 f"unused permission: {verb} {rule['resources']} (least privilege)"
+            )

@@ -12,8 +12,12 @@ from autoscaler.actuators.kube import RetryPolicy, connect
 
 
 def job(name: str, ns: str) -> dict:
-    return {"apiVersion": "kale.dev/v1", "kind": "ElasticTrainingJob",
-            "metadata": {"name": name, "namespace": ns}, "spec": {"x": 1}}
+    return {
+        "apiVersion": "kale.dev/v1",
+        "kind": "ElasticTrainingJob",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"x": 1},
+    }
 
 
 @pytest.fixture()
@@ -26,16 +30,19 @@ def api():
 
 @pytest.fixture()
 def kube(api, tmp_path):
-    k = connect(kubeconfig=api.kubeconfig(tmp_path / "kc"),
-                retry=RetryPolicy(attempts=2, sleep=lambda s: None))
+    k = connect(
+        kubeconfig=api.kubeconfig(tmp_path / "kc"),
+        retry=RetryPolicy(attempts=2, sleep=lambda s: None),
+    )
     yield k
     k.close()
 
 
 def test_lists_jobs_in_all_namespaces_or_only_the_given_ones(kube, api):
     assert {o["metadata"]["name"] for o in ElasticTrainingJobs(kube).list()} == {"a", "b"}
-    assert [o["metadata"]["name"] for o in ElasticTrainingJobs(kube, namespaces=["ml"]).list()
-            ] == ["a"]
+    assert [o["metadata"]["name"] for o in ElasticTrainingJobs(kube, namespaces=["ml"]).list()] == [
+        "a"
+    ]
     assert api.calls("GET")[0].path == "/apis/kale.dev/v1/elastictrainingjobs"
 
 
@@ -64,11 +71,21 @@ def test_listing_failure_raises_instead_of_answering_empty(kube, api):
 
 def test_events_point_at_the_job(kube, api):
     rec = EventRecorder(kube, instance="kale-0", clock=lambda: 1_767_225_600.5)
-    assert rec.emit(namespace="ml", name="a", uid="u-1", reason="ScaledUp",
-                    message="4 -> 8 workers (2 PS): staying would violate the SLO")
+    assert rec.emit(
+        namespace="ml",
+        name="a",
+        uid="u-1",
+        reason="ScaledUp",
+        message="4 -> 8 workers (2 PS): staying would violate the SLO",
+    )
     (ev,) = api.list("v1", "Event", "ml")
-    assert ev["involvedObject"] == {"apiVersion": "kale.dev/v1", "kind": "ElasticTrainingJob",
-                                    "name": "a", "namespace": "ml", "uid": "u-1"}
+    assert ev["involvedObject"] == {
+        "apiVersion": "kale.dev/v1",
+        "kind": "ElasticTrainingJob",
+        "name": "a",
+        "namespace": "ml",
+        "uid": "u-1",
+    }
     assert ev["reason"] == "ScaledUp" and ev["type"] == "Normal"
     assert ev["source"] == {"component": "kale-controller", "host": "kale-0"}
     assert ev["metadata"]["name"].startswith("a.")

@@ -37,12 +37,20 @@ def make(api, tmp_path, clock):
     kubes = []
 
     def elector(identity: str) -> LeaderElector:
-        kube = connect(kubeconfig=api.kubeconfig(tmp_path / f"kc-{identity}"),
-                       retry=RetryPolicy(attempts=2, sleep=lambda s: None))
+        kube = connect(
+            kubeconfig=api.kubeconfig(tmp_path / f"kc-{identity}"),
+            retry=RetryPolicy(attempts=2, sleep=lambda s: None),
+        )
         kubes.append(kube)
-        return LeaderElector(kube, namespace="kale-system", identity=identity,
-                             lease_duration_s=15, renew_deadline_s=10, retry_period_s=2,
-                             clock=clock)
+        return LeaderElector(
+            kube,
+            namespace="kale-system",
+            identity=identity,
+            lease_duration_s=15,
+            renew_deadline_s=10,
+            retry_period_s=2,
+            clock=clock,
+        )
 
     yield elector
     for k in kubes:

@@ -17,13 +17,16 @@ from autoscaler.controller.crd import build_crd, render_crd
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 KUBECTL = shutil.which("kubectl")
-needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is not "
-                                   "installed: cannot render the kustomizations")
+needs_kubectl = pytest.mark.skipif(
+    KUBECTL is None,
+    reason="kubectl (with kustomize) is not installed: cannot render the kustomizations",
+)
 
 
 def kustomize(path: Path) -> list[dict]:
-    out = subprocess.run([KUBECTL, "kustomize", str(path)], capture_output=True, text=True,
-                         timeout=60, check=False)
+    out = subprocess.run(
+        [KUBECTL, "kustomize", str(path)], capture_output=True, text=True, timeout=60, check=False
+    )
     assert out.returncode == 0, out.stderr
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
@@ -67,19 +70,28 @@ def test_the_crd_schema_is_structural():
 
 @needs_kubectl
 def test_kustomize_builds_the_controller_and_examples(base, examples):
-    assert {d["kind"] for d in base} >= {"Namespace", "CustomResourceDefinition",
-                                         "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-                                         "Role", "RoleBinding", "ConfigMap", "Deployment",
-                                         "Service"}
+    assert {d["kind"] for d in base} >= {
+        "Namespace",
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "Deployment",
+        "Service",
+    }
     assert all(d["metadata"].get("namespace") in (None, "kale-system") for d in base)
     assert {d["kind"] for d in examples} >= {"StatefulSet", "TFJob", "ElasticTrainingJob"}
 
 
 @needs_kubectl
 def test_every_builtin_object_passes_strict_offline_validation(base, examples):
-    kv = pytest.importorskip("kubernetes_validate",
-                             reason="kubernetes-validate is not installed (pip install "
-                                    "'kale-autoscaler[dev]')")
+    kv = pytest.importorskip(
+        "kubernetes_validate",
+        reason="kubernetes-validate is not installed (pip install 'kale-autoscaler[dev]')",
+    )
     version = kv.latest_version()
     checked = 0
     for doc in base + examples:
@@ -92,8 +104,9 @@ def test_every_builtin_object_passes_strict_offline_validation(base, examples):
 
 @needs_kubectl
 def test_example_jobs_are_valid_jobs_and_match_the_crd_schema(examples):
-    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema comes with "
-                                     "kubernetes-validate (the dev extra)")
+    jsonschema = pytest.importorskip(
+        "jsonschema", reason="jsonschema comes with kubernetes-validate (the dev extra)"
+    )
     schema = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     validator = jsonschema.Draft4Validator(schema)
     jobs = by_kind(examples, "ElasticTrainingJob")
@@ -101,8 +114,9 @@ def test_example_jobs_are_valid_jobs_and_match_the_crd_schema(examples):
     for doc in jobs:
         validator.validate(doc)
         plain = copy.deepcopy(doc)
-        plain["metadata"] = {k: v for k, v in plain["metadata"].items() if k in ("name",
-                                                                                  "namespace")}
+        plain["metadata"] = {
+            k: v for k, v in plain["metadata"].items() if k in ("name", "namespace")
+        }
         job, problems = parse_job(plain)
         assert job is not None and problems == [], problems
         model = MANIFESTS / "deployment" / "models" / job.spec.throughput.model
@@ -144,8 +158,11 @@ def test_the_deployment_is_hardened_and_highly_available(base):
     assert spec["serviceAccountName"] == "kale-controller"
     mounts = {m["mountPath"] for m in c["volumeMounts"]}
     assert {"/etc/kale/config", "/etc/kale/models", "/var/lib/kale", "/tmp"} <= mounts
-    config_map = next(d for d in by_kind(base, "ConfigMap")
-                      if d["metadata"]["name"].startswith("kale-controller-config"))
+    config_map = next(
+        d
+        for d in by_kind(base, "ConfigMap")
+        if d["metadata"]["name"].startswith("kale-controller-config")
+    )
     cfg = yaml.safe_load(config_map["data"]["controller.yaml"])
     assert cfg["leaderElection"]["enabled"] is True
     assert "--config" in c["args"] and c["args"][-1].endswith("controller.yaml")

@@ -62,14 +62,21 @@ class Traffic:
         if self.last is not None:
             self.backlog = max(0.0, self.backlog + (rate - cap) * (now - self.last))
         self.last = now
-        return Sample(time=now, arrival_rate=rate, consumption_rate=min(rate, cap),
-                      lag=self.backlog, oldest_age_s=self.backlog / rate, partitions=64)
+        return Sample(
+            time=now,
+            arrival_rate=rate,
+            consumption_rate=min(rate, cap),
+            lag=self.backlog,
+            oldest_age_s=self.backlog / rate,
+            partitions=64,
+        )
 
     def arrivals(self, now: float, interval_s: float, history_s: float) -> ArrivalHistory:
         first = math.ceil((T0 - 2 * PERIOD) / interval_s)
         steps = np.arange(first, int(now // interval_s))
-        return ArrivalHistory(first * interval_s, interval_s,
-                              np.array([wave(k * interval_s) for k in steps]))
+        return ArrivalHistory(
+            first * interval_s, interval_s, np.array([wave(k * interval_s) for k in steps])
+        )
 
     def close(self) -> None:
         pass
@@ -77,14 +84,26 @@ class Traffic:
 
 def job_doc(name: str) -> dict:
     return {
-        "apiVersion": "kale.dev/v1", "kind": "ElasticTrainingJob",
+        "apiVersion": "kale.dev/v1",
+        "kind": "ElasticTrainingJob",
         "metadata": {"name": name, "namespace": "ml"},
         "spec": {
-            "source": {"kafka": {"bootstrapServers": ["127.0.0.1:9092"], "topic": f"{name}-t",
-                                 "consumerGroup": f"{name}-g"}},
-            "training": {"mode": "sync", "globalBatchSize": 4096, "workersPerPS": 4,
-                         "minWorkers": 1, "maxWorkers": 64},
-            "slo": {"maxDelay": "10m"}, "rescale": {"duration": "5m"},
+            "source": {
+                "kafka": {
+                    "bootstrapServers": ["127.0.0.1:9092"],
+                    "topic": f"{name}-t",
+                    "consumerGroup": f"{name}-g",
+                }
+            },
+            "training": {
+                "mode": "sync",
+                "globalBatchSize": 4096,
+                "workersPerPS": 4,
+                "minWorkers": 1,
+                "maxWorkers": 64,
+            },
+            "slo": {"maxDelay": "10m"},
+            "rescale": {"duration": "5m"},
             "throughput": {"model": str(MODEL_PATH)},
             "forecast": {"model": "seasonal_naive", "interval": "1m", "horizon": "60m"},
             "target": {"kind": "DryRun"},
@@ -92,8 +111,7 @@ def job_doc(name: str) -> dict:
     }
 
 
-def build_state(state: Path, *, ticks: int = TICKS, jobs: tuple[str, ...] = ("ctr", "ads")
-                ) -> Path:
+def build_state(state: Path, *, ticks: int = TICKS, jobs: tuple[str, ...] = ("ctr", "ads")) -> Path:
     """Run ``ticks`` controller ticks (one a minute) over ``jobs``; returns ``state``."""
     jobs_dir = state / "jobs"
     jobs_dir.mkdir(parents=True)
@@ -112,10 +130,15 @@ def build_state(state: Path, *, ticks: int = TICKS, jobs: tuple[str, ...] = ("ct
         jobs_source=DirectoryJobs(jobs_dir),
         meter_factory=lambda e: Traffic(clock, targets, e.key),
         forecaster_factory=lambda e: make_forecaster("seasonal_naive", period=240),
-        actuator_factory=actuator, resource_manager=ResourceManager(QUOTA), clock=clock,
-        status_sink=FileStatusSink(state / "status"), event_sink=LogEventSink(),
+        actuator_factory=actuator,
+        resource_manager=ResourceManager(QUOTA),
+        clock=clock,
+        status_sink=FileStatusSink(state / "status"),
+        event_sink=LogEventSink(),
         state_store=SqliteStateStore(state / "controller.sqlite"),
-        settings=ControllerSettings(identity="test"), timeline=timeline)
+        settings=ControllerSettings(identity="test"),
+        timeline=timeline,
+    )
     try:
         for _ in range(ticks):
             controller.tick()

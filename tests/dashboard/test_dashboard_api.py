@@ -51,8 +51,18 @@ def test_series_has_one_point_per_tick_and_the_forecast_one_lead_time_ahead(dash
     assert status == 200
     n = len(s["time"])
     assert n == TICKS
-    for key in ("arrival_rate", "consumption_rate", "capacity", "workers", "ps",
-                "planned_workers", "backlog", "oldest_age_s", "action", "why"):
+    for key in (
+        "arrival_rate",
+        "consumption_rate",
+        "capacity",
+        "workers",
+        "ps",
+        "planned_workers",
+        "backlog",
+        "oldest_age_s",
+        "action",
+        "why",
+    ):
         assert len(s[key]) == n, key
     assert s["time"] == sorted(s["time"])
     fc = s["forecast"]
@@ -129,7 +139,7 @@ def test_a_file_that_is_not_a_simulation_result_says_so(tmp_path):
     bad.write_text('{"rows": 3}')
     sims = data.SimulationFiles([bad, tmp_path / "missing.json"])
     errors = [s["error"] for s in sims.index()["simulations"]]
-    assert "no \"policies\"" in errors[0] and "cannot read" in errors[1]
+    assert 'no "policies"' in errors[0] and "cannot read" in errors[1]
     assert sims.get(0)["error"] == errors[0]
 
 
@@ -137,8 +147,15 @@ def test_the_api_is_documented_by_the_openapi_page(dashboard_url):
     status, schema = get(f"{dashboard_url}/openapi.json")
     assert status == 200
     paths = set(schema["paths"])
-    assert {"/api/jobs", "/api/jobs/{job}/series", "/api/decisions", "/api/cluster",
-            "/api/simulations", "/api/simulations/{sim_id}", "/api/meta"} <= paths
+    assert {
+        "/api/jobs",
+        "/api/jobs/{job}/series",
+        "/api/decisions",
+        "/api/cluster",
+        "/api/simulations",
+        "/api/simulations/{sim_id}",
+        "/api/meta",
+    } <= paths
     status, page = get(f"{dashboard_url}/docs")
     assert status == 200 and "swagger" in page["text"].lower()
     assert "cdn" not in page["text"].lower()  # served from the installed package
@@ -155,8 +172,9 @@ def test_the_page_and_plotly_are_served_locally(dashboard_url):
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
-@pytest.mark.parametrize("path", ["/api/jobs", "/api/jobs/ml/ctr/series", "/api/decisions",
-                                  "/", "/static/app.js"])
+@pytest.mark.parametrize(
+    "path", ["/api/jobs", "/api/jobs/ml/ctr/series", "/api/decisions", "/", "/static/app.js"]
+)
 def test_the_dashboard_is_read_only(dashboard_url, method, path):
     assert request(f"{dashboard_url}{path}", method) == 405
 
@@ -173,8 +191,15 @@ def test_a_compressed_run_is_shown_in_the_units_of_its_trace(tmp_path):
     state = build_state(tmp_path / "state", ticks=12, jobs=("ctr",))
     plain = data.series(data.StateView(state), "ml/ctr")
     store = TimelineStore(state / "timeline.sqlite")
-    store.set_meta(display={"speedup": 60.0, "wall_origin": 1e9, "trace_origin": 2e9,
-                            "rate_scale": 10.0, "note": "compressed"})
+    store.set_meta(
+        display={
+            "speedup": 60.0,
+            "wall_origin": 1e9,
+            "trace_origin": 2e9,
+            "rate_scale": 10.0,
+            "note": "compressed",
+        }
+    )
     store.close()
     warped = data.series(data.StateView(state), "ml/ctr")
     assert warped["time"][0] == 2e9 + (plain["time"][0] - 1e9) * 60.0
@@ -182,7 +207,8 @@ def test_a_compressed_run_is_shown_in_the_units_of_its_trace(tmp_path):
     assert warped["backlog"][3] == pytest.approx(plain["backlog"][3] * 600.0)
     assert warped["slo_s"] == plain["slo_s"] * 60.0
     assert warped["throughput"]["peak_throughput"] == pytest.approx(
-        plain["throughput"]["peak_throughput"] * 10.0)
+        plain["throughput"]["peak_throughput"] * 10.0
+    )
     since = warped["time"][5]
     assert data.series(data.StateView(state), "ml/ctr", since=since)["time"][0] == since
 

@@ -21,8 +21,14 @@ from pathlib import Path
 import pytest
 
 CHROMIUM = os.environ.get("KALE_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = ROOT / "docs" / "img" / "dashboard.png"
 TIMEOUT_MS = 30_000
@@ -36,8 +42,11 @@ def _browser_or_skip() -> str:
     except ImportError:
         pytest.skip("playwright is not installed (make install adds it with the dev extra)")
     if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
-        hint = ("run `make browser` (apt-get install -y chromium)" if os.geteuid() == 0
-                else "not root, so it cannot be installed here: apt-get install chromium")
+        hint = (
+            "run `make browser` (apt-get install -y chromium)"
+            if os.geteuid() == 0
+            else "not root, so it cannot be installed here: apt-get install chromium"
+        )
         pytest.skip(f"Chromium is missing at {CHROMIUM}: {hint}")
     return CHROMIUM
 
@@ -51,8 +60,11 @@ def page_url(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[str]:
     from autoscaler.dashboard.app import create_app
     from autoscaler.dashboard.server import DashboardServer
 
-    sims = [p for p in [os.environ.get("KALE_DASHBOARD_SIMULATION"),
-                        str(Path(other) / "simulation.json")] if p and Path(p).is_file()]
+    sims = [
+        p
+        for p in [os.environ.get("KALE_DASHBOARD_SIMULATION"), str(Path(other) / "simulation.json")]
+        if p and Path(p).is_file()
+    ]
     app = create_app(state_dir=other, sim_results=sims[:1], refresh_s=60.0)
     with DashboardServer(app, port=0) as server:
         yield server.url.rstrip("/")
@@ -68,8 +80,12 @@ def page(page_url: str) -> Iterator[object]:
         try:
             context = browser.new_context(viewport={"width": 1500, "height": 1000})
             # Offline: anything not served by the dashboard itself is refused.
-            context.route("**/*", lambda route: route.continue_()
-                          if route.request.url.startswith(page_url) else route.abort())
+            context.route(
+                "**/*",
+                lambda route: (
+                    route.continue_() if route.request.url.startswith(page_url) else route.abort()
+                ),
+            )
             pg = context.new_page()
             errors: list[str] = []
             pg.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -81,8 +97,9 @@ def page(page_url: str) -> Iterator[object]:
 
 
 def _traces(page, selector: str) -> int:
-    page.wait_for_selector(f"{selector}.js-plotly-plot .scatterlayer .trace",
-                           state="attached", timeout=TIMEOUT_MS)
+    page.wait_for_selector(
+        f"{selector}.js-plotly-plot .scatterlayer .trace", state="attached", timeout=TIMEOUT_MS
+    )
     return page.locator(f"{selector} .scatterlayer .trace").count()
 
 
@@ -114,8 +131,9 @@ def test_the_job_view_draws_rate_forecast_sizes_delay_and_throughput(page, tmp_p
 
 def test_the_simulation_view_compares_policies_side_by_side(page):
     page.evaluate("location.hash = 'simulations'")
-    page.wait_for_selector("#plot-sim-bars.js-plotly-plot .barlayer .trace", state="attached",
-                           timeout=TIMEOUT_MS)
+    page.wait_for_selector(
+        "#plot-sim-bars.js-plotly-plot .barlayer .trace", state="attached", timeout=TIMEOUT_MS
+    )
     assert page.locator("#plot-sim-bars .barlayer .trace").count() >= 5
     assert page.locator("#sim-table tbody tr").count() >= 2
     assert page.errors == []

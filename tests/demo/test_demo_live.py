@@ -26,10 +26,26 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def start_demo(state: Path, *args: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "autoscaler.cli.main", "demo", "--no-browser", "--port", "0",
-           "--state", str(state), *args]
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "autoscaler.cli.main",
+        "demo",
+        "--no-browser",
+        "--port",
+        "0",
+        "--state",
+        str(state),
+        *args,
+    ]
+    return subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 class Lines:

@@ -25,9 +25,13 @@ def test_the_compressed_job_is_the_trace_time_job_with_every_duration_divided():
     slow, slow_problems = parse_job(plans.job_doc(PLAN, wall=False))
     fast, fast_problems = parse_job(plans.job_doc(PLAN, wall=True, command=["worker"]))
     assert slow_problems == [] and fast_problems == []
-    for get in (lambda j: j.spec.forecast.interval, lambda j: j.spec.forecast.horizon,
-                lambda j: j.spec.rescale.duration, lambda j: j.spec.slo.max_delay,
-                lambda j: j.spec.forecast.refit):
+    for get in (
+        lambda j: j.spec.forecast.interval,
+        lambda j: j.spec.forecast.horizon,
+        lambda j: j.spec.rescale.duration,
+        lambda j: j.spec.slo.max_delay,
+        lambda j: j.spec.forecast.refit,
+    ):
         assert get(fast) == pytest.approx(get(slow) / PLAN.speedup)
     assert fast.spec.target.kind == "Local" and slow.spec.target.kind == "DryRun"
     assert PLAN.tick_s == pytest.approx(1.0)  # one decision a second by default
@@ -39,7 +43,8 @@ def test_a_scaled_model_scales_every_size_by_the_same_factor():
     for w in (1, 3, 8, 16, 49):
         p = -(-w // 4)
         assert scaled.throughput(w, p, warn=False) == pytest.approx(
-            0.01 * model.throughput(w, p, warn=False))
+            0.01 * model.throughput(w, p, warn=False)
+        )
 
 
 def test_the_trace_peaks_where_planned_and_the_replay_is_thinned_to_the_record_budget():
@@ -57,8 +62,9 @@ def test_the_trace_peaks_where_planned_and_the_replay_is_thinned_to_the_record_b
     assert len(plans.on_interval(PLAN, series)) == len(series) * 60 // PLAN.interval_s
 
 
-@pytest.mark.parametrize("kwargs", [{"minutes": 0}, {"speedup": 10_000},
-                                    {"rescale_s": 9000.0}, {"history_days": 0.5}])
+@pytest.mark.parametrize(
+    "kwargs", [{"minutes": 0}, {"speedup": 10_000}, {"rescale_s": 9000.0}, {"history_days": 0.5}]
+)
 def test_impossible_plans_are_refused(kwargs):
     with pytest.raises(ValueError):
         DemoPlan(**kwargs)
@@ -66,16 +72,24 @@ def test_impossible_plans_are_refused(kwargs):
 
 def test_the_warp_puts_the_measured_history_after_the_seed_in_trace_time():
     interval, speedup = 600.0, 600.0
-    seed = pd.Series(np.arange(10.0), index=pd.date_range("2026-01-05", periods=10,
-                                                          freq="600s", tz="UTC"))
+    seed = pd.Series(
+        np.arange(10.0), index=pd.date_range("2026-01-05", periods=10, freq="600s", tz="UTC")
+    )
     trace0 = seed.index[-1].timestamp() + interval
     wall0 = 1_800_000_000.0
-    measured = pd.Series([100.0, 101.0, 102.0, 103.0, 105.0],
-                         index=pd.date_range(pd.Timestamp(wall0 - 2, unit="s", tz="UTC"),
-                                             periods=5, freq="1s"))
+    measured = pd.Series(
+        [100.0, 101.0, 102.0, 103.0, 105.0],
+        index=pd.date_range(pd.Timestamp(wall0 - 2, unit="s", tz="UTC"), periods=5, freq="1s"),
+    )
     measured = measured.drop(measured.index[3])  # a tick was skipped
-    wf = WarpedForecaster(None, seed=seed, wall_origin=wall0, trace_origin=trace0,
-                          speedup=speedup, interval_s=interval)
+    wf = WarpedForecaster(
+        None,
+        seed=seed,
+        wall_origin=wall0,
+        trace_origin=trace0,
+        speedup=speedup,
+        interval_s=interval,
+    )
     out = wf.warp(measured)
     # The two points before the live start are dropped; the gap is filled forward.
     assert out.tolist() == [*range(10), 102.0, 102.0, 105.0]
@@ -85,33 +99,49 @@ def test_the_warp_puts_the_measured_history_after_the_seed_in_trace_time():
 def test_a_warped_forecaster_finds_the_daily_season_of_the_seed():
     day = 144  # ten-minute steps
     t = np.arange(7 * day)
-    seed = pd.Series(100 + 80 * np.sin(2 * np.pi * t / day),
-                     index=pd.date_range("2026-01-05", periods=len(t), freq="600s", tz="UTC"))
+    seed = pd.Series(
+        100 + 80 * np.sin(2 * np.pi * t / day),
+        index=pd.date_range("2026-01-05", periods=len(t), freq="600s", tz="UTC"),
+    )
     trace0 = seed.index[-1].timestamp() + 600.0
     wall0 = 1_800_000_000.0
-    live = pd.Series(100 + 80 * np.sin(2 * np.pi * np.arange(len(t), len(t) + 6) / day),
-                     index=pd.date_range(pd.Timestamp(wall0, unit="s", tz="UTC"), periods=6,
-                                         freq="1s"))
-    wf = WarpedForecaster(make_forecaster("seasonal_naive"), seed=seed, wall_origin=wall0,
-                          trace_origin=trace0, speedup=600.0, interval_s=600.0)
+    live = pd.Series(
+        100 + 80 * np.sin(2 * np.pi * np.arange(len(t), len(t) + 6) / day),
+        index=pd.date_range(pd.Timestamp(wall0, unit="s", tz="UTC"), periods=6, freq="1s"),
+    )
+    wf = WarpedForecaster(
+        make_forecaster("seasonal_naive"),
+        seed=seed,
+        wall_origin=wall0,
+        trace_origin=trace0,
+        speedup=600.0,
+        interval_s=600.0,
+    )
     fc = wf.fit(live).predict(3, history=live)
     want = 100 + 80 * np.sin(2 * np.pi * np.arange(len(t) + 6, len(t) + 9) / day)
     assert fc.mean == pytest.approx(want, rel=1e-6)
 
 
 def _row(t: float, *, age: float, workers: int, to: int | None = None) -> dict:
-    return {"t": t, "oldest_age": age, "workers": workers, "resized": int(to is not None),
-            "desired_workers": workers if to is None else to}
+    return {
+        "t": t,
+        "oldest_age": age,
+        "workers": workers,
+        "resized": int(to is not None),
+        "desired_workers": workers if to is None else to,
+    }
 
 
 def test_live_metrics_count_violations_delay_resizes_and_gpu_hours_in_trace_time():
     plan = DemoPlan(speedup=600.0, interval_s=600.0, slo_s=1800.0, rescale_s=600.0)
     w0 = 1000.0
-    rows = [_row(w0 - 1, age=9.0, workers=9),  # before the replay: ignored
-            _row(w0 + 1, age=0.1, workers=2),
-            _row(w0 + 2, age=4.0, workers=4, to=3),  # 40 min > 30 min SLO; a scale-down
-            _row(w0 + 4, age=1.0, workers=3),  # a skipped tick: counts for two steps
-            _row(w0 + 5, age=0.0, workers=3)]
+    rows = [
+        _row(w0 - 1, age=9.0, workers=9),  # before the replay: ignored
+        _row(w0 + 1, age=0.1, workers=2),
+        _row(w0 + 2, age=4.0, workers=4, to=3),  # 40 min > 30 min SLO; a scale-down
+        _row(w0 + 4, age=1.0, workers=3),  # a skipped tick: counts for two steps
+        _row(w0 + 5, age=0.0, workers=3),
+    ]
     m, series = live_metrics(rows, plan, wall_origin=w0, wall_end=w0 + 6, trace_origin=5e8)
     assert m["steps"] == 4
     assert m["slo_violation_rate"] == pytest.approx(0.25)

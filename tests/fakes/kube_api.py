@@ -89,9 +89,14 @@ class ApiError(Exception):
 
 def status_body(code: int, reason: str, message: str, details: dict | None = None) -> dict:
     return {
-        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
         "status": "Success" if code < 400 else "Failure",
-        "message": message, "reason": reason, "details": details or {}, "code": code,
+        "message": message,
+        "reason": reason,
+        "details": details or {},
+        "code": code,
     }
 
 
@@ -170,8 +175,9 @@ class FakeKubeApi:
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -195,11 +201,16 @@ class FakeKubeApi:
     def kubeconfig(self, path: str | Path, namespace: str = "default") -> Path:
         """Write a kubeconfig pointing at this server (token auth, plain HTTP)."""
         cfg = {
-            "apiVersion": "v1", "kind": "Config",
+            "apiVersion": "v1",
+            "kind": "Config",
             "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
             "users": [{"name": "fake", "user": {"token": "fake-token"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake",
-                                                      "namespace": namespace}}],
+            "contexts": [
+                {
+                    "name": "fake",
+                    "context": {"cluster": "fake", "user": "fake", "namespace": namespace},
+                }
+            ],
             "current-context": "fake",
         }
         p = Path(path)
@@ -207,8 +218,15 @@ class FakeKubeApi:
         return p
 
     # -- test helpers --------------------------------------------------------------------
-    def fail(self, status: int, *, method: str | None = None, path: str | None = None,
-             times: int = 1, retry_after: float | None = None) -> Failure:
+    def fail(
+        self,
+        status: int,
+        *,
+        method: str | None = None,
+        path: str | None = None,
+        times: int = 1,
+        retry_after: float | None = None,
+    ) -> Failure:
         """Answer the next ``times`` requests matching method/path with ``status``."""
         f = Failure(status, method.upper() if method else None, path, times, retry_after)
         with self.lock:
@@ -239,15 +257,17 @@ class FakeKubeApi:
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         group, version = _split_api_version(api_version)
         with self.lock:
-            self.objects.pop((group, version, _plural(group, version, kind), namespace, name),
-                             None)
+            self.objects.pop((group, version, _plural(group, version, kind), namespace, name), None)
 
     def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict]:
         group, version = _split_api_version(api_version)
         plural = _plural(group, version, kind)
         with self.lock:
-            return [copy.deepcopy(o) for k, o in sorted(self.objects.items())
-                    if k[:3] == (group, version, plural) and namespace in (None, k[3])]
+            return [
+                copy.deepcopy(o)
+                for k, o in sorted(self.objects.items())
+                if k[:3] == (group, version, plural) and namespace in (None, k[3])
+            ]
 
     def touch(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         """Bump an object's resourceVersion, as another writer would (forces a 409)."""
@@ -258,8 +278,11 @@ class FakeKubeApi:
 
     def calls(self, method: str | None = None, contains: str = "") -> list[Request]:
         with self.lock:
-            return [r for r in self.requests
-                    if (method is None or r.method == method) and contains in r.path]
+            return [
+                r
+                for r in self.requests
+                if (method is None or r.method == method) and contains in r.path
+            ]
 
     # -- internals -----------------------------------------------------------------------
     def _next_rv(self) -> str:
@@ -285,20 +308,30 @@ class FakeKubeApi:
         if key[2] == "statefulsets" and self.auto_ready:
             n = obj.get("spec", {}).get("replicas", 1)
             st = obj.setdefault("status", {})
-            st.update(replicas=n, readyReplicas=n, currentReplicas=n, updatedReplicas=n,
-                      availableReplicas=n, observedGeneration=obj["metadata"]["generation"])
+            st.update(
+                replicas=n,
+                readyReplicas=n,
+                currentReplicas=n,
+                updatedReplicas=n,
+                availableReplicas=n,
+                observedGeneration=obj["metadata"]["generation"],
+            )
 
     def _injected(self, method: str, path: str) -> Failure | None:
         with self.lock:
             for f in self.failures:
-                if f.hits < f.times and f.method in (None, method) and (
-                        f.path is None or f.path in path):
+                if (
+                    f.hits < f.times
+                    and f.method in (None, method)
+                    and (f.path is None or f.path in path)
+                ):
                     f.hits += 1
                     return f
         return None
 
-    def handle(self, method: str, raw_path: str, body: Any,
-               content_type: str | None) -> tuple[int, dict, dict[str, str]]:
+    def handle(
+        self, method: str, raw_path: str, body: Any, content_type: str | None
+    ) -> tuple[int, dict, dict[str, str]]:
         parts = urlsplit(raw_path)
         path = parts.path
         injected = self._injected(method, path)
@@ -306,10 +339,17 @@ class FakeKubeApi:
             headers = {}
             if injected.retry_after is not None:
                 headers["Retry-After"] = f"{injected.retry_after:g}"
-            reason = {409: "Conflict", 404: "NotFound", 429: "TooManyRequests",
-                      403: "Forbidden"}.get(injected.status, "InternalError")
-            return injected.status, status_body(injected.status, reason,
-                                                f"injected failure {injected.status}"), headers
+            reason = {
+                409: "Conflict",
+                404: "NotFound",
+                429: "TooManyRequests",
+                403: "Forbidden",
+            }.get(injected.status, "InternalError")
+            return (
+                injected.status,
+                status_body(injected.status, reason, f"injected failure {injected.status}"),
+                headers,
+            )
         m = _PATH.match(path)
         if not m:
             raise ApiError(404, "NotFound", f"the server could not find the path {path}")
@@ -341,19 +381,30 @@ class FakeKubeApi:
             raise ApiError(404, "NotFound", f"no subresource {sub} on {res}")
 
     def _missing(self, key: Key, kind: str) -> ApiError:
-        return ApiError(404, "NotFound", f'{key[2]}.{key[0] or "core"} "{key[4]}" not found',
-                        {"name": key[4], "group": key[0], "kind": key[2]})
+        return ApiError(
+            404,
+            "NotFound",
+            f'{key[2]}.{key[0] or "core"} "{key[4]}" not found',
+            {"name": key[4], "group": key[0], "kind": key[2]},
+        )
 
-    def _list(self, group: str, version: str, res: str, kind: str, ns: str | None,
-              query: dict) -> dict:
-        items = [copy.deepcopy(o) for k, o in sorted(self.objects.items())
-                 if k[:3] == (group, version, res) and (ns is None or k[3] == ns)]
+    def _list(
+        self, group: str, version: str, res: str, kind: str, ns: str | None, query: dict
+    ) -> dict:
+        items = [
+            copy.deepcopy(o)
+            for k, o in sorted(self.objects.items())
+            if k[:3] == (group, version, res) and (ns is None or k[3] == ns)
+        ]
         api_version = f"{group}/{version}" if group else version
-        return {"kind": f"{kind}List", "apiVersion": api_version,
-                "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+        return {
+            "kind": f"{kind}List",
+            "apiVersion": api_version,
+            "metadata": {"resourceVersion": str(self._rv)},
+            "items": items,
+        }
 
-    def _create(self, group: str, version: str, res: str, kind: str, ns: str,
-                body: dict) -> dict:
+    def _create(self, group: str, version: str, res: str, kind: str, ns: str, body: dict) -> dict:
         if not isinstance(body, dict):
             raise ApiError(400, "BadRequest", "body must be an object")
         obj = copy.deepcopy(body)
@@ -368,8 +419,12 @@ class FakeKubeApi:
         obj.setdefault("kind", kind)
         key = (group, version, res, ns, md["name"])
         if key in self.objects:
-            raise ApiError(409, "AlreadyExists", f'{res} "{md["name"]}" already exists',
-                           {"name": md["name"], "kind": res})
+            raise ApiError(
+                409,
+                "AlreadyExists",
+                f'{res} "{md["name"]}" already exists',
+                {"name": md["name"], "kind": res},
+            )
         md.pop("resourceVersion", None)
         self._stamp(obj, None)
         self.objects[key] = obj
@@ -377,13 +432,20 @@ class FakeKubeApi:
         return copy.deepcopy(obj)
 
     def _check_rv(self, current: dict, given: Any, key: Key) -> None:
-        rv = (given or {}).get("metadata", {}).get("resourceVersion") if isinstance(
-            given, dict) else None
+        rv = (
+            (given or {}).get("metadata", {}).get("resourceVersion")
+            if isinstance(given, dict)
+            else None
+        )
         if rv and rv != current["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict",
-                           f'Operation cannot be fulfilled on {key[2]} "{key[4]}": the object '
-                           "has been modified; please apply your changes to the latest version "
-                           "and try again", {"name": key[4], "kind": key[2]})
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {key[2]} "{key[4]}": the object '
+                "has been modified; please apply your changes to the latest version "
+                "and try again",
+                {"name": key[4], "kind": key[2]},
+            )
 
     def _patched(self, current: dict, body: Any, content_type: str | None, key: Key) -> dict:
         ctype = (content_type or "").split(";")[0].strip()
@@ -393,8 +455,11 @@ class FakeKubeApi:
             out = json_patch(current, body)
             self._check_rv(current, out, key)
             return out
-        if ctype in ("application/merge-patch+json", "application/strategic-merge-patch+json",
-                     "application/apply-patch+yaml"):
+        if ctype in (
+            "application/merge-patch+json",
+            "application/strategic-merge-patch+json",
+            "application/apply-patch+yaml",
+        ):
             if not isinstance(body, dict):
                 raise ApiError(400, "BadRequest", "a merge patch must be an object")
             self._check_rv(current, body, key)
@@ -408,8 +473,15 @@ class FakeKubeApi:
         self._settle(key)
         return copy.deepcopy(new)
 
-    def _item(self, key: Key, kind: str, has_status: bool, method: str, body: Any,
-              content_type: str | None) -> tuple[int, dict, dict]:
+    def _item(
+        self,
+        key: Key,
+        kind: str,
+        has_status: bool,
+        method: str,
+        body: Any,
+        content_type: str | None,
+    ) -> tuple[int, dict, dict]:
         current = self.objects.get(key)
         if current is None:
             raise self._missing(key, kind)
@@ -435,8 +507,9 @@ class FakeKubeApi:
                 new.pop("status", None)
         return 200, self._write(key, new, current), {}
 
-    def _status(self, key: Key, kind: str, method: str, body: Any,
-                content_type: str | None) -> tuple[int, dict, dict]:
+    def _status(
+        self, key: Key, kind: str, method: str, body: Any, content_type: str | None
+    ) -> tuple[int, dict, dict]:
         current = self.objects.get(key)
         if current is None:
             raise self._missing(key, kind)
@@ -462,16 +535,22 @@ class FakeKubeApi:
         md = obj["metadata"]
         labels = obj.get("spec", {}).get("selector", {}).get("matchLabels", {})
         return {
-            "kind": "Scale", "apiVersion": "autoscaling/v1",
-            "metadata": {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion",
-                                            "creationTimestamp")},
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                k: md[k]
+                for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            },
             "spec": {"replicas": obj.get("spec", {}).get("replicas", 1)},
-            "status": {"replicas": obj.get("status", {}).get("replicas", 0),
-                       "selector": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))},
+            "status": {
+                "replicas": obj.get("status", {}).get("replicas", 0),
+                "selector": ",".join(f"{k}={v}" for k, v in sorted(labels.items())),
+            },
         }
 
-    def _scale(self, key: Key, method: str, body: Any,
-               content_type: str | None) -> tuple[int, dict, dict]:
+    def _scale(
+        self, key: Key, method: str, body: Any, content_type: str | None
+    ) -> tuple[int, dict, dict]:
         current = self.objects.get(key)
         if current is None:
             raise self._missing(key, "StatefulSet")
@@ -530,13 +609,17 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
             code, payload, headers = self.api.handle(method, self.path, body, content_type)
         except ApiError as err:
-            code, payload, headers = err.code, status_body(err.code, err.reason, err.message,
-                                                           err.details), {}
+            code, payload, headers = (
+                err.code,
+                status_body(err.code, err.reason, err.message, err.details),
+                {},
+            )
         except (ValueError, KeyError, IndexError, TypeError) as err:
             code, payload, headers = 400, status_body(400, "BadRequest", str(err)), {}
         with self.api.lock:
-            self.api.requests.append(Request(method, urlsplit(self.path).path, code, body,
-                                             content_type, time.time()))
+            self.api.requests.append(
+                Request(method, urlsplit(self.path).path, code, body, content_type, time.time())
+            )
         data = json.dumps(payload).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -571,21 +654,33 @@ class Objects:
     def statefulset(self, name: str, replicas: int, gpus: int = 0) -> dict:
         resources = {"limits": {"nvidia.com/gpu": gpus}} if gpus else {}
         return {
-            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
             "metadata": {"name": name, "namespace": self.namespace},
-            "spec": {"replicas": replicas, "serviceName": name,
-                     "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"containers": [{"name": "main", "image": "x",
-                                                           "resources": resources}]}}},
+            "spec": {
+                "replicas": replicas,
+                "serviceName": name,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {
+                        "containers": [{"name": "main", "image": "x", "resources": resources}]
+                    },
+                },
+            },
         }
 
     def tfjob(self, name: str, workers: int, ps: int) -> dict:
         def spec(n: int) -> dict:
-            return {"replicas": n, "restartPolicy": "OnFailure",
-                    "template": {"spec": {"containers": [{"name": "tensorflow",
-                                                          "image": "x"}]}}}
+            return {
+                "replicas": n,
+                "restartPolicy": "OnFailure",
+                "template": {"spec": {"containers": [{"name": "tensorflow", "image": "x"}]}},
+            }
 
-        return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
-                "metadata": {"name": name, "namespace": self.namespace},
-                "spec": {"tfReplicaSpecs": {"Worker": spec(workers), "PS": spec(ps)}}}
+        return {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "TFJob",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {"tfReplicaSpecs": {"Worker": spec(workers), "PS": spec(ps)}},
+        }

@@ -86,8 +86,9 @@ class Broken(Forecaster):
 
 
 def test_a_failing_model_is_reported_not_raised():
-    result = backtest(hourly(10), {"bad": Broken, "naive": SeasonalNaive}, horizon=6, folds=2,
-                      test_days=2)
+    result = backtest(
+        hourly(10), {"bad": Broken, "naive": SeasonalNaive}, horizon=6, folds=2, test_days=2
+    )
     assert "boom" in result.models["bad"].error
     assert np.isnan(result.models["bad"].metrics["mase"])
     assert result.models["naive"].error is None

@@ -29,23 +29,54 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def test_backtest_json_has_every_metric_for_every_model(capsys, trace_csv):
-    rc, out, _ = run(capsys, "backtest", "--trace", trace_csv, "--models",
-                     "kale,seasonal_naive,ets,stl_ets,dlinear", "--folds", "3", "--test-days",
-                     "1", *FAST, "--json")
+    rc, out, _ = run(
+        capsys,
+        "backtest",
+        "--trace",
+        trace_csv,
+        "--models",
+        "kale,seasonal_naive,ets,stl_ets,dlinear",
+        "--folds",
+        "3",
+        "--test-days",
+        "1",
+        *FAST,
+        "--json",
+    )
     assert rc == 0
     data = json.loads(out)
     assert set(data["models"]) == {"kale", "seasonal_naive", "ets", "stl_ets", "dlinear"}
     for name, m in data["models"].items():
         assert "error" not in m, (name, m.get("error"))
-        for key in ("mase", "smape", "mae", "rmse", "p90_coverage", "pinball", "fit_seconds",
-                    "predict_ms"):
+        for key in (
+            "mase",
+            "smape",
+            "mae",
+            "rmse",
+            "p90_coverage",
+            "pinball",
+            "fit_seconds",
+            "predict_ms",
+        ):
             assert isinstance(m[key], float), (name, key)
     assert data["folds"] == 3
 
 
 def test_backtest_table_for_people(capsys, trace_csv):
-    rc, out, _ = run(capsys, "backtest", "--trace", trace_csv, "--models", "seasonal_naive",
-                     "--folds", "2", "--test-days", "1", "--horizon", "8")
+    rc, out, _ = run(
+        capsys,
+        "backtest",
+        "--trace",
+        trace_csv,
+        "--models",
+        "seasonal_naive",
+        "--folds",
+        "2",
+        "--test-days",
+        "1",
+        "--horizon",
+        "8",
+    )
     assert rc == 0
     assert "seasonal_naive" in out and "mase" in out
 
@@ -59,9 +90,20 @@ def short_fit_csv(tmp_path_factory) -> str:
 
 
 def test_backtest_says_which_model_was_not_scored_and_why(capsys, short_fit_csv):
-    rc, out, err = run(capsys, "backtest", "--trace", short_fit_csv, "--models",
-                       "kale,seasonal_naive", "--folds", "2", "--test-days", "5", *FAST,
-                       "--json")
+    rc, out, err = run(
+        capsys,
+        "backtest",
+        "--trace",
+        short_fit_csv,
+        "--models",
+        "kale,seasonal_naive",
+        "--folds",
+        "2",
+        "--test-days",
+        "5",
+        *FAST,
+        "--json",
+    )
     assert rc == 0  # seasonal naive was scored
     data = json.loads(out)
     assert data["models"]["kale"]["mase"] is None
@@ -73,32 +115,61 @@ def test_backtest_says_which_model_was_not_scored_and_why(capsys, short_fit_csv)
 
 
 def test_backtest_with_nothing_scored_exits_2(capsys, short_fit_csv):
-    rc, out, err = run(capsys, "backtest", "--trace", short_fit_csv, "--models", "kale",
-                       "--folds", "2", "--test-days", "5", *FAST, "--json")
+    rc, out, err = run(
+        capsys,
+        "backtest",
+        "--trace",
+        short_fit_csv,
+        "--models",
+        "kale",
+        "--folds",
+        "2",
+        "--test-days",
+        "5",
+        *FAST,
+        "--json",
+    )
     assert rc == 2
     assert json.loads(out)["models"]["kale"]["error"]  # the document is still printed
     assert "kale was not scored" in err
 
 
 def test_predict_json_shape(capsys, trace_csv):
-    rc, out, err = run(capsys, "predict", "--trace", trace_csv, "--model", "kale", *FAST,
-                       "--json")
+    rc, out, err = run(capsys, "predict", "--trace", trace_csv, "--model", "kale", *FAST, "--json")
     assert rc == 0, err
     data = json.loads(out)
     assert set(data) == {"timestamps", "mean", "p10", "p50", "p90"}
     assert all(len(data[k]) == 8 for k in data)
     assert data["timestamps"][0] == "2026-01-11T00:00:00Z"  # the step after the trace
-    assert all(a <= b <= c for a, b, c in zip(data["p10"], data["p50"], data["p90"],
-                                              strict=True))
+    assert all(a <= b <= c for a, b, c in zip(data["p10"], data["p50"], data["p90"], strict=True))
 
 
 def test_fit_then_predict_from_the_saved_model(capsys, trace_csv, tmp_path):
     model = tmp_path / "m.kale"
-    rc, _, err = run(capsys, "fit", "--trace", trace_csv, "--model", "dlinear",
-                     "--horizon", "8", "-o", str(model))
+    rc, _, err = run(
+        capsys,
+        "fit",
+        "--trace",
+        trace_csv,
+        "--model",
+        "dlinear",
+        "--horizon",
+        "8",
+        "-o",
+        str(model),
+    )
     assert rc == 0, err
-    rc, out, _ = run(capsys, "predict", "--trace", trace_csv, "--model-file", str(model),
-                     "--horizon", "8", "--json")
+    rc, out, _ = run(
+        capsys,
+        "predict",
+        "--trace",
+        trace_csv,
+        "--model-file",
+        str(model),
+        "--horizon",
+        "8",
+        "--json",
+    )
     assert rc == 0
     assert len(json.loads(out)["mean"]) == 8
 
@@ -106,8 +177,7 @@ def test_fit_then_predict_from_the_saved_model(capsys, trace_csv, tmp_path):
 def test_short_trace_still_forecasts_and_warns(capsys, tmp_path):
     path = tmp_path / "short.csv"
     save_trace(generate_trace(days=1, interval_s=900, seed=1), path)
-    rc, out, err = run(capsys, "predict", "--trace", str(path), "--model", "kale", *FAST,
-                       "--json")
+    rc, out, err = run(capsys, "predict", "--trace", str(path), "--model", "kale", *FAST, "--json")
     assert rc == 0
     assert "using seasonal_naive" in err and "days" in err
     assert len(json.loads(out)["p90"]) == 8
@@ -119,12 +189,28 @@ def test_the_fallback_reason_is_said_once(tmp_path):
     path = tmp_path / "short.csv"
     save_trace(generate_trace(days=1, interval_s=900, seed=1), path)
     done = subprocess.run(
-        [sys.executable, "-m", "autoscaler.cli.main", "forecast", "predict", "--trace",
-         str(path), "--model", "kale", "--horizon", "4", "--json"],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "autoscaler.cli.main",
+            "forecast",
+            "predict",
+            "--trace",
+            str(path),
+            "--model",
+            "kale",
+            "--horizon",
+            "4",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [
-        "kale: warning: using seasonal_naive: history is 1 days, kale needs 2 days (192 steps)"]
+        "kale: warning: using seasonal_naive: history is 1 days, kale needs 2 days (192 steps)"
+    ]
 
 
 def test_a_model_warning_names_kale_once(capsys):
@@ -136,7 +222,8 @@ def test_a_model_warning_names_kale_once(capsys):
 
     _route_library_warnings()
     logging.getLogger("forecasting.transformer.forecaster").warning(
-        "kale: training stopped by the time budget after %d epochs", 2)
+        "kale: training stopped by the time budget after %d epochs", 2
+    )
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "time budget" in ln]
     assert lines == ["kale: warning: training stopped by the time budget after 2 epochs"]
 
@@ -144,8 +231,20 @@ def test_a_model_warning_names_kale_once(capsys):
 @pytest.mark.parametrize("suffix", [".png", ".html"])
 def test_plot_writes_the_picture(capsys, trace_csv, tmp_path, suffix):
     out_file = tmp_path / f"f{suffix}"
-    rc, _, err = run(capsys, "plot", "--trace", trace_csv, "--model", "seasonal_naive",
-                     "--horizon", "8", "--origin", "2026-01-10T06:00:00Z", "-o", str(out_file))
+    rc, _, err = run(
+        capsys,
+        "plot",
+        "--trace",
+        trace_csv,
+        "--model",
+        "seasonal_naive",
+        "--horizon",
+        "8",
+        "--origin",
+        "2026-01-10T06:00:00Z",
+        "-o",
+        str(out_file),
+    )
     assert rc == 0, err
     data = out_file.read_bytes()
     assert len(data) > 1000
@@ -166,8 +265,7 @@ def test_plot_writes_the_picture(capsys, trace_csv, tmp_path, suffix):
         # more than one model where one is expected
         (["predict", "--trace", "{trace}", "--model", "ets,kale"], "give one model"),
         # a test window longer than the trace
-        (["backtest", "--trace", "{trace}", "--models", "ets", "--test-days", "30"],
-         "--test-days"),
+        (["backtest", "--trace", "{trace}", "--models", "ets", "--test-days", "30"], "--test-days"),
         # a picture format nobody can open
         (["plot", "--trace", "{trace}", "-o", "f.pdf"], ".png or .html"),
         # an origin outside the trace

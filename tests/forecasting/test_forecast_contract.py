@@ -10,18 +10,31 @@ from forecasting.base import Forecaster, NotFittedError
 from forecasting.registry import MODEL_NAMES, make_forecaster
 
 H = 8
-TINY_KALE = {"epochs": 2, "steps_per_epoch": 4, "batch_size": 32, "patience": 2, "threads": 1,
-             "d_model": 16}
+TINY_KALE = {
+    "epochs": 2,
+    "steps_per_epoch": 4,
+    "batch_size": 32,
+    "patience": 2,
+    "threads": 1,
+    "d_model": 16,
+}
 MODELS = [*MODEL_NAMES, "fallback"]
 
 
-def daily_series(days: float, interval_s: float, *, seed: int = 0, seasonal: bool = True,
-                 start: str = "2026-01-05") -> pd.Series:
+def daily_series(
+    days: float,
+    interval_s: float,
+    *,
+    seed: int = 0,
+    seasonal: bool = True,
+    start: str = "2026-01-05",
+) -> pd.Series:
     """Positive traffic with a daily shape, a weekend dip and multiplicative noise."""
     rng = np.random.default_rng(seed)
     n = round(days * 86400 / interval_s)
-    idx = pd.date_range(pd.Timestamp(start, tz="UTC"), periods=n,
-                        freq=pd.Timedelta(seconds=interval_s))
+    idx = pd.date_range(
+        pd.Timestamp(start, tz="UTC"), periods=n, freq=pd.Timedelta(seconds=interval_s)
+    )
     hour = np.asarray(idx.hour + idx.minute / 60.0)
     base = 100.0 + 80.0 * np.sin(2 * np.pi * (hour - 9) / 24) if seasonal else np.full(n, 100.0)
     weekend = np.asarray(idx.day_of_week >= 5)

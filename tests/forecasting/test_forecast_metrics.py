@@ -23,7 +23,8 @@ def test_mase_uses_the_daily_seasonal_naive_of_the_history():
     history = np.concatenate([day, day + 2.0])
     assert metrics.mase_scale(history, 3600) == pytest.approx(2.0)
     assert metrics.mase(np.array([5.0, 5.0]), np.array([4.0, 7.0]), history, 3600) == (
-        pytest.approx(1.5 / 2.0))
+        pytest.approx(1.5 / 2.0)
+    )
 
 
 def test_mase_uses_lag_one_when_history_is_under_two_days():

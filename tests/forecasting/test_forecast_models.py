@@ -30,8 +30,9 @@ from forecasting.registry import make_forecaster
 
 
 def series(values, interval_s=3600.0, start="2026-01-05"):
-    idx = pd.date_range(pd.Timestamp(start, tz="UTC"), periods=len(values),
-                        freq=pd.Timedelta(seconds=interval_s))
+    idx = pd.date_range(
+        pd.Timestamp(start, tz="UTC"), periods=len(values), freq=pd.Timedelta(seconds=interval_s)
+    )
     return pd.Series(np.asarray(values, dtype=float), index=idx)
 
 
@@ -44,8 +45,14 @@ def test_holt_winters_recursion_matches_statsmodels():
     state = fit_holt_winters(y, 24)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ref = ExponentialSmoothing(y, trend="add", damped_trend=True, seasonal="add",
-                                   seasonal_periods=24, initialization_method="heuristic").fit()
+        ref = ExponentialSmoothing(
+            y,
+            trend="add",
+            damped_trend=True,
+            seasonal="add",
+            seasonal_periods=24,
+            initialization_method="heuristic",
+        ).fit()
     end = state.copy()
     end.advance(y)
     ours, theirs = end.forecast(30), ref.forecast(30)
@@ -114,8 +121,7 @@ def _weekly_truth(weeks: int, day: int = 48) -> tuple[np.ndarray, np.ndarray, in
     steps = np.arange(day * 7 * weeks)
     hour = steps % day
     weekend = (steps // day) % 7 >= 5
-    truth = np.where(weekend, 0.5 * np.cos(2 * np.pi * hour / day),
-                     np.sin(2 * np.pi * hour / day))
+    truth = np.where(weekend, 0.5 * np.cos(2 * np.pi * hour / day), np.sin(2 * np.pi * hour / day))
     return steps, truth, day
 
 
@@ -125,16 +131,16 @@ def _drifting(weeks: int, drift: float, seed: int, day: int = 48) -> np.ndarray:
     rng = np.random.default_rng(seed)
     steps, truth, day = _weekly_truth(weeks, day)
     peak = 36 + drift * steps / (7 * day)
-    return truth + np.exp(-0.5 * ((steps % day - peak) / 3) ** 2) + rng.normal(0, 0.05,
-                                                                                len(steps))
+    return truth + np.exp(-0.5 * ((steps % day - peak) / 3) ** 2) + rng.normal(0, 0.05, len(steps))
 
 
 def test_recency_weights_halve_every_half_life_from_the_centre():
     steps = np.arange(10)
     assert recency_weights(steps, None) is None
     np.testing.assert_allclose(recency_weights(steps, 3.0)[[9, 6, 3]], [1.0, 0.5, 0.25])
-    np.testing.assert_allclose(recency_weights(steps, 2.0, center=4)[[4, 2, 6, 0]],
-                               [1.0, 0.5, 0.5, 0.25])
+    np.testing.assert_allclose(
+        recency_weights(steps, 2.0, center=4)[[4, 2, 6, 0]], [1.0, 0.5, 0.5, 0.25]
+    )
 
 
 def test_profile_forgets_old_weeks_only_when_the_shape_drifts():
@@ -147,7 +153,7 @@ def test_profile_forgets_old_weeks_only_when_the_shape_drifts():
     assert min(scores.values()) < 0.9 * scores["none"]
     # The profile with the chosen half-life describes the next week better than the
     # equal-weight one (the peak has moved on by then).
-    nxt = _drifting(9, drift=1.5, seed=4)[-7 * day:]
+    nxt = _drifting(9, drift=1.5, seed=4)[-7 * day :]
     week = np.arange(8 * 7 * day, 9 * 7 * day)
     err = {}
     for name, h in (("equal", None), ("recent", hl)):
@@ -169,8 +175,8 @@ def test_profile_leaves_out_an_outage_and_a_holiday():
     clean = truth + noise
     hit = clean.copy()
     tuesday = day * 8  # the second week's Tuesday
-    hit[tuesday + 20: tuesday + 30] -= 3.0      # an outage: log of a near-zero rate
-    hit[day * 16: day * 17] -= 0.9              # a holiday at 40 % all day (a Wednesday)
+    hit[tuesday + 20 : tuesday + 30] -= 3.0  # an outage: log of a near-zero rate
+    hit[day * 16 : day * 17] -= 0.9  # a holiday at 40 % all day (a Wednesday)
     periods = {"daily": day, "weekly": 7 * day}
     zero = np.zeros(len(steps))
     prof_clean, info_clean = estimate_profile(clean, zero, periods)
@@ -191,10 +197,10 @@ def test_a_holiday_is_left_out_whole_even_where_it_barely_shows():
     hit = clean.copy()
     hour = np.arange(day) * 24 / day
     # a holiday on day 10: -0.9 (log) by day, only -0.15 at night (the log's offset damps it)
-    hit[day * 10: day * 11] -= np.where((hour >= 7) & (hour < 22), 0.9, 0.15)
+    hit[day * 10 : day * 11] -= np.where((hour >= 7) & (hour < 22), 0.9, 0.15)
     keep = profile_inliers(hit, steps, 7 * day, day)
-    assert not keep[day * 10: day * 11].any()
-    assert keep[: day * 10].all() and keep[day * 11:].mean() > 0.995
+    assert not keep[day * 10 : day * 11].any()
+    assert keep[: day * 10].all() and keep[day * 11 :].mean() > 0.995
     assert profile_inliers(clean, steps, 7 * day, day).mean() > 0.995  # no day is odd
 
 
@@ -204,13 +210,13 @@ def test_profile_inliers_keep_at_least_half_of_each_phase():
     phase = steps % (7 * day)
     monday = (steps // day) % 7 == 0
     one_off = noisy.copy()
-    one_off[day * 7: day * 8] += 5.0  # one Monday of four is far off: it is left out
+    one_off[day * 7 : day * 8] += 5.0  # one Monday of four is far off: it is left out
     keep = profile_inliers(one_off, steps, 7 * day, day)
-    assert not keep[day * 7: day * 8].any()
+    assert not keep[day * 7 : day * 8].any()
     assert keep[monday].sum() == 3 * day
     assert keep[~monday].mean() > 0.99
     two_off = one_off.copy()
-    two_off[day * 14: day * 15] += 5.0  # two of four: no "ordinary" Monday to tell from
+    two_off[day * 14 : day * 15] += 5.0  # two of four: no "ordinary" Monday to tell from
     keep = profile_inliers(two_off, steps, 7 * day, day)
     counts = np.bincount(phase[keep], minlength=7 * day)
     assert keep[monday].all() and counts.min() == 4
@@ -219,9 +225,9 @@ def test_profile_inliers_keep_at_least_half_of_each_phase():
 def test_profile_inliers_see_a_broken_day_in_an_exactly_repeating_series():
     steps, truth, day = _weekly_truth(3)
     hit = truth.copy()
-    hit[day * 9: day * 10] -= 1.0  # no noise at all: the median deviation is zero
+    hit[day * 9 : day * 10] -= 1.0  # no noise at all: the median deviation is zero
     keep = profile_inliers(hit, steps, 7 * day, day)
-    assert not keep[day * 9: day * 10].any() and keep.sum() == len(steps) - day
+    assert not keep[day * 9 : day * 10].any() and keep.sum() == len(steps) - day
 
 
 def test_phase_medians_match_the_definition():
@@ -232,8 +238,9 @@ def test_phase_medians_match_the_definition():
     median, others = phase_medians(r, phase, 12)
     np.testing.assert_allclose(median, [np.median(r[phase == p]) for p in phase])
     rest = [(phase == phase[i]) & (np.arange(300) != i) for i in range(300)]
-    np.testing.assert_allclose(others, [np.median(r[o]) if o.any() else r[i]
-                                        for i, o in enumerate(rest)])
+    np.testing.assert_allclose(
+        others, [np.median(r[o]) if o.any() else r[i] for i, o in enumerate(rest)]
+    )
 
 
 def test_robust_trend_is_not_bent_by_a_holiday_and_an_outage():
@@ -241,14 +248,14 @@ def test_robust_trend_is_not_bent_by_a_holiday_and_an_outage():
     steps, truth, day = _weekly_truth(4)
     clean = truth + 0.3 * steps / len(steps) + rng.normal(0, 0.05, len(steps))
     hit = clean.copy()
-    hit[day * 8 + 20: day * 8 + 26] -= 3.0   # an outage on a Tuesday
-    hit[day * 16: day * 17] -= 0.9           # a holiday on a Wednesday
+    hit[day * 8 + 20 : day * 8 + 26] -= 3.0  # an outage on a Tuesday
+    hit[day * 16 : day * 17] -= 0.9  # a holiday on a Wednesday
     periods = {"daily": day, "weekly": 7 * day}
     reference = decompose(clean, [day, 7 * day]).trend
     plain = decompose(hit, [day, 7 * day]).trend
     robust, filled, replaced, _ = robust_trend(hit, periods)
     assert replaced.sum() == day + 6
-    assert replaced[day * 16: day * 17].all() and replaced[day * 8 + 20: day * 8 + 26].all()
+    assert replaced[day * 16 : day * 17].all() and replaced[day * 8 + 20 : day * 8 + 26].all()
     # the replacements are trend + profile: next to the clean series, not the incident
     assert np.abs(filled - clean)[replaced].max() < 0.3
     # MSTL's own trend dips by a tenth (log) for a week or two; the robust one barely moves
@@ -275,8 +282,11 @@ def test_profile_of_a_flat_series_is_empty():
     [
         ([1.0, -1.0, 2.0], None, "≥ 0"),  # a negative rate
         ([1.0, np.nan, 2.0], None, "finite"),  # a gap left as NaN
-        ([1.0, 2.0, 3.0], ["2026-01-01 00:00", "2026-01-01 00:01", "2026-01-01 00:03"],
-         "regular grid"),  # a missing step
+        (
+            [1.0, 2.0, 3.0],
+            ["2026-01-01 00:00", "2026-01-01 00:01", "2026-01-01 00:03"],
+            "regular grid",
+        ),  # a missing step
         ([1.0], None, "at least 2"),  # one point
     ],
 )
@@ -288,9 +298,11 @@ def test_invalid_histories_are_rejected(values, index, message):
 
 def test_forecast_build_sorts_and_clips_quantiles():
     ts = pd.date_range("2026-01-01", periods=2, freq="1h", tz="UTC")
-    f = Forecast.build(ts, np.array([1.0, -2.0]),
-                       {0.1: np.array([3.0, -1.0]), 0.5: np.array([1.0, 0.0]),
-                        0.9: np.array([2.0, 1.0])})
+    f = Forecast.build(
+        ts,
+        np.array([1.0, -2.0]),
+        {0.1: np.array([3.0, -1.0]), 0.5: np.array([1.0, 0.0]), 0.9: np.array([2.0, 1.0])},
+    )
     assert f.p10.tolist() == [1.0, 0.0] and f.p50.tolist() == [2.0, 0.0]
     assert f.p90.tolist() == [3.0, 1.0] and f.mean.tolist() == [1.0, 0.0]
 
@@ -325,16 +337,23 @@ def test_baselines_do_not_import_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-TINY = {"horizon": 6, "epochs": 2, "steps_per_epoch": 3, "batch_size": 16, "threads": 1,
-        "d_model": 16}
+TINY = {
+    "horizon": 6,
+    "epochs": 2,
+    "steps_per_epoch": 3,
+    "batch_size": 16,
+    "threads": 1,
+    "d_model": 16,
+}
 
 
 def traffic(days: int, interval_s: float, seed: int) -> pd.Series:
     rng = np.random.default_rng(seed)
     n = int(days * 86400 / interval_s)
     t = np.arange(n) * interval_s / 86400
-    return series(200 + 150 * np.sin(2 * np.pi * t) * rng.lognormal(0, 0.02, n),
-                  interval_s=interval_s)
+    return series(
+        200 + 150 * np.sin(2 * np.pi * t) * rng.lognormal(0, 0.02, n), interval_s=interval_s
+    )
 
 
 def test_kale_is_deterministic_with_a_seed():
@@ -608,9 +627,15 @@ def test_kale_forecasts_a_random_walk_without_a_season_from_its_latest_level():
     np.testing.assert_allclose(model.predict(48).p50, walk.iloc[-1], rtol=0.03)
 
 
-def _local_clock_traffic(days: int, interval_s: float, change_day: int | None, shift_h: int,
-                         seed: int = 8, share: float = 1.0,
-                         second: tuple[int, float] | None = None) -> tuple[pd.Series, np.ndarray]:
+def _local_clock_traffic(
+    days: int,
+    interval_s: float,
+    change_day: int | None,
+    shift_h: int,
+    seed: int = 8,
+    share: float = 1.0,
+    second: tuple[int, float] | None = None,
+) -> tuple[pd.Series, np.ndarray]:
     """Traffic with a sharp evening peak (19:00 on the users' clock) that comes ``shift_h``
     hours later in UTC from midnight of ``change_day`` for ``share`` of the users (a
     daylight-saving change in a UTC trace); ``second``: (day, share) of more users whose
@@ -648,7 +673,7 @@ def test_find_clock_change_finds_a_one_hour_move_and_nothing_else(shift_h):
     assert found.gain > 0.8
     # Put on the current clock, a day before the change looks like the days after it.
     on_now = found.apply(np.log(clean), day)
-    np.testing.assert_allclose(on_now[9 * day: 10 * day], np.log(clean[11 * day: 12 * day]))
+    np.testing.assert_allclose(on_now[9 * day : 10 * day], np.log(clean[11 * day : 12 * day]))
     steady, _ = _local_clock_traffic(16, 900, change_day=None, shift_h=0)
     assert find_clock_change(_clock_residual(steady), day, hour) is None
     level = np.log(steady.to_numpy()) + 0.5 * (np.arange(len(z)) >= 10 * day)
@@ -665,8 +690,9 @@ def test_find_clock_change_finds_a_move_of_part_of_the_traffic():
     assert (found.at, found.shift, found.share) == (9 * day, hour, 0.5)
     # Half of the traffic moved: the mix of the old day with itself an hour later.
     on_now = found.apply(np.log(clean), day)
-    np.testing.assert_allclose(on_now[8 * day: 9 * day], np.log(clean[10 * day: 11 * day]),
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        on_now[8 * day : 9 * day], np.log(clean[10 * day : 11 * day]), rtol=1e-9
+    )
     full = _local_clock_traffic(16, 900, change_day=9, shift_h=1, share=1.0)[0]
     assert find_clock_change(_clock_residual(full), day, hour).share == 1.0
 
@@ -684,8 +710,7 @@ def test_robust_trend_finds_two_clock_changes_weeks_apart():
     from forecasting.decompose import robust_trend
 
     day, hour = 96, 4
-    moved, _ = _local_clock_traffic(21, 900, change_day=6, shift_h=1, share=0.5,
-                                    second=(13, 0.5))
+    moved, _ = _local_clock_traffic(21, 900, change_day=6, shift_h=1, share=0.5, second=(13, 0.5))
     z = np.log(moved.to_numpy())
     found = robust_trend(z, {"daily": day}, hour=hour).clocks
     assert sorted(c.at for c in found) == [6 * day, 13 * day]
@@ -701,7 +726,7 @@ def test_kale_forecasts_on_the_clock_after_a_daylight_saving_change():
     assert change["at"] == "2026-01-15T00:00:00Z"
     assert model.fit_summary["clock_changes"] == [change]
     p50 = model.predict(96).p50
-    expected = truth[len(history):]
+    expected = truth[len(history) :]
     # With the ten old days averaged in, the next day was off by 7.5 % on average (the
     # evening ramps by far more); on the current clock, by under 1 %.
     assert np.mean(np.abs(p50 - expected)) / np.mean(expected) < 0.03
@@ -713,7 +738,7 @@ def test_kale_forecasts_after_half_of_the_traffic_moved_its_clock():
     model = make_forecaster("kale", **{**TINY, "horizon": 96}).fit(history)
     assert model.fit_summary["clock_change"]["share"] == 0.5
     p50 = model.predict(96).p50
-    expected = truth[len(history):]
+    expected = truth[len(history) :]
     assert np.mean(np.abs(p50 - expected)) / np.mean(expected) < 0.03
 
 
@@ -725,7 +750,7 @@ def test_a_clock_change_needs_the_days_to_agree_with_it(monkeypatch):
     late, _ = _local_clock_traffic(16, 900, change_day=0, shift_h=1, seed=9)  # 20:00
     z = np.log(early.to_numpy())
     for d in range(10, 16, 2):  # from day 10, every other day on the other clock
-        z[d * day: (d + 1) * day] = np.log(late.to_numpy()[d * day: (d + 1) * day])
+        z[d * day : (d + 1) * day] = np.log(late.to_numpy()[d * day : (d + 1) * day])
     # On average the days after day 10 look like half of the traffic moved; one by one,
     # half of them moved entirely and half not at all. Isolate the agreement rule.
     monkeypatch.setattr(decompose_module, "CLOCK_MIN_GAIN", 0.0)
@@ -735,8 +760,9 @@ def test_a_clock_change_needs_the_days_to_agree_with_it(monkeypatch):
     assert found is not None and found.share < 1.0
 
 
-def _weekday_traffic(days: int, *, weekend: float, seed: int = 0, walk: float = 0.0,
-                     start: str = "2026-01-05") -> pd.Series:
+def _weekday_traffic(
+    days: int, *, weekend: float, seed: int = 0, walk: float = 0.0, start: str = "2026-01-05"
+) -> pd.Series:
     """Hourly traffic from a Monday: a daily wave; weekends at ``weekend`` of the working
     days' level with a later, flatter wave (unless ``weekend`` is 1: every day alike);
     lognormal noise; and (``walk``) a level that wanders day to day."""
@@ -748,8 +774,7 @@ def _weekday_traffic(days: int, *, weekend: float, seed: int = 0, walk: float = 
     wave = np.exp(0.6 * np.sin(2 * np.pi * (hours - 6) / 24))
     if weekend != 1.0:
         wave = np.where(off, np.exp(0.35 * np.sin(2 * np.pi * (hours - 9) / 24)), wave)
-    return series(100 * level * wander * wave * rng.lognormal(0, 0.05, len(hours)),
-                  start=start)
+    return series(100 * level * wander * wave * rng.lognormal(0, 0.05, len(hours)), start=start)
 
 
 def test_day_types_find_a_weekend_in_ten_days_and_nothing_in_a_plain_daily_wave():
@@ -762,20 +787,25 @@ def test_day_types_find_a_weekend_in_ten_days_and_nothing_in_a_plain_daily_wave(
     z = np.log(_weekday_traffic(10, weekend=0.5).to_numpy())
     found, report = choose_day_types(z, day)
     assert found is not None and report["score"] < 0.5
-    middle = np.arange(7) * day + 12                       # Monday … Sunday, midday
+    middle = np.arange(7) * day + 12  # Monday … Sunday, midday
     groups = found.group_of(middle)
     assert groups[5] == groups[6] != 0 and set(groups[:5]) == {0}
-    assert found.start % day in (22, 23, 0, 1, 2)          # days start near midnight
-    for seed in range(3):                                  # the same every day of the week
+    assert found.start % day in (22, 23, 0, 1, 2)  # days start near midnight
+    for seed in range(3):  # the same every day of the week
         plain = np.log(_weekday_traffic(10, weekend=1.0, seed=seed).to_numpy())
         assert choose_day_types(plain, day)[0] is None
-    hours = np.arange(10 * day)                            # a weekend in level only
+    hours = np.arange(10 * day)  # a weekend in level only
     rng = np.random.default_rng(5)
-    level_only = (np.where((hours // day) % 7 >= 5, np.log(0.5), 0.0)
-                  + 0.6 * np.sin(2 * np.pi * (hours - 6) / day) + rng.normal(0, 0.05, len(hours)))
+    level_only = (
+        np.where((hours // day) % 7 >= 5, np.log(0.5), 0.0)
+        + 0.6 * np.sin(2 * np.pi * (hours - 6) / day)
+        + rng.normal(0, 0.05, len(hours))
+    )
     assert choose_day_types(level_only, day)[0] is None
-    assert choose_day_types(z[: 6 * day], day) == (None, {"score": None,
-                                                          "skipped": "needs 7 to 21 days"})
+    assert choose_day_types(z[: 6 * day], day) == (
+        None,
+        {"score": None, "skipped": "needs 7 to 21 days"},
+    )
 
 
 def test_day_types_are_not_fooled_by_a_wandering_level():
@@ -794,13 +824,17 @@ def test_kale_forecasts_the_weekend_from_a_week_and_a_half_of_history():
     forecast from Friday noon over the weekend follows the weekend (before day types, the
     profile was one mean day and the weekend was forecast like Friday)."""
     s = _weekday_traffic(14, weekend=0.5, seed=1)
-    cut = 24 * 11 + 12                                      # Friday of the second week, noon
-    history, future = s.iloc[:cut], s.iloc[cut:cut + 60].to_numpy()
+    cut = 24 * 11 + 12  # Friday of the second week, noon
+    history, future = s.iloc[:cut], s.iloc[cut : cut + 60].to_numpy()
     model = make_forecaster("kale", horizon=60).fit(history)
     summary = model.fit_summary["day_types"]
-    assert summary["used"] and summary["days_start_at"] in ("22:00 UTC", "23:00 UTC",
-                                                            "00:00 UTC", "01:00 UTC",
-                                                            "02:00 UTC")
+    assert summary["used"] and summary["days_start_at"] in (
+        "22:00 UTC",
+        "23:00 UTC",
+        "00:00 UTC",
+        "01:00 UTC",
+        "02:00 UTC",
+    )
     assert {d for d, g in summary["groups"].items() if g} == {"Sat", "Sun"}
     assert model.fit_summary["profile"]["kind"].startswith("day types")
     with_types = model.predict(60)
@@ -817,16 +851,20 @@ def test_kale_tells_the_weekend_from_a_week_of_history_with_a_held_out_tail():
     under seven days before it, too few to choose day types on; they are then chosen on the
     whole history (the profile is still estimated before the tail)."""
     rng = np.random.default_rng(1)
-    q = np.arange(96 * 7 + 72)                               # Monday 00:00 … next Monday 18:00
+    q = np.arange(96 * 7 + 72)  # Monday 00:00 … next Monday 18:00
     off = (q // 96) % 7 >= 5
     hours = q / 4
-    wave = np.where(off, np.exp(0.35 * np.sin(2 * np.pi * (hours - 9) / 24)),
-                    np.exp(0.6 * np.sin(2 * np.pi * (hours - 6) / 24)))
-    history = pd.Series(100 * np.where(off, 0.5, 1.0) * wave * rng.lognormal(0, 0.05, len(q)),
-                        index=pd.date_range("2026-01-05", periods=len(q), freq="15min",
-                                            tz="UTC"))
+    wave = np.where(
+        off,
+        np.exp(0.35 * np.sin(2 * np.pi * (hours - 9) / 24)),
+        np.exp(0.6 * np.sin(2 * np.pi * (hours - 6) / 24)),
+    )
+    history = pd.Series(
+        100 * np.where(off, 0.5, 1.0) * wave * rng.lognormal(0, 0.05, len(q)),
+        index=pd.date_range("2026-01-05", periods=len(q), freq="15min", tz="UTC"),
+    )
     model = make_forecaster("kale", horizon=16, epochs=1).fit(history)
-    assert model.fit_summary["network_skipped"] is None      # so there is a held-out tail
+    assert model.fit_summary["network_skipped"] is None  # so there is a held-out tail
     summary = model.fit_summary["day_types"]
     assert summary["used"], summary
     assert summary["chosen_on"].startswith("whole history")
@@ -846,7 +884,9 @@ def test_long_context_spans_a_day_or_four_horizons_but_those_at_most_four_days()
     assert max(minute.level_windows) == minute.long_len == 1440
     # no daily period: 4·horizon as before; an explicit context is taken as it is
     assert max(Geometry.choose(horizon=60, day=None, available=5000).level_windows) == 240
-    assert max(Geometry.choose(horizon=60, day=24, available=24 * 56,
-                               context=240).level_windows) == 240
+    assert (
+        max(Geometry.choose(horizon=60, day=24, available=24 * 56, context=240).level_windows)
+        == 240
+    )
     # a short history still shortens it (a third of what is left after the horizon)
     assert max(Geometry.choose(horizon=60, day=24, available=24 * 14).level_windows) == 92

@@ -159,8 +159,12 @@ def test_trace_components_rebuild_the_trace_and_keep_what_was_drawn():
     series = generate_trace(**kwargs)
     assert parts.series().equals(series)
     # The parts multiply back to the raw trace; the offset is what restores peak/trough.
-    raw = (parts.base * parts.level() * burst_factor(parts.t_days, parts.bursts)
-           * np.exp(parts.ar + parts.white))
+    raw = (
+        parts.base
+        * parts.level()
+        * burst_factor(parts.t_days, parts.bursts)
+        * np.exp(parts.ar + parts.white)
+    )
     np.testing.assert_allclose(np.clip(raw - parts.offset, 0, None), series.to_numpy())
     assert 0 < parts.offset < series.max()
     assert len(parts.bursts) > 0 and parts.bursts_per_day == 2.0
@@ -244,9 +248,9 @@ def test_cli_info_on_bad_file_exits_2_with_one_line(tmp_path, capsys):
 JITTERED = (
     "timestamp,value\n"
     "2026-01-01T00:00:07Z,2\n"
-    "2026-01-01T00:00:52Z,4\n"   # same minute as the row before: averaged
-    "2026-01-01T00:02:10Z,6\n"   # out of order, and minute 00:01 has no row at all
-    "2026-01-01T00:01:59Z,\n"    # a gap cell counts as no value
+    "2026-01-01T00:00:52Z,4\n"  # same minute as the row before: averaged
+    "2026-01-01T00:02:10Z,6\n"  # out of order, and minute 00:01 has no row at all
+    "2026-01-01T00:01:59Z,\n"  # a gap cell counts as no value
     "2026-01-01T00:03:00Z,8\n"
     "2026-01-01T00:03:00Z,10\n"  # a repeated timestamp
 )
@@ -254,8 +258,9 @@ JITTERED = (
 
 def test_irregular_trace_error_says_how_to_fix_it(tmp_path):
     path = tmp_path / "t.csv"
-    path.write_text("timestamp,value\n2026-01-01T00:00:00Z,1\n2026-01-01T00:01:07Z,1\n"
-                    "2026-01-01T00:01:58Z,1\n")
+    path.write_text(
+        "timestamp,value\n2026-01-01T00:00:00Z,1\n2026-01-01T00:01:07Z,1\n2026-01-01T00:01:58Z,1\n"
+    )
     with pytest.raises(UserError, match="kale trace resample"):
         load_trace(path)
 
@@ -269,7 +274,7 @@ def test_resample_puts_jitter_and_disorder_on_a_regular_grid(tmp_path):
     assert list(series.index.strftime("%H:%M")) == ["00:00", "00:01", "00:02", "00:03"]
     np.testing.assert_allclose(series.to_numpy(), [3.0, np.nan, 6.0, 9.0])
     assert counts == {"rows": 6, "steps": 4, "empty_steps": 1}
-    summed, _ = resample_points(path, 120, how="sum")              # counts per row add up
+    summed, _ = resample_points(path, 120, how="sum")  # counts per row add up
     np.testing.assert_allclose(summed.to_numpy(), [6.0, 24.0])
     assert summed.index[0].isoformat() == "2026-01-01T00:00:00+00:00"
 
@@ -277,8 +282,7 @@ def test_resample_puts_jitter_and_disorder_on_a_regular_grid(tmp_path):
 def test_cli_resample_writes_a_trace_every_command_reads(tmp_path, capsys):
     path, out = tmp_path / "t.csv", tmp_path / "regular.csv"
     path.write_text(JITTERED)
-    assert main(["trace", "resample", str(path), "--interval", "1m", "-o", str(out),
-                 "--json"]) == 0
+    assert main(["trace", "resample", str(path), "--interval", "1m", "-o", str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["steps"] == 4 and report["empty_steps"] == 1 and report["interval_s"] == 60
     with pytest.warns(TraceGapWarning, match="1 missing step"):

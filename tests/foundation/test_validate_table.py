@@ -288,8 +288,11 @@ def test_slo_not_above_rescale_is_a_warning_not_an_error(tmp_path, capsys):
 
 
 def test_shipped_examples_validate(capsys):
-    files = sorted(str(p) for p in EXAMPLES.rglob("*.yaml")
-                   if yaml.safe_load(p.read_text()).get("kind") == "ElasticTrainingJob")
+    files = sorted(
+        str(p)
+        for p in EXAMPLES.rglob("*.yaml")
+        if yaml.safe_load(p.read_text()).get("kind") == "ElasticTrainingJob"
+    )
     assert len(files) >= 2
     assert main(["validate", *files]) == 0, capsys.readouterr().err
     modes = {yaml.safe_load(Path(f).read_text())["spec"]["training"]["mode"] for f in files}

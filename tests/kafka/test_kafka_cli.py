@@ -108,8 +108,9 @@ def test_replay_of_ctr_records_carries_decodable_training_samples(
     )
     assert code == 0, err
     assert json.loads(out)["records_sent"] == 300
-    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False,
-                             consumer_timeout_ms=5000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False, consumer_timeout_ms=5000
+    )
     try:
         tp = TopicPartition(topic_name, 0)
         consumer.assign([tp])

@@ -22,17 +22,32 @@ def sizing(*, rescale_s: float = 300.0, slo_s: float = 600.0, max_workers: int =
     def f(w: int) -> float:
         return 100.0 * w if w <= 20 else 2000.0 - 20.0 * (w - 20)
 
-    return JobSizing.from_function(f, min_workers=1, max_workers=max_workers, ratio=4,
-                                   interval_s=DT, rescale_s=rescale_s, slo_s=slo_s)
+    return JobSizing.from_function(
+        f,
+        min_workers=1,
+        max_workers=max_workers,
+        ratio=4,
+        interval_s=DT,
+        rescale_s=rescale_s,
+        slo_s=slo_s,
+    )
 
 
-def obs(step: int, rates: np.ndarray, workers: int, *, backlog: float = 0.0,
-        resizing: bool = False) -> Observation:
+def obs(
+    step: int, rates: np.ndarray, workers: int, *, backlog: float = 0.0, resizing: bool = False
+) -> Observation:
     past = rates[:step]
-    return Observation(step=step, time_s=step * DT, arrivals=past, workers=workers,
-                       ps=math.ceil(workers / 4), backlog=backlog,
-                       oldest_age_s=oldest_age(backlog, past, DT), processed_rate=0.0,
-                       resizing=resizing)
+    return Observation(
+        step=step,
+        time_s=step * DT,
+        arrivals=past,
+        workers=workers,
+        ps=math.ceil(workers / 4),
+        backlog=backlog,
+        oldest_age_s=oldest_age(backlog, past, DT),
+        processed_rate=0.0,
+        resizing=resizing,
+    )
 
 
 # -- the queue model, by hand -------------------------------------------------------------
@@ -178,8 +193,13 @@ def test_madu_plans_with_a_linear_fit_and_over_allocates():
 
 # -- property: free instant resizes + perfect forecast + no SLO slack = the lower bound -----
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.floats(min_value=0.0, max_value=1900.0).filter(lambda x: x % 100 != 0),
-                min_size=10, max_size=40))
+@given(
+    st.lists(
+        st.floats(min_value=0.0, max_value=1900.0).filter(lambda x: x % 100 != 0),
+        min_size=10,
+        max_size=40,
+    )
+)
 def test_with_instant_resizes_and_a_perfect_forecast_kale_is_the_lower_bound(loads):
     sz = sizing(rescale_s=0.0, slo_s=DT)  # the one-step margin leaves no slack
     rates = np.array(loads)

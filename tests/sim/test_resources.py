@@ -31,9 +31,7 @@ def test_gpus_given_back_by_a_shrink_are_not_handed_out_in_the_same_round():
 def test_minimum_guarantees_come_before_anyone_grows():
     # a (priority 5) wants everything; the new job c still gets its minimum of 3 first.
     rm = ResourceManager(10)
-    got = rm.allocate(
-        [Request("a", 2, 10, priority=5), Request("c", 0, 3, priority=0, min_gpus=3)]
-    )
+    got = rm.allocate([Request("a", 2, 10, priority=5), Request("c", 0, 3, priority=0, min_gpus=3)])
     assert got["c"] == 3 and got["a"] == 7
 
 
@@ -109,8 +107,14 @@ class Greedy:
 
 def _sizing(gpus=1, min_workers=1):
     return JobSizing.from_function(
-        lambda w: 100.0 * w, min_workers=min_workers, max_workers=16, ratio=4, interval_s=60.0,
-        rescale_s=90.0, slo_s=600.0, gpus_per_worker=gpus,
+        lambda w: 100.0 * w,
+        min_workers=min_workers,
+        max_workers=16,
+        ratio=4,
+        interval_s=60.0,
+        rescale_s=90.0,
+        slo_s=600.0,
+        gpus_per_worker=gpus,
     )
 
 

@@ -27,7 +27,12 @@ from autoscaler.sim.engine import simulate
 
 def make_sizing(f=lambda w: 100.0 * w, max_workers=20):
     return JobSizing.from_function(
-        f, min_workers=1, max_workers=max_workers, ratio=2, interval_s=60.0, rescale_s=120.0,
+        f,
+        min_workers=1,
+        max_workers=max_workers,
+        ratio=2,
+        interval_s=60.0,
+        rescale_s=120.0,
         slo_s=600.0,
     )
 
@@ -35,8 +40,15 @@ def make_sizing(f=lambda w: 100.0 * w, max_workers=20):
 def obs(step=10, *, workers=10, processed=0.0, backlog=0.0, arrivals=None, resizing=False):
     arr = np.zeros(step) if arrivals is None else np.asarray(arrivals, dtype=float)
     return Observation(
-        step=len(arr), time_s=60.0 * len(arr), arrivals=arr, workers=workers, ps=1,
-        backlog=backlog, oldest_age_s=0.0, processed_rate=processed, resizing=resizing,
+        step=len(arr),
+        time_s=60.0 * len(arr),
+        arrivals=arr,
+        workers=workers,
+        ps=1,
+        backlog=backlog,
+        oldest_age_s=0.0,
+        processed_rate=processed,
+        resizing=resizing,
     )
 
 
@@ -124,8 +136,10 @@ def test_keda_scale_up_is_rate_limited_and_capped_at_max_replicas():
 
 def test_keda_scale_down_waits_for_the_stabilisation_window():
     keda, state = KedaPolicy(make_sizing()), {}
-    got = [keda.decide(at(t, workers=5, backlog=150000 if t == 0 else 0), state).workers
-           for t in range(6)]
+    got = [
+        keda.decide(at(t, workers=5, backlog=150000 if t == 0 else 0), state).workers
+        for t in range(6)
+    ]
     assert got == [5, 5, 5, 5, 5, 1]
 
 

@@ -30,10 +30,20 @@ def _job(name, model="models/m.json", priority=0, annotations=None, min_workers=
         "metadata": {"name": name, "annotations": annotations or {}},
         "spec": {
             "priority": priority,
-            "source": {"kafka": {"bootstrapServers": ["127.0.0.1:9092"], "topic": "clicks",
-                                "consumerGroup": "g"}},
-            "training": {"mode": "sync", "globalBatchSize": 4096, "workersPerPS": 4,
-                         "minWorkers": min_workers, "maxWorkers": 64},
+            "source": {
+                "kafka": {
+                    "bootstrapServers": ["127.0.0.1:9092"],
+                    "topic": "clicks",
+                    "consumerGroup": "g",
+                }
+            },
+            "training": {
+                "mode": "sync",
+                "globalBatchSize": 4096,
+                "workersPerPS": 4,
+                "minWorkers": min_workers,
+                "maxWorkers": 64,
+            },
             "slo": {"maxDelay": "10m"},
             "rescale": {"duration": "5m"},
             "throughput": {"model": model},
@@ -48,9 +58,15 @@ def files(tmp_path):
     from throughput.model import ThroughputModel
 
     (tmp_path / "models").mkdir()
-    ThroughputModel(family="fixed-ratio", mode="sync", theta=(0.05, 2.0, 0.002),
-                    global_batch=4096, ratio=4, min_workers=1,
-                    max_workers=64).save(tmp_path / "models" / "m.json")
+    ThroughputModel(
+        family="fixed-ratio",
+        mode="sync",
+        theta=(0.05, 2.0, 0.002),
+        global_batch=4096,
+        ratio=4,
+        min_workers=1,
+        max_workers=64,
+    ).save(tmp_path / "models" / "m.json")
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump(_job("ctr")))
     trace = tmp_path / "t.csv"
@@ -66,9 +82,20 @@ def _run(capsys, *args):
 
 def test_json_has_every_metric_for_every_policy_and_the_lower_bound(files, capsys):
     _, job, trace = files
-    code, out, err = _run(capsys, "--trace", trace, "--job", job, "--policies",
-                          "hpa,keda,autopilot,static", "--warmup-days", "1",
-                          "--scale-peak", "0.8", "--json")
+    code, out, err = _run(
+        capsys,
+        "--trace",
+        trace,
+        "--job",
+        job,
+        "--policies",
+        "hpa,keda,autopilot,static",
+        "--warmup-days",
+        "1",
+        "--scale-peak",
+        "0.8",
+        "--json",
+    )
     assert code == 0, err
     data = json.loads(out)
     assert set(data["policies"]) == {"hpa", "keda", "autopilot", "static"}
@@ -86,8 +113,20 @@ def test_scale_peak_puts_the_trace_maximum_at_k_times_the_peak_throughput(files,
     from autoscaler.traces import load_trace
 
     top = float(load_trace(trace).series.max())
-    code, out, _ = _run(capsys, "--trace", trace, "--job", job, "--policies", "static",
-                        "--warmup-days", "1", "--scale-peak", "0.5", "--json")
+    code, out, _ = _run(
+        capsys,
+        "--trace",
+        trace,
+        "--job",
+        job,
+        "--policies",
+        "static",
+        "--warmup-days",
+        "1",
+        "--scale-peak",
+        "0.5",
+        "--json",
+    )
     data = json.loads(out)
     assert code == 0
     assert data["scale"] * top == pytest.approx(0.5 * data["peak_throughput"])
@@ -95,9 +134,24 @@ def test_scale_peak_puts_the_trace_maximum_at_k_times_the_peak_throughput(files,
 
 def test_flags_override_the_jobs_rescale_and_slo_and_resample_refines_the_grid(files, capsys):
     _, job, trace = files
-    code, out, err = _run(capsys, "--trace", trace, "--job", job, "--policies", "static",
-                          "--warmup-days", "1", "--rescale", "2m", "--slo", "15m",
-                          "--resample", "1m", "--json")
+    code, out, err = _run(
+        capsys,
+        "--trace",
+        trace,
+        "--job",
+        job,
+        "--policies",
+        "static",
+        "--warmup-days",
+        "1",
+        "--rescale",
+        "2m",
+        "--slo",
+        "15m",
+        "--resample",
+        "1m",
+        "--json",
+    )
     assert code == 0, err
     data = json.loads(out)
     assert data["rescale_s"] == 120 and data["slo_s"] == 900
@@ -107,8 +161,19 @@ def test_flags_override_the_jobs_rescale_and_slo_and_resample_refines_the_grid(f
 def test_the_report_is_one_self_contained_html_page(files, capsys):
     tmp, job, trace = files
     report = tmp / "out" / "r.html"
-    code, _, err = _run(capsys, "--trace", trace, "--job", job, "--policies", "hpa,static",
-                        "--warmup-days", "1", "--report", str(report))
+    code, _, err = _run(
+        capsys,
+        "--trace",
+        trace,
+        "--job",
+        job,
+        "--policies",
+        "hpa,static",
+        "--warmup-days",
+        "1",
+        "--report",
+        str(report),
+    )
     assert code == 0, err
     page = report.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>")
@@ -119,8 +184,9 @@ def test_the_report_is_one_self_contained_html_page(files, capsys):
 
 def test_the_table_is_printed_without_json(files, capsys):
     _, job, trace = files
-    code, out, _ = _run(capsys, "--trace", trace, "--job", job, "--policies", "static",
-                        "--warmup-days", "1")
+    code, out, _ = _run(
+        capsys, "--trace", trace, "--job", job, "--policies", "static", "--warmup-days", "1"
+    )
     assert code == 0
     assert out.splitlines()[0].split()[:2] == ["policy", "violations"]
     assert any(line.startswith("lower_bound") for line in out.splitlines())
@@ -148,11 +214,11 @@ def test_user_errors_are_one_line(files, capsys, args, message):
 
 def test_missing_files_are_user_errors(files, capsys):
     tmp, job, trace = files
-    code, _, err = _run(capsys, "--trace", str(tmp / "nope.csv"), "--job", job,
-                        "--policies", "hpa")
+    code, _, err = _run(capsys, "--trace", str(tmp / "nope.csv"), "--job", job, "--policies", "hpa")
     assert code == 2 and "nope.csv" in err
-    code, _, err = _run(capsys, "--trace", trace, "--job", str(tmp / "nope.yaml"),
-                        "--policies", "hpa")
+    code, _, err = _run(
+        capsys, "--trace", trace, "--job", str(tmp / "nope.yaml"), "--policies", "hpa"
+    )
     assert code == 2 and "nope.yaml" in err
     (tmp / "models" / "m.json").write_text("{not json")
     code, _, err = _run(capsys, "--trace", trace, "--job", job, "--policies", "hpa")
@@ -164,8 +230,9 @@ def test_planners_that_are_not_built_yet_are_a_user_error(files, capsys, monkeyp
 
     monkeypatch.setattr(policies, "PLANNER_MODULE", "autoscaler.policy._not_there_for_tests")
     _, job, trace = files
-    code, _, err = _run(capsys, "--trace", trace, "--job", job, "--policies", "hpa,madu",
-                        "--warmup-days", "1")
+    code, _, err = _run(
+        capsys, "--trace", trace, "--job", job, "--policies", "hpa,madu", "--warmup-days", "1"
+    )
     assert code == 2 and "policy 'madu' is not available yet" in err
 
 
@@ -175,15 +242,36 @@ def test_several_jobs_share_a_quota_that_is_never_exceeded(files, capsys):
     jobs.mkdir()
     other = tmp / "other.csv"
     save_trace(generate_trace(days=3, interval_s=300, seed=8), other)
-    (jobs / "a.yaml").write_text(yaml.safe_dump(_job("a", "../models/m.json", priority=1,
-                                                     min_workers=2)))
-    (jobs / "b.yaml").write_text(yaml.safe_dump(_job(
-        "b", "../models/m.json",
-        annotations={"kale.dev/trace": "../other.csv", "kale.dev/scale-peak": "0.6"})))
-    code, out, err = _run(capsys, "--jobs", str(jobs), "--quota-gpus", "24", "--trace", trace,
-                          "--scale-peak", "0.8", "--policies", "hpa,autopilot,static",
-                          "--warmup-days", "1", "--json",
-                          "--report", str(tmp / "multi.html"))
+    (jobs / "a.yaml").write_text(
+        yaml.safe_dump(_job("a", "../models/m.json", priority=1, min_workers=2))
+    )
+    (jobs / "b.yaml").write_text(
+        yaml.safe_dump(
+            _job(
+                "b",
+                "../models/m.json",
+                annotations={"kale.dev/trace": "../other.csv", "kale.dev/scale-peak": "0.6"},
+            )
+        )
+    )
+    code, out, err = _run(
+        capsys,
+        "--jobs",
+        str(jobs),
+        "--quota-gpus",
+        "24",
+        "--trace",
+        trace,
+        "--scale-peak",
+        "0.8",
+        "--policies",
+        "hpa,autopilot,static",
+        "--warmup-days",
+        "1",
+        "--json",
+        "--report",
+        str(tmp / "multi.html"),
+    )
     assert code == 0, err
     data = json.loads(out)
     assert data["quota_gpus"] == 24 and set(data["jobs"]) == {"a", "b"}

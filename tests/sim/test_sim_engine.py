@@ -203,9 +203,7 @@ def test_lower_bound_sizes_every_step_for_its_own_rate():
     # f = 10·w, max 4 (peak 40): rates 0, 10, 15, 45, 100 need w = 1 (f > 0), 2 (f > 10
     # strictly), 2, 4 (saturated: the peak), 4 → 13 worker-steps × 2 GPUs × 60 s.
     sizing = make_sizing(gpus=2)
-    assert lower_bound_gpu_hours(sizing, [0, 10, 15, 45, 100]) == pytest.approx(
-        13 * 2 * 60 / 3600
-    )
+    assert lower_bound_gpu_hours(sizing, [0, 10, 15, 45, 100]) == pytest.approx(13 * 2 * 60 / 3600)
 
 
 def test_job_run_rejects_a_warm_up_covering_the_whole_trace():
@@ -217,12 +215,12 @@ def test_four_weeks_of_minutes_with_every_baseline_is_fast():
     from autoscaler.sim.runner import compare
     from autoscaler.tracegen import generate_trace
 
-    sizing = make_sizing(lambda w: 1000.0 * w / (1 + 0.02 * w), max_workers=64, rescale_s=300,
-                         slo_s=600)
+    sizing = make_sizing(
+        lambda w: 1000.0 * w / (1 + 0.02 * w), max_workers=64, rescale_s=300, slo_s=600
+    )
     values = generate_trace(days=28, interval_s=60, seed=2).to_numpy()
     values = values * 0.8 * sizing.peak_throughput / values.max()
-    comp = compare(sizing, values, ["hpa", "keda", "autopilot", "static"],
-                   warmup_steps=7 * 1440)
+    comp = compare(sizing, values, ["hpa", "keda", "autopilot", "static"], warmup_steps=7 * 1440)
     total = sum(r.elapsed_s for r in comp.results.values())
     assert total < 20, f"{total:.1f}s for 4 policies × 30k steps"
     assert all(r.steps == 21 * 1440 for r in comp.results.values())

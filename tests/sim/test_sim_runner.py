@@ -52,10 +52,17 @@ def _job(duration="5m", ratio=4):
         "kind": "ElasticTrainingJob",
         "metadata": {"name": "j"},
         "spec": {
-            "source": {"kafka": {"bootstrapServers": ["h:9092"], "topic": "t",
-                                "consumerGroup": "g"}},
-            "training": {"mode": "sync", "globalBatchSize": 4096, "workersPerPS": ratio,
-                         "minWorkers": 2, "maxWorkers": 16, "gpusPerWorker": 2},
+            "source": {
+                "kafka": {"bootstrapServers": ["h:9092"], "topic": "t", "consumerGroup": "g"}
+            },
+            "training": {
+                "mode": "sync",
+                "globalBatchSize": 4096,
+                "workersPerPS": ratio,
+                "minWorkers": 2,
+                "maxWorkers": 16,
+                "gpusPerWorker": 2,
+            },
             "slo": {"maxDelay": "10m"},
             "rescale": {"duration": duration},
             "throughput": {"model": "m.json"},
@@ -72,8 +79,15 @@ def _job(duration="5m", ratio=4):
 def _model(ratio=4):
     from throughput.model import ThroughputModel
 
-    return ThroughputModel(family="fixed-ratio", mode="sync", theta=(0.05, 2.0, 0.002),
-                           global_batch=4096, ratio=ratio, min_workers=1, max_workers=64)
+    return ThroughputModel(
+        family="fixed-ratio",
+        mode="sync",
+        theta=(0.05, 2.0, 0.002),
+        global_batch=4096,
+        ratio=ratio,
+        min_workers=1,
+        max_workers=64,
+    )
 
 
 def test_sizing_tabulates_the_model_with_p_tied_by_the_jobs_ratio():
@@ -116,9 +130,17 @@ def test_each_job_of_a_multi_job_run_forecasts_with_its_own_source():
 
     sizing = sizing_for(_job(), _model(), interval_s=300)
     load = np.full(40, 0.3 * sizing.peak_throughput)
-    jobs = [MultiJob(n, sizing, load, job=_job(), trace_start=starts[n],
-                     forecaster_factory=lambda n=n: Constant(n, 0.3 * sizing.peak_throughput))
-            for n in ("a", "b")]
+    jobs = [
+        MultiJob(
+            n,
+            sizing,
+            load,
+            job=_job(),
+            trace_start=starts[n],
+            forecaster_factory=lambda n=n: Constant(n, 0.3 * sizing.peak_throughput),
+        )
+        for n in ("a", "b")
+    ]
     runs = compare_multi(jobs, ["kale"], quota_gpus=64, warmup_steps=10)
     assert set(runs["kale"].results) == {"a", "b"}
     assert calls["a"] > 0 and calls["b"] > 0

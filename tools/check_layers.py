@@ -28,6 +28,12 @@ RULES = [
     ("throughput", "autoscaler", (), "throughput is a leaf"),
     ("throughput", "forecasting", (), "the leaves stay apart"),
     ("throughput", "torch", (), "throughput is numpy/scipy only"),
+    ("placement", "autoscaler", (), "placement is a leaf"),
+    ("placement", "forecasting", (), "the leaves stay apart"),
+    ("placement", "throughput", (), "the leaves stay apart"),
+    ("placement", "torch", ("placement/agents",), "torch stays in the learned agents"),
+    ("placement", "kubernetes", (), "placement decides; actuators talk to Kubernetes"),
+    ("placement", "kafka", (), "placement needs no broker"),
 ]
 
 

@@ -1,0 +1,1 @@
+"""Node-level placement policies: pure score plugins over a cluster snapshot."""

@@ -1,0 +1,1 @@
+"""Queue-level policies (which waiting job starts next) and EASY backfilling."""

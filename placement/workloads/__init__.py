@@ -1,0 +1,1 @@
+"""Workload loaders (openb CSVs, SWF) and seeded synthetic generators."""

@@ -120,6 +120,10 @@ class FragModel:
         self._cnt = np.zeros((n, len(types)), np.int64)
         self._fs = np.zeros((n, len(types)), np.int64)
         self._frag = np.zeros(n, np.float64)
+        # nodes in the same state (model, free CPU, multiset of free GPU milli) have the same
+        # F now and after any pod: FGD scores one representative per state
+        self._state = np.zeros(n, np.int64)
+        self._state_ids: dict[tuple[int, ...], int] = {}
 
     @property
     def cluster(self) -> Cluster:
@@ -181,11 +185,24 @@ class FragModel:
             c.cpu_free[stale], cnt, fs, c.gpu_free_total[stale], self.access[stale]
         )
         self._version[stale] = c.node_version[stale]
+        rows = np.concatenate(
+            [c.model_id[stale, None], c.cpu_free[stale, None], np.sort(c.gpu_free[stale], axis=1)],
+            axis=1,
+        ).tolist()
+        ids = self._state_ids
+        self._state[stale] = [ids.setdefault(tuple(row), len(ids)) for row in rows]
 
     def node_frag(self) -> np.ndarray:
         """``F`` of every node now (read-only view of the memo)."""
         self._refresh()
         view = self._frag.view()
+        view.setflags(write=False)
+        return view
+
+    def state_ids(self) -> np.ndarray:
+        """Per node, an id shared by exactly the nodes in the same F-relevant state."""
+        self._refresh()
+        view = self._state.view()
         view.setflags(write=False)
         return view
 

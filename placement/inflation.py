@@ -131,6 +131,8 @@ def run_inflation(
     capacity = cluster.total_gpu_milli
     if capacity == 0:
         raise PlacementInputError("the cluster has no GPUs")
+    if not pods:
+        raise PlacementInputError("the pod list is empty")
     typical = typical or typical_pods(pods, coverage=settings.coverage)
     rng = np.random.default_rng(seed)
     arrivals = arrival_list(pods, capacity, tune=settings.tune, rng=rng)
@@ -230,6 +232,8 @@ def run_experiment(
     parse_policy_names(",".join(names))
     if not seeds:
         raise PlacementInputError("no seeds to run")
+    if not pods:
+        raise PlacementInputError("the pod list is empty")
     typical = typical_pods(pods, coverage=settings.coverage)
     runs = []
     for name in names:

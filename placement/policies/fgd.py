@@ -6,8 +6,9 @@ tried on every GPU that fits and takes the best (the lowest index among equals);
 pods take the first fully free GPUs; a CPU-only pod changes only the node's free CPU.
 
 Cost: ``F(s)`` is memoised per node and recomputed only for nodes that changed; ``F(s′)``
-is evaluated for each feasible node — once per distinct free-milli value of its fitting
-GPUs for a sharing pod (equal GPUs give equal states).
+is evaluated once per distinct node state among the feasible nodes (model, free CPU,
+multiset of free GPU milli: equal states score equally) and, for a sharing pod, once per
+distinct free-milli value of its fitting GPUs.
 """
 
 from __future__ import annotations
@@ -58,14 +59,18 @@ class FGDPolicy(ScorePolicy):
 
     def score(self, pod: Pod, cluster: Cluster, nodes: np.ndarray) -> np.ndarray:
         model = self._model(cluster)
-        before = model.node_frag()[nodes]
+        _, first, inverse = np.unique(
+            model.state_ids()[nodes], return_index=True, return_inverse=True
+        )
+        reps = nodes[first]  # one node per distinct state
+        before = model.node_frag()[reps]
         if not pod.is_sharing:
-            return fgd_score(before, model.after_whole(nodes, pod))
-        rows, _, values = self._share_candidates(pod, cluster, nodes, dedupe=True)
-        per_gpu = fgd_score(before[rows], model.after_share(nodes[rows], values, pod))
-        scores = np.full(len(nodes), np.iinfo(np.int64).min, np.int64)
+            return fgd_score(before, model.after_whole(reps, pod))[inverse]
+        rows, _, values = self._share_candidates(pod, cluster, reps, dedupe=True)
+        per_gpu = fgd_score(before[rows], model.after_share(reps[rows], values, pod))
+        scores = np.full(len(reps), np.iinfo(np.int64).min, np.int64)
         np.maximum.at(scores, rows, per_gpu)
-        return scores
+        return scores[inverse]
 
     def choose_gpus(self, pod: Pod, cluster: Cluster, node: int) -> tuple[int, ...]:
         if not pod.is_sharing:

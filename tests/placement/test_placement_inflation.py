@@ -68,7 +68,7 @@ def test_a_run_is_deterministic_and_accounts_every_arrival():
     # a small cluster jumps several columns with one multi-GPU pod: gaps are allowed
     assert set(one.curve) <= set(range(131)) and len(one.curve) > 100 and 130 in one.curve
     assert 0 < one.final <= 100 and one.failed_pods > 0
-    assert 0 <= one.frag_final_ratio <= 1
+    assert 0 <= one.frag_final_ratio <= 1 + 1e-9  # all free milli fragmented, up to rounding
 
 
 def test_fgd_does_not_lose_to_random_on_a_synthetic_cluster():

@@ -13,7 +13,8 @@ After every arrival the run records the GPU milli that has arrived (failed pods 
 and the milli allocated. The curve's column ``c`` (0…130) is the mean of ``allocated /
 capacity`` (%, rounded to 0.01) over the arrivals whose ``arrived / capacity`` rounds to
 ``c`` — or, when none does, over those within ``c ± 1``. The headline is column 130 (and
-100). Fragmentation (``placement.frag``) is tracked the same way.
+100). Fragmentation (``placement.frag``, as % of the cluster's GPU milli) is sampled once
+per column, right after the first arrival that reaches it, and after the last arrival.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class InflationRun:
     frag_curve: dict[int, float]
     frag_final_milli: float
     frag_final_ratio: float
+    capacity: int
     seconds: float
     arrived: np.ndarray = field(repr=False)
     allocated: np.ndarray = field(repr=False)
@@ -142,7 +144,8 @@ def run_inflation(
 
     arrived = np.empty(len(arrivals), np.int64)
     allocated = np.empty(len(arrivals), np.int64)
-    fragmented = np.zeros(len(arrivals), np.float64)
+    gpus = capacity // 1000
+    frag_curve: dict[int, float] = {}
     arrived_total = allocated_total = failed = 0
     for i, pod in enumerate(arrivals):
         arrived_total += pod.total_gpu_milli
@@ -151,13 +154,13 @@ def run_inflation(
         else:
             allocated_total += pod.total_gpu_milli
         arrived[i], allocated[i] = arrived_total, allocated_total
-        if frag is not None:
-            fragmented[i] = frag.node_frag().sum()
+        column = round(arrived_total / gpus / 10)
+        if frag is not None and column not in frag_curve and column <= settings.columns:
+            frag_curve[column] = round(float(frag.node_frag().sum()) / gpus / 10, 3)
 
-    gpus = capacity // 1000
     arrived_pct = arrived / gpus / 10
     alloc_pct = np.round(allocated / gpus / 10, 2)
-    frag_final = float(fragmented[-1]) if frag is not None else float("nan")
+    frag_final = float(frag.node_frag().sum()) if frag is not None else float("nan")
     free = float(cluster.gpu_free_total.sum())
     return InflationRun(
         policy=policy,
@@ -165,17 +168,38 @@ def run_inflation(
         arrivals=len(arrivals),
         failed_pods=failed,
         curve=curve_columns(alloc_pct, arrived_pct, settings.columns),
-        frag_curve=(
-            curve_columns(fragmented / gpus / 10, arrived_pct, settings.columns)
-            if frag is not None
-            else {}
-        ),
+        frag_curve=frag_curve,
         frag_final_milli=frag_final,
         frag_final_ratio=frag_final / free if free > 0 else 0.0,
+        capacity=capacity,
         seconds=time.perf_counter() - started,
         arrived=arrived,
         allocated=allocated,
     )
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"42-51"`` → 42…51; ``"1,3,5-7"`` → [1, 3, 5, 6, 7] (order kept, no repeats)."""
+    seeds: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            if "-" in part[1:]:
+                cut = part.index("-", 1)
+                lo, hi = int(part[:cut]), int(part[cut + 1 :])
+                if hi < lo:
+                    raise ValueError
+                seeds.extend(range(lo, hi + 1))
+            else:
+                seeds.append(int(part))
+        except ValueError:
+            raise PlacementInputError(
+                f"bad seed list {text!r}: use numbers and ranges like 42-51 or 1,3,5-7"
+            ) from None
+    if not seeds:
+        raise PlacementInputError("no seeds given")
+    return list(dict.fromkeys(seeds))
 
 
 def _mean_curve(curves: list[dict[int, float]]) -> dict[str, float]:
@@ -196,7 +220,7 @@ def summarize(runs: Sequence[InflationRun]) -> dict[str, dict[str, object]]:
             "failed_pods": float(np.mean([r.failed_pods for r in mine])),
             "final_std": round(float(np.std([r.final for r in mine])), 3),
             "frag_final_pct": round(
-                float(np.mean([r.frag_curve.get(COLUMNS, np.nan) for r in mine])), 3
+                float(np.mean([r.frag_final_milli / r.capacity * 100 for r in mine])), 3
             ),
             "frag_final_ratio": round(float(np.mean([r.frag_final_ratio for r in mine])), 4),
             "frag_curve": _mean_curve([r.frag_curve for r in mine]),

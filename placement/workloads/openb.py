@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import csv
 import math
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -208,3 +210,53 @@ def load_pods(path: str | Path) -> list[Pod]:
     if not pods:
         raise PlacementInputError("no pods in the file", path=str(path))
     return pods
+
+
+def _write_rows(path: Path, header: tuple[str, ...], rows: list[list[object]]) -> None:
+    """Write a CSV atomically (a temporary file in the same folder, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(header)
+            writer.writerows(rows)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _opt(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+def write_nodes(path: str | Path, nodes: list[NodeSpec]) -> None:
+    """Save nodes in the trace's node-list format (``load_nodes`` reads it back)."""
+    _write_rows(
+        Path(path),
+        NODE_COLUMNS,
+        [[n.name, n.cpu_milli, n.memory_mib, n.gpus, n.model] for n in nodes],
+    )
+
+
+def write_pods(path: str | Path, pods: list[Pod]) -> None:
+    """Save pods in the trace's pod-list format (qos ``LS``, phase ``Running``)."""
+    header = (*POD_COLUMNS, "gpu_spec", "qos", "pod_phase", *POD_OPTIONAL[1:])
+    rows: list[list[object]] = [
+        [
+            p.name,
+            p.cpu_milli,
+            p.memory_mib,
+            p.num_gpu,
+            p.gpu_milli,
+            "|".join(sorted(p.gpu_models)),
+            "LS",
+            "Running",
+            _opt(p.creation_time),
+            _opt(p.deletion_time),
+            _opt(p.scheduled_time),
+        ]
+        for p in pods
+    ]
+    _write_rows(Path(path), header, rows)

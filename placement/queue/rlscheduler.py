@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.queue.base import QueuePolicy, QueueView, order
+from placement.queue.base import MachineView, QueuePolicy, QueueView, order
 from placement.queue.easy import may_backfill, reserve
 from placement.workloads.batch import BatchJobs
 
@@ -57,6 +57,7 @@ class _Sim:
     """One sequence under RLScheduler's rules; indices are positions in the sequence."""
 
     def __init__(self, jobs: BatchJobs, processors: int) -> None:
+        self.processors = processors
         self.submit = jobs.submit_s.astype(np.float64)
         self.run = jobs.run_s.astype(np.float64)
         self.est = jobs.estimate_s.astype(np.float64)
@@ -95,13 +96,38 @@ class _Sim:
         self.running.append(j)
         self.queue.remove(j)
 
+    def machine(self) -> MachineView:
+        """The processors as a learned policy sees them (estimated ends of running jobs)."""
+        running = np.asarray(self.running, dtype=np.int64)
+        return MachineView(
+            capacity=float(self.processors),
+            free=float(self.free),
+            running_end_s=self.start[running] + self.est[running],
+            running_size=self.size[running].astype(np.float64),
+        )
+
+    def view(self, q: np.ndarray) -> QueueView:
+        return QueueView(self.submit[q], self.est[q], self.size[q], self.now, self.machine())
+
     def pick_head(self, policy: QueuePolicy) -> int:
         q = np.asarray(self.queue, dtype=np.int64)
-        view = QueueView(self.submit[q], self.est[q], self.size[q], self.now)
-        self.queue = q[order(policy, view)].tolist()
+        self.queue = q[order(policy, self.view(q))].tolist()
         return self.queue[0]
 
-    def wait_with_backfill(self, head: int) -> None:
+    def backfill_by(self, policy: object, head: int, shadow: float) -> None:
+        """Start eligible jobs one at a time in the order ``policy.pick_backfill`` asks."""
+        while True:
+            q = np.asarray(self.queue, dtype=np.int64)
+            q = q[np.argsort(self.submit[q], kind="stable")]
+            self.queue = q.tolist()
+            ok = (q != head) & (self.size[q] <= self.free) & (self.now + self.est[q] < shadow)
+            candidates = np.flatnonzero(ok)
+            if candidates.size == 0:
+                return
+            pick = int(policy.pick_backfill(self.view(q), candidates, shadow))  # type: ignore[attr-defined]
+            self.launch(int(q[candidates[pick]]))
+
+    def wait_with_backfill(self, head: int, policy: object = None) -> None:
         self.running.sort(key=lambda j: self.start[j] + self.est[j])
         ends = np.array([self.start[j] + self.est[j] for j in self.running])
         sizes = np.array([self.size[j] for j in self.running])
@@ -115,7 +141,12 @@ class _Sim:
         # (An estimated end already past counts as "now"; the strict test below then lets
         # nothing backfill, exactly as the reference code's raw past time does.)
         shadow = reservation.start_s
+        chooser = policy if hasattr(policy, "pick_backfill") else None
         while self.size[head] > self.free:
+            if chooser is not None:
+                self.backfill_by(chooser, head, shadow)
+                self.step()
+                continue
             q = np.asarray(self.queue, dtype=np.int64)
             q = q[np.argsort(self.submit[q], kind="stable")]
             self.queue = q.tolist()
@@ -149,7 +180,7 @@ def simulate(
         head = sim.pick_head(policy)
         if sim.size[head] > sim.free:
             if backfill:
-                sim.wait_with_backfill(head)
+                sim.wait_with_backfill(head, policy)
             else:
                 while sim.size[head] > sim.free:
                     sim.step()

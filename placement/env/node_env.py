@@ -90,9 +90,14 @@ class NodeObservation:
     """Feasibility over all nodes of the cluster (an action must be true here)."""
 
 
-def context_vector(cluster: Cluster, pod: Pod) -> np.ndarray:
-    """The row-independent input: pod features then cluster features."""
-    return np.concatenate([pod_features(pod), cluster_features(cluster)])
+def observe(
+    cluster: Cluster, pod: Pod, nodes: np.ndarray, tolerance: Tolerance
+) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, context) of ``pod`` over candidate ``nodes``: what the env and the policy
+    adapter both feed an agent. The context is the pod's features then the cluster's."""
+    util = utilisation(cluster)
+    rows = node_features(cluster, pod, nodes, tolerance, util=util)
+    return rows, np.concatenate([pod_features(pod), cluster_features(cluster, util=util)])
 
 
 @dataclass
@@ -211,8 +216,8 @@ class NodePlacementEnv(Env[NodeObservation | None]):
             elif nodes.size == 1:
                 self._place(pod, int(nodes[0]))
             else:
-                rows = node_features(cluster, pod, nodes, self.tolerance)
-                return NodeObservation(pod, nodes, rows, context_vector(cluster, pod), mask)
+                rows, context = observe(cluster, pod, nodes, self.tolerance)
+                return NodeObservation(pod, nodes, rows, context, mask)
         return None
 
     def _info(self) -> dict[str, Any]:

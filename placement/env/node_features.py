@@ -154,10 +154,16 @@ def uniformity_after(cluster: Cluster, pod: Pod, nodes: np.ndarray, util: np.nda
 
 
 def node_features(
-    cluster: Cluster, pod: Pod, nodes: np.ndarray, tolerance: Tolerance
+    cluster: Cluster,
+    pod: Pod,
+    nodes: np.ndarray,
+    tolerance: Tolerance,
+    *,
+    util: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The [len(nodes), len(NODE_FEATURES)] float32 rows (see the module docstring)."""
-    util = utilisation(cluster)
+    """The [len(nodes), len(NODE_FEATURES)] float32 rows (see the module docstring);
+    ``util`` is :func:`utilisation` of the cluster if the caller already has it."""
+    util = utilisation(cluster) if util is None else util
     free = cluster.gpu_free[nodes]
     after = gpus_after(cluster, pod, nodes)
     cpu, mem = cluster.cpu_free[nodes], cluster.mem_free[nodes]
@@ -187,7 +193,10 @@ def node_features(
         unused,
         gain,
     ]
-    return np.stack(columns, axis=1).astype(np.float32)
+    out = np.empty((len(nodes), len(columns)), np.float32)
+    for i, column in enumerate(columns):
+        out[:, i] = column
+    return out
 
 
 def pod_features(pod: Pod) -> np.ndarray:
@@ -206,7 +215,7 @@ def pod_features(pod: Pod) -> np.ndarray:
     )
 
 
-def cluster_features(cluster: Cluster) -> np.ndarray:
+def cluster_features(cluster: Cluster, *, util: np.ndarray | None = None) -> np.ndarray:
     """Mean used share of CPU, memory, GPU, and the uniformity φ (scaled to about 0…1)."""
-    util = utilisation(cluster)
+    util = utilisation(cluster) if util is None else util
     return np.array([*util.mean(axis=0), uniformity(util) / 10.0], np.float32)

@@ -69,6 +69,55 @@ class QueueEnvSettings:
             raise PlacementInputError("the window needs at least one job")
 
 
+def free_blocks(total: int, *, exclude_starts: tuple[int, ...], length: int) -> list[range]:
+    """The index ranges of a log of ``total`` jobs that overlap no excluded sequence
+    ``[start, start + length)`` — where training may draw from without seeing judged jobs."""
+    taken = np.zeros(total, bool)
+    for start in exclude_starts:
+        taken[max(start, 0) : min(start + length, total)] = True
+    blocks, begin = [], None
+    for i, used in enumerate([*taken.tolist(), True]):
+        if not used and begin is None:
+            begin = i
+        elif used and begin is not None:
+            blocks.append(range(begin, i))
+            begin = None
+    return blocks
+
+
+def training_sequences(
+    jobs: BatchJobs,
+    *,
+    exclude_starts: tuple[int, ...],
+    exclude_length: int,
+    length: int,
+    count: int,
+    seed: int,
+    min_length: int = 64,
+) -> list[BatchJobs]:
+    """``count`` random windows of up to ``length`` consecutive jobs, each inside one free
+    block (a block shorter than ``length`` gives windows of its own length, if at least
+    ``min_length``). Raises when no block is long enough."""
+    blocks = [
+        b
+        for b in free_blocks(len(jobs), exclude_starts=exclude_starts, length=exclude_length)
+        if len(b) >= min_length
+    ]
+    if not blocks:
+        raise PlacementInputError(
+            f"no {min_length} consecutive jobs lie outside the excluded sequences"
+        )
+    rng = np.random.default_rng(seed)
+    weights = np.array([len(b) for b in blocks], float)
+    out = []
+    for _ in range(count):
+        block = blocks[int(rng.choice(len(blocks), p=weights / weights.sum()))]
+        size = min(length, len(block))
+        start = block.start + int(rng.integers(len(block) - size + 1))
+        out.append(jobs.take(slice(start, start + size)))
+    return out
+
+
 def queue_spec(window: int) -> tuple[FeatureSpec, FeatureSpec]:
     """Level 1's and level 2's input sizes (rows × width) for a window of ``window`` jobs."""
     p = len(HORIZONS_S)

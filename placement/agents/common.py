@@ -120,11 +120,11 @@ def mlp(sizes: Iterable[int]) -> nn.Sequential:
 class TrainingCurve:
     """Per-episode records: ``{"episode", "return", "loss", "epsilon", ...metrics}``."""
 
-    records: list[dict[str, float]] = field(default_factory=list)
+    records: list[dict[str, float | int]] = field(default_factory=list)
     seconds: float = 0.0
 
     def add(self, **record: float) -> None:
-        self.records.append({k: float(v) for k, v in record.items()})
+        self.records.append({k: v if isinstance(v, int) else float(v) for k, v in record.items()})
 
     def as_dict(self) -> dict[str, Any]:
         return {"records": self.records, "seconds": round(self.seconds, 3)}
@@ -186,6 +186,9 @@ def save_checkpoint(
     try:
         with os.fdopen(fd, "wb") as handle:
             torch.save(payload, handle)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -200,8 +203,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for a corrupt or foreign file
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise AgentFileError(f"not a readable agent file ({reason[:120]})", path=where) from None
+        raise AgentFileError(
+            f"not a readable agent file (torch.load failed: {type(exc).__name__})", path=where
+        ) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise AgentFileError(f"not a Kale agent file (expected format {FORMAT})", path=where)
     for key in ("agent", "settings", "networks"):

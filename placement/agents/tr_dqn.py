@@ -75,6 +75,10 @@ class TRDQNSettings:
     target_sync: int = 500
     candidates: int = 16
     """Level-2 candidates stored per next state (a random subset when there are more)."""
+    sequence_jobs: int = 512
+    """Jobs per training episode (a window of the log outside the judged sequences)."""
+    sequences: int = 256
+    """Distinct training windows drawn from the log (episodes cycle through them)."""
     explore: EpsilonSchedule = field(default_factory=lambda: EpsilonSchedule(1.0, 0.05, 0.9999))
     env: QueueEnvSettings = field(default_factory=QueueEnvSettings)
 

@@ -15,10 +15,12 @@ action is a node index allowed by ``observation.mask``; the pod takes that node'
 GPUs. The reward is seed 001's weighted sum, written as the change the action makes (so
 that per-step rewards telescope to the episode's final state)::
 
-    r = α · N·Δφ  −  β · Δstranded / 1000  −  κ · (GPU milli of pods that failed since) / 1000
+    r = α · NΔφ  −  β · Δstranded / 1000  −  κ · (GPU milli of pods that failed since) / 1000
 
-with φ the cluster's resource uniformity and "stranded" the chosen node's GPU milli that no
-typical pod can use (``placement.env.node_features``).
+with φ the cluster's resource uniformity (the mean over nodes of a per-node term, so N·Δφ
+is the chosen node's change) and "stranded" the chosen node's GPU milli that no typical pod
+can use (``placement.env.node_features``; decision 0121 says how the document's formulas,
+lost from its text, were rebuilt).
 """
 
 from __future__ import annotations
@@ -37,9 +39,9 @@ from placement.env.node_features import (
     Tolerance,
     cluster_features,
     node_features,
+    node_uniformity,
     pod_features,
     stranded_milli,
-    uniformity,
     utilisation,
 )
 from placement.errors import PlacementInputError
@@ -161,10 +163,11 @@ class NodePlacementEnv(Env[NodeObservation | None]):
             raise RuntimeError("step() after the episode ended; call reset()")
         node = check_action(obs.mask, action)
         cluster, s = episode.cluster, self.settings
-        util_before = uniformity(utilisation(cluster))
+        one = np.array([node])
+        even_before = float(node_uniformity(utilisation(cluster, one))[0])
         stranded_before = self._stranded(cluster, node)
         self._place(obs.pod, node)
-        reward = s.alpha * len(cluster) * (uniformity(utilisation(cluster)) - util_before)
+        reward = s.alpha * (float(node_uniformity(utilisation(cluster, one))[0]) - even_before)
         reward -= s.beta * (self._stranded(cluster, node) - stranded_before) / MILLI
         failed_before = episode.failed_milli
         self._obs = self._advance()

@@ -14,8 +14,10 @@ GPUs), because what a placement leaves behind is what decides whether later pods
 * *stranded* GPU milli before and after: free milli no typical pod can use — all of it
   when the node's free CPU is below the tolerance ``τ_cpu``, else the free milli of GPUs
   with less than ``τ_gpu`` free (seed 001's "saturation" with its tolerance ``τ_m``);
-* the change of the cluster's resource *uniformity* if the pod lands there (seed 001's
-  ``φ``: mean over CPU, memory and GPU of μ/(σ + ξ) of the nodes' utilisation).
+* the change of the node's resource *uniformity* if the pod lands there (seed 001's ``φ =
+  avg(μ ⊙ 1/(σ + ξ))`` with μ, σ the vectors over nodes of each node's mean and spread of
+  its CPU, memory and GPU utilisation: a node scores high when it is well used and used
+  evenly across its resources; only the chosen node's term changes).
 
 Every function is vectorised over the candidate nodes; nothing here mutates the cluster.
 """
@@ -34,8 +36,8 @@ CPU_NORM = 128_000.0
 MEM_NORM = 1_048_576.0
 GPU_NORM = 8_000.0
 GPU_SLOTS = 8
-UNIFORMITY_XI = 0.05
-"""ξ of the uniformity μ/(σ + ξ): keeps an empty or perfectly even cluster finite."""
+UNIFORMITY_XI = 0.1
+"""ξ of the uniformity μ/(σ + ξ): keeps a perfectly even node finite."""
 
 NODE_FEATURES: tuple[str, ...] = (
     "cpu_free",
@@ -114,27 +116,37 @@ def stranded_milli(free: np.ndarray, cpu_free: np.ndarray, tolerance: Tolerance)
     return np.where(cpu_free < tolerance.cpu_milli, total, small).astype(np.float64)
 
 
-def utilisation(cluster: Cluster) -> np.ndarray:
-    """Per-node used share of CPU, memory and GPU milli: an [N, 3] array."""
-    gpu_cap = np.maximum(cluster.gpu_count * MILLI, 1)
+def utilisation(cluster: Cluster, nodes: np.ndarray | None = None) -> np.ndarray:
+    """Per-node used share of CPU, memory and GPU milli: an [n, 3] array (all nodes by
+    default)."""
+    idx = np.arange(len(cluster)) if nodes is None else nodes
+    gpus = cluster.gpu_count[idx]
     return np.stack(
         [
-            1.0 - cluster.cpu_free / np.maximum(cluster.cpu_capacity, 1),
-            1.0 - cluster.mem_free / np.maximum(cluster.mem_capacity, 1),
-            np.where(cluster.gpu_count > 0, 1.0 - cluster.gpu_free_total / gpu_cap, 0.0),
+            1.0 - cluster.cpu_free[idx] / np.maximum(cluster.cpu_capacity[idx], 1),
+            1.0 - cluster.mem_free[idx] / np.maximum(cluster.mem_capacity[idx], 1),
+            np.where(
+                gpus > 0, 1.0 - cluster.gpu_free_total[idx] / np.maximum(gpus * MILLI, 1), 0.0
+            ),
         ],
         axis=1,
     )
 
 
+def node_uniformity(util: np.ndarray) -> np.ndarray:
+    """Seed 001's per-node term μ_i/(σ_i + ξ) over each row of an [n, 3] utilisation array."""
+    return util.mean(axis=1) / (util.std(axis=1) + UNIFORMITY_XI)
+
+
 def uniformity(util: np.ndarray) -> float:
-    """Seed 001's φ: the mean over resources of μ/(σ + ξ) across nodes."""
-    return float(np.mean(util.mean(axis=0) / (util.std(axis=0) + UNIFORMITY_XI)))
+    """Seed 001's φ: the mean over nodes of :func:`node_uniformity`."""
+    return float(node_uniformity(util).mean())
 
 
-def uniformity_after(cluster: Cluster, pod: Pod, nodes: np.ndarray, util: np.ndarray) -> np.ndarray:
-    """φ of the cluster if ``pod`` landed on each candidate (vectorised over candidates)."""
-    n = float(len(cluster))
+def utilisation_after(
+    cluster: Cluster, pod: Pod, nodes: np.ndarray, util: np.ndarray
+) -> np.ndarray:
+    """The candidates' [n, 3] utilisation rows if ``pod`` landed on each."""
     gpu_cap = np.maximum(cluster.gpu_count[nodes] * MILLI, 1)
     delta = np.stack(
         [
@@ -144,13 +156,7 @@ def uniformity_after(cluster: Cluster, pod: Pod, nodes: np.ndarray, util: np.nda
         ],
         axis=1,
     )
-    s1, s2 = util.sum(axis=0), (util**2).sum(axis=0)
-    before = util[nodes]
-    s1_after = s1[None, :] + delta
-    s2_after = s2[None, :] + (before + delta) ** 2 - before**2
-    mean = s1_after / n
-    std = np.sqrt(np.maximum(s2_after / n - mean**2, 0.0))
-    return (mean / (std + UNIFORMITY_XI)).mean(axis=1)
+    return util[nodes] + delta
 
 
 def node_features(
@@ -176,7 +182,9 @@ def node_features(
     partial_after = ((after > 0) & (after < MILLI) & exists).sum(axis=1)
     cpu_after = cpu - pod.cpu_milli
     unused = (cluster.pod_count[nodes] == 0).astype(np.float64)
-    gain = uniformity_after(cluster, pod, nodes, util) - uniformity(util)
+    gain = node_uniformity(utilisation_after(cluster, pod, nodes, util)) - node_uniformity(
+        util[nodes]
+    )
     columns = [
         cpu / CPU_NORM,
         cpu_after / CPU_NORM,

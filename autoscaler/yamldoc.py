@@ -148,7 +148,10 @@ class _StrictLoader(_BaseLoader):  # type: ignore[misc,valid-type]
     def construct_scalar(self, node: Any) -> Any:
         value = super().construct_scalar(node)
         if isinstance(value, str) and ("\x00" in value or _has_surrogate(value)):
-            raise _Refused("a string contains NUL or an invalid (surrogate) code point", None)
+            raise _Refused(
+                "a string contains NUL or an invalid (surrogate) code point",
+                _line(node.start_mark),
+            )
         return value
 
 

@@ -102,7 +102,7 @@ def _scan(text: str, limits: DocumentLimits) -> int:
                 if depth > limits.max_depth:
                     raise _Refused(
                         f"nesting deeper than {limits.max_depth} levels "
-                        "(a job needs 5); the document is refused",
+                        "(a job needs 5): the document is refused",
                         line,
                     )
                 expanded += 1

@@ -37,6 +37,14 @@ class WarmingUp(MetricUnavailable):
     """The first snapshot of a topic was taken; rates need a second one a window later."""
 
 
+class Backfilling(MetricUnavailable):
+    """The topic's arrival history is still being rebuilt from the broker (off the tick)."""
+
+
+class MeasurementTimedOut(MetricUnavailable):
+    """The job's measurement did not finish within the tick's deadline (it goes on)."""
+
+
 @dataclass(frozen=True)
 class Sample:
     """One measurement of a job's topic and consumer group."""

@@ -29,7 +29,7 @@ import pandas as pd
 from autoscaler.errors import KaleError
 
 #: Bump when the table layout changes; older files are migrated, newer ones refused.
-#: 2: the ``breaks`` table (moments the counters stopped being comparable).
+#: 2: the ``breaks`` table (moments the counters stopped being comparable), ``topic_ids``.
 SCHEMA_VERSION = 2
 
 _SCHEMA = """
@@ -52,8 +52,15 @@ CREATE TABLE IF NOT EXISTS breaks (
     topic TEXT NOT NULL,
     grp   TEXT NOT NULL,
     t     REAL NOT NULL,   -- snapshots before this time are no baseline for later ones
-    why   TEXT NOT NULL,   -- 'backwards' (counters went down) or 'unavailable'
+    why   TEXT NOT NULL,   -- 'backwards', 'recreated' (new topic id) or 'unavailable'
     PRIMARY KEY (topic, grp, t)
+);
+CREATE TABLE IF NOT EXISTS topic_ids (
+    topic    TEXT NOT NULL,
+    grp      TEXT NOT NULL,   -- per group: each group's meter notices the change itself
+    topic_id TEXT NOT NULL,   -- the broker's id of the topic (KIP-516) when last seen
+    t        REAL NOT NULL,
+    PRIMARY KEY (topic, grp)
 );
 """
 
@@ -195,6 +202,21 @@ class HistoryStore:
             self._conn.execute(
                 "INSERT OR REPLACE INTO breaks (topic, grp, t, why) VALUES (?, ?, ?, ?)",
                 (topic, group, t, why),
+            )
+
+    def topic_id(self, topic: str, group: str) -> str | None:
+        """The id the topic had when (topic, group) was last measured (None: unknown)."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT topic_id FROM topic_ids WHERE topic = ? AND grp = ?", (topic, group)
+            ).fetchone()
+        return str(row[0]) if row else None
+
+    def set_topic_id(self, topic: str, group: str, topic_id: str, t: float) -> None:
+        with self._lock, self._conn:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO topic_ids (topic, grp, topic_id, t) VALUES (?, ?, ?, ?)",
+                (topic, group, topic_id, t),
             )
 
     def last_break(self, topic: str, group: str) -> float | None:

@@ -69,6 +69,8 @@ class Snapshot:
     """Partition -> committed offset of the group; the log start where none is committed."""
     oldest_timestamp_s: float | None
     """CreateTime of the oldest unconsumed record over all partitions (None: no lag)."""
+    topic_id: str | None = None
+    """The topic's id: a new one means the topic was re-created and its offsets restarted."""
 
     @property
     def partitions(self) -> int:
@@ -161,6 +163,7 @@ class KafkaMeter:
         self._admin: Any = None
         self._last: Snapshot | None = None  # baseline when there is no history
         self._break_at: float | None = None  # the newest break this meter saw
+        self._topic_id: str | None = None  # the topic id of the last snapshot
 
     # -- measuring -----------------------------------------------------------------------
 
@@ -178,7 +181,7 @@ class KafkaMeter:
     def _snapshot(self) -> Snapshot:
         admin = self._admin_client()
         bootstrap = self.bootstrap
-        partitions = kafka_io.topic_partitions(admin, bootstrap, self.topic)
+        partitions, topic_id = kafka_io.describe_topic(admin, bootstrap, self.topic)
         tps = [TopicPartition(self.topic, p) for p in range(partitions)]
         with kafka_io.translate_errors(bootstrap, self.timeout_s):
             offsets = admin.list_group_offsets({self.group: None}).get(self.group, {})
@@ -215,6 +218,7 @@ class KafkaMeter:
             highwater={tp.partition: h.highwater for tp, h in heads.items()},
             committed=committed,
             oldest_timestamp_s=oldest,
+            topic_id=topic_id,
         )
 
     def sample(self, *, wait: bool = True) -> MeterSample:
@@ -273,7 +277,16 @@ class KafkaMeter:
         newest: Snapshot | StoredSnapshot | None = self._last
         if self.history is not None:
             newest = self.history.latest(self.topic, self.group)
-        if newest is not None and (
+        known_id = self._topic_id
+        if self.history is not None and snap.topic_id is not None:
+            known_id = self.history.topic_id(self.topic, self.group)
+            if known_id != snap.topic_id:
+                self.history.set_topic_id(self.topic, self.group, snap.topic_id, snap.time)
+        self._topic_id = snap.topic_id or self._topic_id
+        if known_id is not None and snap.topic_id is not None and known_id != snap.topic_id:
+            log.info("%s was re-created (new topic id): a new baseline", self.topic)
+            self._break(snap.time, "recreated")
+        elif newest is not None and (
             snap.end_total < newest.end_total
             or (
                 newest.committed_total is not None and snap.committed_total < newest.committed_total

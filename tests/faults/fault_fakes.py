@@ -240,3 +240,144 @@ class HostileRig:
                 ):
                     total += s.value
         return total
+
+
+class ClusterRig:
+    """Controllers on the fake API server: jobs as custom resources, StatefulSet targets.
+
+    Kafka is synthetic (a flat 100k/s, far more than one worker takes, so every job wants
+    to grow at once); the API server is the fake one, through the official client, with
+    injectable 409/429/5xx/slow/lost answers. Retries pause on a fake sleep.
+    """
+
+    def __init__(
+        self,
+        api: FakeKubeApi | None,
+        tmp: Path,
+        *,
+        kubeconfig: Path | None = None,
+        jobs: int = 1,
+        settings: ControllerSettings | None = None,
+        store: Path | None = None,
+        rate: Callable[[float], float] = lambda t: 100_000.0,
+        clock: FakeClock | None = None,
+        identity: str = "kale-0",
+    ) -> None:
+        from autoscaler.actuators.crd_status import ElasticTrainingJobs
+        from autoscaler.actuators.events import EventRecorder
+        from autoscaler.actuators.kube import RetryPolicy, connect
+        from autoscaler.actuators.statefulset import StatefulSetActuator
+        from autoscaler.controller.jobs import ClusterJobs
+        from autoscaler.controller.state import SqliteStateStore
+
+        self.api, self.tmp = api, tmp
+        self.clock = clock or FakeClock(T0 + 86400)
+        self.names = [f"job{i}" for i in range(jobs)]
+        objs = Objects("ml")
+        for name in self.names if api is not None else ():
+            if api.get("kale.dev/v1", "ElasticTrainingJob", "ml", name) is None:
+                api.put(objs.statefulset(f"{name}-worker", 1, gpus=1))
+                api.put(objs.statefulset(f"{name}-ps", 1))
+                api.put(
+                    job_doc(
+                        name,
+                        target={
+                            "kind": "StatefulSet",
+                            "workers": f"{name}-worker",
+                            "ps": f"{name}-ps",
+                        },
+                        model="ctr-sync.json",
+                    )
+                )
+        self.pauses: list[float] = []
+        if kubeconfig is None:
+            assert api is not None
+            kubeconfig = api.kubeconfig(tmp / f"kc-{identity}")
+        self.kube = connect(
+            kubeconfig=kubeconfig,
+            retry=RetryPolicy(attempts=5, sleep=self.pauses.append),
+            timeout_s=10.0,
+        )
+        crs = ElasticTrainingJobs(self.kube, namespaces=["ml"])
+        self.crs = crs
+        self.store_path = store
+        self.controller = Controller(
+            jobs_source=ClusterJobs(crs.list, models_dir=SYNC_MODEL.parent),
+            meter_factory=lambda e: TraceMetrics(
+                self.clock, rate, history_start=self.clock() - 4 * 3600
+            ),
+            forecaster_factory=lambda e: make_forecaster("seasonal_naive", period=60),
+            actuator_factory=lambda e: StatefulSetActuator(
+                self.kube,
+                namespace=e.namespace,
+                workers=e.job.spec.target.workers,
+                ps=e.job.spec.target.ps,
+            ),
+            resource_manager=ResourceManager(10_000),
+            clock=self.clock,
+            status_sink=crs,
+            event_sink=EventRecorder(self.kube, instance=identity, clock=self.clock),
+            state_store=SqliteStateStore(store) if store is not None else None,
+            settings=settings or ControllerSettings(identity=identity),
+        )
+
+    def tick(self, advance: float = 60.0) -> dict[str, Any]:
+        # The fake API server records this with each request: writes get the fake time.
+        self.kube.api_client.set_default_header("X-Test-Clock", f"{self.clock():.3f}")
+        reports = {r.job: r for r in self.controller.tick()}
+        self.clock.advance(advance)
+        return reports
+
+    def replicas(self, sts: str) -> int:
+        assert self.api is not None
+        return int(self.api.get("apps/v1", "StatefulSet", "ml", sts)["spec"]["replicas"])
+
+    def changes(self, sts: str) -> list[int]:
+        """The replica counts the StatefulSet was set to, in order (writes that changed it)."""
+        assert self.api is not None
+        out: list[int] = []
+        for r in self.api.calls(contains=f"/statefulsets/{sts}/scale"):
+            if r.method in ("PUT", "PATCH") and r.status in (0, 200) and r.body:
+                n = r.body.get("spec", {}).get("replicas")
+                if n is not None and (not out or out[-1] != n):
+                    out.append(n)
+        return out
+
+    def status(self, name: str) -> dict:
+        assert self.api is not None
+        obj = self.api.get("kale.dev/v1", "ElasticTrainingJob", "ml", name) or {}
+        return obj.get("status", {})
+
+    def events(self, reason: str) -> list[dict]:
+        assert self.api is not None
+        return [e for e in self.api.list("v1", "Event", "ml") if e["reason"] == reason]
+
+    def crash(self) -> None:
+        """Stop without closing anything (what kill -9 leaves behind)."""
+        self.controller.store.close()
+        self.kube.close()
+
+    def close(self) -> None:
+        self.controller.close()
+        self.kube.close()
+
+
+def double_resizes(api: FakeKubeApi, rescale_s: float = 300.0) -> int:
+    """Writes that changed a StatefulSet's replicas again within ``rescale_s`` (client time,
+    from ``X-Test-Clock``) of its previous change: a resize started on top of one still
+    settling — what the resize-in-progress marker and the planner's hold must prevent."""
+    last: dict[str, tuple[int, float]] = {}
+    doubles = 0
+    for r in api.calls(contains="/scale"):
+        if r.method not in ("PUT", "PATCH") or r.status not in (0, 200) or not r.body:
+            continue
+        sts = r.path.split("/statefulsets/")[1].split("/")[0]
+        n = r.body.get("spec", {}).get("replicas")
+        prev = last.get(sts)
+        if n is None or (prev is not None and prev[0] == n):
+            continue
+        at = r.clock if r.clock is not None else r.time
+        if prev is not None and at - prev[1] < rescale_s:
+            doubles += 1
+        last[sts] = (n, at)
+    return doubles

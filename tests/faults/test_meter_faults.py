@@ -230,7 +230,9 @@ def test_a_backfill_runs_off_the_tick_and_the_job_holds_meanwhile(broker, tmp_pa
     monkeypatch.setattr(bf, "backfill", slow)
     pool = DaemonPool(1, name="test-backfill")
     clock = FakeClock(T0)
-    src = source(broker, clock, tmp_path, background=pool, backfill_deadline_s=20)
+    src = source(
+        broker, clock, tmp_path, background=pool, backfill_deadline_s=20, backfill_samples=16
+    )
     for _ in range(3):  # ticks go on; each says the history is being rebuilt
         with pytest.raises(Backfilling, match="rebuilding the arrival history"):
             src.sample()

@@ -10,6 +10,7 @@ clock, no I/O beyond a temporary directory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import threading
@@ -182,11 +183,12 @@ def test_the_state_of_one_job_that_cannot_be_saved_does_not_lose_the_others(tmp_
     rig.controller.close()
 
 
-def test_hostile_specs_that_validate_get_a_clear_per_job_error(tmp_path):
-    """The issue's reproductions: an infinite SLO and a horizon of 10¹¹ weeks."""
+def test_the_issues_hostile_specs_get_a_clear_per_job_error(tmp_path):
+    """The issue's reproductions: an infinite SLO and a horizon of 10¹¹ weeks. Validation
+    refuses them now; the controller would refuse them too (see the next test)."""
     rig = HostileRig(tmp_path)
     inf_slo = job_doc("inf-slo")
-    inf_slo["spec"]["slo"]["maxDelay"] = 10.0**400 if False else float("inf")
+    inf_slo["spec"]["slo"]["maxDelay"] = float("inf")
     huge = job_doc("huge-horizon", horizon="99999999999w")
     for doc in (inf_slo, huge):
         write_job(rig.dir, doc)
@@ -194,11 +196,49 @@ def test_hostile_specs_that_validate_get_a_clear_per_job_error(tmp_path):
     assert_peaceful_jobs_served(reports)
     for key in ("ml/inf-slo", "ml/huge-horizon"):
         assert key not in reports
-        problems = rig.controller.invalid.get(key)
-        if problems is None:  # refused when the file was read (bounded parsing)
-            continue
-        assert len(problems) == 1 and problems[0].startswith(f"{key}: ")
+        (problem,) = rig.controller.invalid[key]
+        assert "\n" not in problem and ("maxDelay" in problem or "horizon" in problem)
         assert rig.ready(key)["status"] == "False"
+    rig.controller.close()
+
+
+def force(model: object, field: str, value: object) -> None:
+    object.__setattr__(model, field, value)  # past pydantic's frozen models and validators
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda spec: force(spec.slo, "max_delay", float("inf")),
+        lambda spec: force(spec.forecast, "horizon", 99999999999 * 7 * 86400.0),
+        lambda spec: force(spec.forecast, "interval", 1e-3),
+        lambda spec: force(spec.forecast, "horizon", float("nan")),
+    ],
+)
+def test_specs_that_slip_past_validation_are_refused_by_the_controller(tmp_path, spoil):
+    """A spec that never went through validation (a bug, an old CRD, a model_construct)
+    with absurd durations: the job is refused with one line, before it costs memory."""
+    rig = HostileRig(tmp_path)
+    real = rig.controller.jobs_source.list
+
+    def spoiled():
+        listing = real()
+        for i, entry in enumerate(listing.jobs):
+            if entry.key == HOSTILE:
+                job = entry.loaded.job.model_copy(deep=True)
+                spoil(job.spec)
+                loaded = type(entry.loaded)(job, entry.loaded.path)
+                listing.jobs[i] = dataclasses.replace(entry, loaded=loaded, fingerprint="bad")
+        return listing
+
+    rig.controller.jobs_source.list = spoiled  # type: ignore[method-assign]
+    for _ in range(2):
+        reports = rig.tick()
+        assert HOSTILE not in reports
+        assert_peaceful_jobs_served(reports)
+    (problem,) = rig.controller.invalid[HOSTILE]
+    assert problem.startswith(f"{HOSTILE}: ") and "\n" not in problem
+    assert rig.ready(HOSTILE)["status"] == "False"
     rig.controller.close()
 
 

@@ -501,11 +501,14 @@ class _Live:
         return self.interrupted
 
     def _serve(self, create_app: Any, server_cls: Any) -> Any:
+        from autoscaler.dashboard.hosts import allowed_hosts
+
         app = create_app(
             state_dir=self.setup.state,
             sim_results=[self.setup.sim_path],
             refresh_s=2.0,
             title="Kale demo",
+            hosts=allowed_hosts(self.opts.host),
         )
         try:
             return server_cls(app, host=self.opts.host, port=self.opts.port).start()

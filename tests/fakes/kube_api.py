@@ -19,6 +19,7 @@ writes a kubeconfig the official client loads.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as dt
 import json
@@ -58,15 +59,26 @@ def now_iso() -> str:
 
 @dataclass
 class Failure:
-    """An injected answer: the next ``times`` matching requests get ``status``."""
+    """An injected answer: the next ``times`` matching requests get ``status``.
 
-    status: int
+    ``status`` None answers normally, after ``delay_s`` (a slow server); ``lose`` applies
+    the request and then drops the connection without answering (the answer was lost on
+    the way: the client cannot tell whether its write happened).
+    """
+
+    status: int | None
     method: str | None = None
     path: str | None = None
     """Substring the request path must contain (None: any path)."""
     times: int = 1
     retry_after: float | None = None
     hits: int = 0
+    delay_s: float = 0.0
+    lose: bool = False
+
+
+class LostAnswer(Exception):
+    """Raised by :meth:`FakeKubeApi.handle` after applying a request whose answer is lost."""
 
 
 @dataclass
@@ -78,6 +90,10 @@ class Request:
     content_type: str | None = None
     time: float = 0.0
     """Wall time the answer was sent (seconds since the epoch)."""
+    started: float = 0.0
+    """Wall time the request arrived (requests overlapping in time ran concurrently)."""
+    clock: float | None = None
+    """The client's own (fake) time, when it sends an ``X-Test-Clock`` header."""
 
 
 class ApiError(Exception):
@@ -233,6 +249,31 @@ class FakeKubeApi:
             self.failures.append(f)
         return f
 
+    def slow(
+        self,
+        delay_s: float,
+        *,
+        method: str | None = None,
+        path: str | None = None,
+        times: int = 1,
+        status: int | None = None,
+    ) -> Failure:
+        """Answer the next ``times`` matching requests after ``delay_s`` (normally, or with
+        ``status``)."""
+        f = Failure(status, method.upper() if method else None, path, times, delay_s=delay_s)
+        with self.lock:
+            self.failures.append(f)
+        return f
+
+    def lose(
+        self, *, method: str | None = None, path: str | None = None, times: int = 1
+    ) -> Failure:
+        """Apply the next ``times`` matching requests, then drop their connections unanswered."""
+        f = Failure(None, method.upper() if method else None, path, times, lose=True)
+        with self.lock:
+            self.failures.append(f)
+        return f
+
     def put(self, obj: dict) -> dict:
         """Create or overwrite an object directly (no checks), as an admin would."""
         group, version = _split_api_version(obj["apiVersion"])
@@ -275,6 +316,19 @@ class FakeKubeApi:
         with self.lock:
             obj = self.objects[(group, version, _plural(group, version, kind), namespace, name)]
             obj["metadata"]["resourceVersion"] = self._next_rv()
+
+    def max_concurrent(self, method: str | None = None, contains: str = "") -> int:
+        """Most matching requests that were being served at the same moment."""
+        edges = sorted(
+            [(r.started, 1) for r in self.calls(method, contains)]
+            + [(r.time, -1) for r in self.calls(method, contains)],
+            key=lambda e: (e[0], e[1]),
+        )
+        most = now = 0
+        for _, step in edges:
+            now += step
+            most = max(most, now)
+        return most
 
     def calls(self, method: str | None = None, contains: str = "") -> list[Request]:
         with self.lock:
@@ -335,7 +389,12 @@ class FakeKubeApi:
         parts = urlsplit(raw_path)
         path = parts.path
         injected = self._injected(method, path)
-        if injected is not None:
+        if injected is not None and injected.delay_s:
+            time.sleep(injected.delay_s)
+        if injected is not None and injected.lose:
+            self._dispatch(method, parts, body, content_type)  # applied; the answer is lost
+            raise LostAnswer(f"{method} {path}")
+        if injected is not None and injected.status is not None:
             headers = {}
             if injected.retry_after is not None:
                 headers["Retry-After"] = f"{injected.retry_after:g}"
@@ -350,6 +409,12 @@ class FakeKubeApi:
                 status_body(injected.status, reason, f"injected failure {injected.status}"),
                 headers,
             )
+        return self._dispatch(method, parts, body, content_type)
+
+    def _dispatch(
+        self, method: str, parts: Any, body: Any, content_type: str | None
+    ) -> tuple[int, dict, dict[str, str]]:
+        path = parts.path
         m = _PATH.match(path)
         if not m:
             raise ApiError(404, "NotFound", f"the server could not find the path {path}")
@@ -601,6 +666,9 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _serve(self, method: str) -> None:
+        started = time.time()
+        stamp = self.headers.get("X-Test-Clock")
+        clock = float(stamp) if stamp else None
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         content_type = self.headers.get("Content-Type")
@@ -608,6 +676,24 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = json.loads(raw) if raw else None
             code, payload, headers = self.api.handle(method, self.path, body, content_type)
+        except LostAnswer:
+            with self.api.lock:
+                self.api.requests.append(
+                    Request(
+                        method,
+                        urlsplit(self.path).path,
+                        0,
+                        body,
+                        content_type,
+                        time.time(),
+                        started,
+                        clock,
+                    )
+                )
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.request.shutdown(socket.SHUT_RDWR)
+            return
         except ApiError as err:
             code, payload, headers = (
                 err.code,
@@ -618,7 +704,16 @@ class _Handler(BaseHTTPRequestHandler):
             code, payload, headers = 400, status_body(400, "BadRequest", str(err)), {}
         with self.api.lock:
             self.api.requests.append(
-                Request(method, urlsplit(self.path).path, code, body, content_type, time.time())
+                Request(
+                    method,
+                    urlsplit(self.path).path,
+                    code,
+                    body,
+                    content_type,
+                    time.time(),
+                    started,
+                    clock,
+                )
             )
         data = json.dumps(payload).encode()
         self.send_response(code)

@@ -13,7 +13,12 @@ import click
 from autoscaler.errors import UserError
 
 # name -> ("module:attribute", help)
-SUBCOMMANDS: dict[str, tuple[str, str]] = {}
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "simulate": (
+        "autoscaler.cli.place_simulate:simulate",
+        "Inflation experiment: GPU allocation per node policy as demand grows.",
+    ),
+}
 
 
 class _LazyPlaceGroup(click.Group):

@@ -59,6 +59,7 @@ class Running:
 
 
 def config(api: FakeKubeApi, tmp_path: Path, **overrides: Any) -> Any:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     doc = {
         "kubeconfig": str(api.kubeconfig(tmp_path / "kubeconfig")),
         "policy": "first-fit",

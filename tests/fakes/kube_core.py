@@ -243,6 +243,8 @@ class CoreStore:
         """Successful bindings: (namespace, pod, node), in order."""
         self.statefulset_pods = False
         """Whether StatefulSet replica changes create and delete pods (the sts controller)."""
+        self.verbs: list[tuple[str, str, str | None, str | None]] = []
+        """Every request as RBAC sees it: (verb, resource[/sub], namespace, name)."""
         self.expired_watches = 0
         self.bookmarks_sent = 0
         self.closing = False
@@ -372,12 +374,18 @@ class CoreStore:
         content_type: str | None,
     ) -> tuple[int, Any, dict[str, str]]:
         """Answer one request; a watch answers a :class:`WatchStream` to be streamed."""
+        watching = query.get("watch", ["false"])[0] in ("true", "1")
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
+            method, "get" if name else ("watch" if watching else "list")
+        )
+        with self.cond:
+            self.verbs.append((verb, resource + (f"/{sub}" if sub else ""), namespace, name))
         if resource == "nodes" and namespace is not None:
             raise _error(404, "NotFound", "nodes are not namespaced")
         if name is None:
             selector = Selector(query)
             selector.namespace = namespace
-            if method == "GET" and query.get("watch", ["false"])[0] in ("true", "1"):
+            if method == "GET" and watching:
                 return 200, self._watch(resource, selector, query), {}
             if method == "GET":
                 return 200, self._list(resource, selector), {}

@@ -126,13 +126,17 @@ class Reflector:
             raise
         self._response = resp
         buffer = b""
+        ended = False
         try:
             for chunk in resp.stream(amt=None, decode_content=False):
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
                 yield from (line for line in lines if line.strip())
+            ended = True
         finally:
             self._response = None
+            if not ended:  # left mid-stream: the connection must not be reused
+                resp.close()
             resp.release_conn()
 
     def watch_once(self) -> None:

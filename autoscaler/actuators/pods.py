@@ -35,6 +35,13 @@ from autoscaler.actuators.kube import Kube
 log = logging.getLogger(__name__)
 
 
+def _finish(resp: Any) -> None:
+    """Read the rest of a raw answer, then hand its connection back: a connection returned
+    with unread bytes would feed them to the next request as its answer."""
+    resp.read()
+    resp.release_conn()
+
+
 def _gpus(pod: dict[str, Any], annotation: str) -> tuple[int, ...] | None:
     text = ((pod.get("metadata") or {}).get("annotations") or {}).get(annotation)
     try:
@@ -89,7 +96,7 @@ class PodBinder:
                     body,
                     _preload_content=False,
                 )
-                resp.release_conn()
+                _finish(resp)
                 return BindOutcome("bound", node, None)
             except TargetGone:
                 return BindOutcome("gone", message=f"{ns}/{name} no longer exists")
@@ -193,7 +200,7 @@ class PodEventRecorder:
                 body,
                 _preload_content=False,
             )
-            resp.release_conn()
+            _finish(resp)
         except ActuatorError as exc:
             self.failures += 1
             log.warning("could not record an event: %s", exc)

@@ -116,3 +116,18 @@ def test_the_scheduler_deployment_is_hardened_and_configured():
     assert cfg.leader_election.enabled and cfg.leader_election.lease_name == "kale-scheduler"
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
     assert {("ClusterRole", "kale-scheduler"), ("Role", "kale-scheduler-leader-election")} <= kinds
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (kustomize) not installed")
+def test_the_example_job_targets_are_placed_by_kale_scheduler():
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(ROOT / "manifests" / "examples")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    sts = [d for d in yaml.safe_load_all(out.stdout) if d and d["kind"] == "StatefulSet"]
+    assert len(sts) == 2
+    for doc in sts:
+        assert doc["spec"]["template"]["spec"]["schedulerName"] == "kale"

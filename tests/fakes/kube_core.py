@@ -583,9 +583,10 @@ def node_doc(
     taints: list[dict] | None = None,
     annotations: dict[str, str] | None = None,
     conditions: list[dict] | None = None,
+    max_pods: int = 110,
 ) -> dict:
     """A Node as the kubelet and the GPU device plugin report it."""
-    alloc = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mib}Mi", "pods": "110"}
+    alloc = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mib}Mi", "pods": str(max_pods)}
     if gpus:
         alloc["nvidia.com/gpu"] = str(gpus)
     spec: dict[str, Any] = {}
@@ -624,10 +625,14 @@ def pod_doc(
     annotations: dict[str, str] | None = None,
     node: str | None = None,
     priority: int | None = None,
+    gpu_models: str | None = None,
 ) -> dict:
-    """A Pod; ``gpu_milli`` < 1000 makes it a GPU-sharing pod (``kale.dev/gpu-milli``)."""
+    """A Pod; ``gpu_milli`` < 1000 makes it a GPU-sharing pod (``kale.dev/gpu-milli``);
+    ``gpu_models`` ("A|B") restricts the GPU models (``kale.dev/gpu-model``)."""
     requests: dict[str, str] = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mib}Mi"}
     ann = dict(annotations or {})
+    if gpu_models:
+        ann["kale.dev/gpu-model"] = gpu_models
     if gpu_milli is not None and gpu_milli < 1000:
         ann["kale.dev/gpu-milli"] = str(gpu_milli)
         ann.setdefault("kale.dev/gpu-count", str(max(gpus, 1)))

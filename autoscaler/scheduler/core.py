@@ -57,6 +57,8 @@ class SchedulerSettings:
     """Repeat an unchanged FailedScheduling Event at most this often per pod."""
     scheduled_events: bool = True
     """Record a ``Scheduled`` Event per binding (as the default scheduler does)."""
+    report_every_s: float = 0.5
+    """Least time between two refreshes of the cluster-wide gauges."""
 
 
 class Scheduler:
@@ -91,6 +93,7 @@ class Scheduler:
         self._eligible_version = -1
         self.bound = 0
         self._fault_expiry: float | None = None
+        self._reported_at = -float("inf")
 
     # -- watch events ---------------------------------------------------------------------
     def on_node(self, kind: str, payload: Any) -> None:
@@ -298,10 +301,17 @@ class Scheduler:
         return due
 
     def _report(self) -> None:
+        """Refresh the gauges (at most every ``report_every_s``: they walk every node)."""
+        now = self.clock()
+        if now - self._reported_at < self.settings.report_every_s:
+            return
+        self._reported_at = now
         m = self.metrics
         m.pending.set(len(self.queue))
         used, cap = self.view.gpu_milli()
         m.allocation.set(used / cap if cap else 0.0)
+        faults = count_faults(self.view, now=now, window_s=self.settings.fault_window_s)
+        m.gpu_faults.set(sum(faults.per_node.values()))
         frag = getattr(self.placer, "fragmentation", None)
         m.fragmentation.set(frag() if callable(frag) else partial_gpu_share(self.view))
 

@@ -3,9 +3,10 @@
 A GPU that failed recently (an Xid error, a node condition) is likelier to fail again, and a
 distributed job loses every worker's progress since its last checkpoint when one of its
 GPUs dies. Seed 000 learns to avoid such units; until that agent exists, ``fault-bestfit``
-is the heuristic a user would pick: BestFit's score minus a penalty per recent fault of the
-node (so a faulty node wins only when nothing healthy fits as well or better), and on the
-chosen node the GPUs with the fewest recent faults.
+is the heuristic a user would pick: nodes with fewer recent faults first, BestFit among
+equals (the penalty per fault exceeds BestFit's whole range, so a node with a recent fault
+is used only when no node with fewer faults fits), and on the chosen node the GPUs with
+the fewest recent faults.
 
 The capability is explicit: a policy with ``uses_faults = True`` gets
 :meth:`FaultAware.observe_faults` before it scores; the simulator and the Kubernetes
@@ -21,11 +22,12 @@ import numpy as np
 
 from placement.cluster import Cluster
 from placement.pod import MILLI, Pod
-from placement.policies.base import PolicyContext, ScorePolicy
+from placement.policies.base import MAX_SCORE, PolicyContext, ScorePolicy
 from placement.policies.simple import BestFitPolicy
 
-FAULT_PENALTY = 10
-"""Score points lost per recent node fault (BestFit scores span 0–100)."""
+FAULT_PENALTY = MAX_SCORE + 1
+"""Score points lost per recent node fault: more than BestFit's range (0–100), so fewer
+faults always win and BestFit only orders nodes with as many faults."""
 FAULT_CAP = 10
 """Faults beyond this many cost no more (a broken node is already last)."""
 

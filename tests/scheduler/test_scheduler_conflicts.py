@@ -106,3 +106,19 @@ def test_only_the_leader_binds_and_the_standby_takes_over(api, tmp_path):
     assert [n for _, n, _ in api.core.bindings] == ["first", "second"]
     # the standby kept its view: it did not give GPU 0 out again
     assert api.core.pod("ml", "second")["metadata"]["annotations"]["kale.dev/gpus"] == "1"
+
+
+def test_after_410_gone_the_scheduler_relists_and_forgets_pods_deleted_meanwhile(api, tmp_path):
+    api.core.put_node(node_doc("n1", gpus=4))
+    api.core.put_pod(pod_doc("big", gpus=4, node="n1", scheduler="default-scheduler"))
+    run = start_scheduler(api, tmp_path)
+    api.stop()  # the watches break while the cluster moves on
+    api.core.delete_pod("ml", "big")
+    api.core.put_pod(pod_doc("waiting", gpus=2))
+    api.core.compact()  # and the API server forgets that history
+    api.start()
+    wait_for(lambda: node_of(api, "waiting") == "n1", what="the pod placed after the re-list")
+    relists = run.scheduler.metrics.relists.labels(resource="pods")._value.get()
+    run.stop()
+    assert relists == 2 and api.core.expired_watches >= 1
+    assert api.core.pod("ml", "waiting")["metadata"]["annotations"]["kale.dev/gpus"] == "0,1"

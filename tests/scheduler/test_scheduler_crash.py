@@ -25,12 +25,12 @@ pytestmark = pytest.mark.slow
 
 def pods() -> list[dict]:
     out = []
-    for i in range(90):
+    for i in range(60):
         if i % 3 == 0:
             out.append(pod_doc(f"share-{i}", gpus=1, gpu_milli=250 + 50 * (i % 7)))
         else:
             out.append(pod_doc(f"whole-{i}", gpus=1 + (i % 2)))
-        if i % 30 == 15:  # a gang of four 2-GPU pods every 30 pods
+        if i % 20 == 10:  # a gang of four 2-GPU pods every 20 pods
             for j in range(4):
                 out.append(
                     pod_doc(
@@ -67,9 +67,9 @@ def test_kill_9_and_restart_binds_every_pod_exactly_once(tmp_path):
             "leaderElection": {
                 "enabled": True,
                 "namespace": "kale-system",
-                "leaseDuration": 3,
-                "renewDeadline": 2,
-                "retryPeriod": 0.5,
+                "leaseDuration": 1.5,
+                "renewDeadline": 1,
+                "retryPeriod": 0.25,
             },
         }
         config = tmp_path / "scheduler.yaml"
@@ -93,7 +93,7 @@ def test_kill_9_and_restart_binds_every_pod_exactly_once(tmp_path):
             wait_for(lambda: leader() == "first", timeout=60, what="the first replica leading")
             creator = threading.Thread(target=create, daemon=True)
             creator.start()
-            wait_for(lambda: len(api.core.bindings) >= 30, timeout=60, what="30 bindings")
+            wait_for(lambda: len(api.core.bindings) >= 20, timeout=60, what="20 bindings")
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=10)
             at_kill = len(api.core.bindings)

@@ -148,7 +148,7 @@ def test_targets_of_the_example_jobs_exist(examples):
 
 @needs_kubectl
 def test_the_deployment_is_hardened_and_highly_available(base):
-    (dep,) = by_kind(base, "Deployment")
+    (dep,) = [d for d in by_kind(base, "Deployment") if d["metadata"]["name"] == "kale-controller"]
     spec = dep["spec"]["template"]["spec"]
     (c,) = spec["containers"]
     assert dep["spec"]["replicas"] == 2

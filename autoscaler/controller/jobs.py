@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from autoscaler.config import KIND, LoadedJob, parse_job, read_yaml, validate_file
+from autoscaler.config import KIND, LoadedJob, read_yaml
+from autoscaler.controller.admission import (
+    LOCAL_POLICY,
+    AdmissionPolicy,
+    admit_file,
+    admit_object,
+    cluster_policy,
+)
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +101,13 @@ def _model_stamp(loaded: LoadedJob) -> str:
 class DirectoryJobs:
     """Every ``*.yaml``/``*.yml`` under a directory whose ``kind`` is ElasticTrainingJob.
 
-    Files of another kind (a controller.yaml next to the jobs) are skipped quietly.
+    Files of another kind (a controller.yaml next to the jobs) are skipped quietly. Each job
+    is admitted by ``policy`` (local mode's default allows every target kind and broker).
     """
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, *, policy: AdmissionPolicy | None = None) -> None:
         self.directory = Path(directory)
+        self.policy = policy or LOCAL_POLICY
 
     def list(self) -> Listing:
         if not self.directory.is_dir():
@@ -110,7 +119,7 @@ class DirectoryJobs:
             data, problems = read_yaml(path)
             if not problems and (not isinstance(data, dict) or data.get("kind") != KIND):
                 continue
-            loaded, errors, _ = validate_file(path)
+            loaded, errors = admit_file(path, self.policy)
             if loaded is None:
                 key = f"file:{path.name}"
                 if isinstance(data, dict) and isinstance(data.get("metadata"), dict):
@@ -150,14 +159,20 @@ class ClusterJobs:
     """ElasticTrainingJob custom resources, read through ``lister`` (an actuator's ``list``).
 
     Relative ``spec.throughput.model`` paths resolve against ``models_dir`` (a mounted
-    ConfigMap in the Deployment).
+    ConfigMap in the Deployment). Each job is admitted by ``policy`` (default: cluster mode's
+    safe one — no Local targets, in-cluster brokers, model files inside ``models_dir``).
     """
 
     def __init__(
-        self, lister: Callable[[], list[dict[str, Any]]], *, models_dir: str | Path = "."
+        self,
+        lister: Callable[[], list[dict[str, Any]]],
+        *,
+        models_dir: str | Path = ".",
+        policy: AdmissionPolicy | None = None,
     ) -> None:
         self.lister = lister
         self.models_dir = Path(models_dir)
+        self.policy = policy or cluster_policy(models_root=self.models_dir)
 
     def list(self) -> Listing:
         out = Listing()
@@ -166,33 +181,10 @@ class ClusterJobs:
             key = f"{md.get('namespace', 'default')}/{md.get('name', '?')}"
             doc = {k: v for k, v in obj.items() if k != "status"}
             doc["metadata"] = {k: md[k] for k in _KEEP_METADATA if k in md}
-            job, problems = parse_job(doc)
-            if job is None or problems:
-                out.invalid.append(
-                    InvalidJob(
-                        key,
-                        [
-                            f"{key}: {loc}: {msg}" if not loc.startswith("(") else f"{key}: {msg}"
-                            for loc, msg in problems
-                        ],
-                        uid=md.get("uid"),
-                        origin="cluster",
-                    )
-                )
-                continue
-            loaded = LoadedJob(job, self.models_dir / f"{job.metadata.name}.yaml")
-            if not loaded.throughput_model_path.is_file():
-                out.invalid.append(
-                    InvalidJob(
-                        key,
-                        [
-                            f"{key}: spec.throughput.model: file not found: "
-                            f"{loaded.throughput_model_path}"
-                        ],
-                        uid=md.get("uid"),
-                        origin="cluster",
-                    )
-                )
+            job_path = self.models_dir / f"{md.get('name', '_')}.yaml"
+            loaded, problems = admit_object(doc, key=key, policy=self.policy, job_path=job_path)
+            if loaded is None:
+                out.invalid.append(InvalidJob(key, problems, uid=md.get("uid"), origin="cluster"))
                 continue
             out.jobs.append(
                 JobEntry(

@@ -318,11 +318,16 @@ class _Live:
                 "meter": {"window": plan.tick_s, "timeout": 5.0, "threads": 1},
                 "stateDir": str(state),
                 "logFormat": "text",
+                # Time is compressed: the job's interval is plan.tick_s, below the 10 s floor.
+                "policy": {"limits": {"minForecastInterval": plan.tick_s}},
             },
             source="demo controller",
         )
         app = build(cfg)
         ctl = app.controller
+        from autoscaler.controller.jobs import DirectoryJobs
+
+        ctl.jobs_source = DirectoryJobs(cfg.jobs.directory or "", policy=cfg.admission_policy())
         ctl.forecaster_factory = self._forecasters()
         ctl.settings = dataclasses.replace(ctl.settings, planner=self._planner_settings())
         make_actuator = ctl.actuator_factory

@@ -273,7 +273,7 @@ def simulate_timed(
         record=record_timeline,
     )
     integral: dict[str, float] = {}
-    usage = pool.usage()
+    usage = _usage(pool)
     first = float(np.min(jobs.submit_s)) if len(jobs) else 0.0
     prev, done_before = first, 0
     while eng.work_left():
@@ -284,7 +284,7 @@ def simulate_timed(
             integral[key] = integral.get(key, 0.0) + value * (now - prev)
         eng.process(now)
         eng.schedule(now)
-        usage = pool.usage()
+        usage = _usage(pool)
         eng.note(now, usage)
         prev = now
         if progress is not None and eng.finished > done_before:
@@ -297,13 +297,21 @@ def simulate_timed(
         end_s=eng.end,
         wait_s=eng.wait,
         restarts=eng.restarts,
-        lost_unit_hours=eng.lost,
+        lost_unit_hours=float(eng.lost),
         failed=eng.failed,
         failures=eng.failures,
         usage_mean={k: (v / span if span > 0 else math.nan) for k, v in integral.items()},
         last_start_s=eng.last_start,
         timeline=eng.timeline,
     )
+
+
+def _usage(pool: ResourcePool) -> dict[str, float]:
+    """The pool's usage shares, plus ``frag`` where the pool measures fragmentation."""
+    usage = pool.usage()
+    measure = getattr(pool, "fragmentation", None)
+    frag = measure() if measure is not None else None
+    return usage if frag is None else {**usage, "frag": frag}
 
 
 def simulate_batch(

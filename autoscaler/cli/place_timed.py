@@ -62,6 +62,18 @@ def _progress(label: str, total: int) -> Callable[[int], None]:
     "--restart-s", default=600.0, show_default=True, help="Delay before a killed job re-queues."
 )
 @click.option("--repair-s", default=7200.0, show_default=True, help="How long a failed GPU is out.")
+@click.option(
+    "--arrival-speedup",
+    default=1.0,
+    show_default=True,
+    help="Divide inter-arrival gaps by this (×load; run times unchanged).",
+)
+@click.option(
+    "--node-share",
+    default=1.0,
+    show_default=True,
+    help="openb: keep this seeded share of the nodes (a smaller cluster).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option(
     "--plot",

@@ -46,6 +46,8 @@ class NodePool:
         self.gangs = [tuple(g) for g in gangs]
         self.policy, self.rank, self.typical = policy, rank, typical
         self.held: dict[int, list[Allocation]] = {}
+        # per running job: (node, cpu, memory) per pod and (node, gpu, milli) per GPU held
+        self.footprint: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.offset = np.concatenate([[0], np.cumsum(self.cluster.gpu_count)])
         counts = self.cluster.gpu_count.tolist()
         self.unit_names = [
@@ -56,7 +58,7 @@ class NodePool:
         self.holders: dict[int, set[int]] = {}
         self.gpu_milli = np.array([sum(p.total_gpu_milli for p in g) for g in self.gangs], float)
         self.cpu_milli = np.array([sum(p.cpu_milli for p in g) for g in self.gangs], float)
-        self._ever: dict[tuple[tuple[object, ...], ...], bool] = {}
+        self._ever: dict[object, bool] = {}
         self._frag_model = frag_model(self.cluster, typical) if typical is not None else None
         self._version = 0  # bumped on every change; usage and fragmentation are cached on it
         self._cached: dict[str, tuple[int, object]] = {}
@@ -78,6 +80,12 @@ class NodePool:
                 return False
             placed.append(alloc)
         self.held[job] = placed
+        self.footprint[job] = (
+            np.array([(a.node, a.pod.cpu_milli, a.pod.memory_mib) for a in placed], np.int64),
+            np.array(
+                [(a.node, g, a.pod.gpu_milli) for a in placed for g in a.gpus], np.int64
+            ).reshape(-1, 3),
+        )
         self._version += 1
         for unit in self.units_of(job).tolist():
             self.holders.setdefault(unit, set()).add(job)
@@ -88,17 +96,53 @@ class NodePool:
             self.holders[unit].discard(job)
         for alloc in self.held.pop(job):
             self.cluster.release(alloc)
+        del self.footprint[job]
         self._version += 1
 
     def could_start_after(self, job: int, released: Sequence[int]) -> bool:
+        pods, gpus = self._footprints(released)
+        return self._fits_with(job, pods, gpus)
+
+    def fits_after_prefix(self, job: int, ordered: Sequence[int]) -> int | None:
+        pods, gpus = self._footprints(ordered)
+        pod_end = np.cumsum([len(self.footprint[j][0]) for j in ordered])
+        gpu_end = np.cumsum([len(self.footprint[j][1]) for j in ordered])
+        if not self._fits_with(job, pods, gpus):
+            return None
+        lo, hi = 1, len(ordered)
+        while lo < hi:  # the smallest prefix that frees enough (fitting is monotone)
+            mid = (lo + hi) // 2
+            if self._fits_with(job, pods[: pod_end[mid - 1]], gpus[: gpu_end[mid - 1]]):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _footprints(self, jobs: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        if not len(jobs):
+            return np.zeros((0, 3), np.int64), np.zeros((0, 3), np.int64)
+        pods = np.concatenate([self.footprint[j][0] for j in jobs])
+        return pods, np.concatenate([self.footprint[j][1] for j in jobs])
+
+    def _fits_with(self, job: int, pods: np.ndarray, gpus: np.ndarray) -> bool:
+        """Whether ``job`` fits once the given footprints are free again. The what-if adds
+        them to a private copy's free arrays in one vectorised pass (releasing thousands of
+        allocations one by one made EASY's reservation dominate a run); only feasibility is
+        asked of the copy."""
         what_if = self.cluster.copy()
-        for other in released:
-            for alloc in self.held[other]:
-                what_if.release(alloc)
+        np.add.at(what_if.cpu_free, pods[:, 0], pods[:, 1])
+        np.add.at(what_if.mem_free, pods[:, 0], pods[:, 2])
+        np.add.at(what_if.pod_count, pods[:, 0], -1)
+        np.add.at(what_if.gpu_free, (gpus[:, 0], gpus[:, 1]), gpus[:, 2])
+        np.add.at(what_if.gpu_free_total, gpus[:, 0], gpus[:, 2])
         return _gang_fits(what_if, self.gangs[job])
 
+    def kind(self, job: int) -> object:
+        """Jobs of equal kind ask for exactly the same resources."""
+        return tuple(_request(p) for p in self.gangs[job])
+
     def ever_fits(self, job: int) -> bool:
-        key = tuple(_request(p) for p in self.gangs[job])  # equal requests, equal answers
+        key = self.kind(job)  # equal requests, equal answers
         if key not in self._ever:
             self._ever[key] = _gang_fits(self.empty.copy(), self.gangs[job])
         return self._ever[key]

@@ -40,8 +40,18 @@ class ResourcePool(Protocol):
         """Whether ``job`` would fit if the running jobs ``released`` had ended (no change made)."""
         ...
 
+    def fits_after_prefix(self, job: int, ordered: Sequence[int]) -> int | None:
+        """The fewest running jobs, taken in ``ordered``'s order, that must end for ``job`` to
+        fit (≥ 1), or None if it does not fit even when all have ended (EASY's reservation)."""
+        ...
+
     def ever_fits(self, job: int) -> bool:
         """Whether ``job`` fits the whole, empty, healthy pool (else it can never run)."""
+        ...
+
+    def kind(self, job: int) -> object:
+        """A hashable key equal for jobs that ask for exactly the same resources (so a failed
+        placement of one answers for the others in the same scheduling pass)."""
         ...
 
     def units_of(self, job: int) -> np.ndarray:
@@ -103,8 +113,16 @@ class ProcessorPool:
         back = sum(int(np.count_nonzero(~self.down[self.held[j]])) for j in released)
         return int(self.sizes[job]) <= self.free + back
 
+    def fits_after_prefix(self, job: int, ordered: Sequence[int]) -> int | None:
+        back = np.cumsum([np.count_nonzero(~self.down[self.held[j]]) for j in ordered])
+        enough = np.flatnonzero(self.free + back >= int(self.sizes[job]))
+        return int(enough[0]) + 1 if len(enough) else None
+
     def ever_fits(self, job: int) -> bool:
         return int(self.sizes[job]) <= self.processors
+
+    def kind(self, job: int) -> object:
+        return int(self.sizes[job])
 
     def units_of(self, job: int) -> np.ndarray:
         return self.held[job]

@@ -210,29 +210,33 @@ class _Engine:
         ends = np.maximum(self.seg_start[ids] + self.est_left[ids], now)
         by_end = np.argsort(ends, kind="stable")
         ids_sorted = [ids[i] for i in by_end]
-        lo, hi = 1, len(ids_sorted)
-        if not ids_sorted or not self.pool.could_start_after(head, ids_sorted):
+        count = self.pool.fits_after_prefix(head, ids_sorted) if ids_sorted else None
+        if count is None:
             return math.inf, ids_sorted
-        while lo < hi:  # smallest prefix after which the head fits (fitting is monotone)
-            mid = (lo + hi) // 2
-            if self.pool.could_start_after(head, ids_sorted[:mid]):
-                hi = mid
-            else:
-                lo = mid + 1
-        shadow = float(ends[by_end[lo - 1]])
+        shadow = float(ends[by_end[count - 1]])
         return shadow, [ids[i] for i in by_end if ends[i] <= shadow]
 
     def backfill_around(self, head: int, candidates: list[int], now: float) -> set[int]:
         shadow, released = self.reservation(head, now)
         cands = np.asarray(candidates, dtype=np.int64)
         started: set[int] = set()
+        # Within one pass free resources only shrink and placement is deterministic, so a
+        # request that did not fit (or would delay the head) answers for its equals.
+        no_fit: set[object] = set()
+        delays: set[object] = set()
         for job in cands[self.pool.fit_mask(cands)].tolist():
-            if not self.pool.try_start(job):
+            kind = self.pool.kind(job)
+            short = now + self.est_left[job] <= shadow
+            if kind in no_fit or (not short and kind in delays):
                 continue
-            if now + self.est_left[job] <= shadow:
+            if not self.pool.try_start(job):
+                no_fit.add(kind)
+                continue
+            if short:
                 released.append(job)
             elif not self.pool.could_start_after(head, released):
                 self.pool.stop(job)  # it would delay the head: undo
+                delays.add(kind)
                 continue
             self.start(job, now)
             started.add(job)

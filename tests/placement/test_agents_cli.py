@@ -179,3 +179,68 @@ def test_train_needs_the_right_data(workload, run):
         ],
     )
     assert result.exit_code == 2 and "SWF" in result.stderr
+
+
+def test_agents_run_in_kale_place_timed_beside_heuristics(workload, run):
+    root, nodes, pods, swf = workload
+    queue_agent, node_agent = root / "timed-tr.pt", root / "timed-balance.pt"
+    assert (
+        run(
+            "place",
+            "train",
+            "--agent",
+            "tr_dqn",
+            "--swf",
+            str(swf),
+            "--episodes",
+            "1",
+            "-o",
+            str(queue_agent),
+        ).exit_code
+        == 0
+    )
+    assert (
+        run(
+            "place",
+            "train",
+            "--agent",
+            "balance_dqn",
+            "--nodes",
+            str(nodes),
+            "--pods",
+            str(pods),
+            "--episodes",
+            "1",
+            "-o",
+            str(node_agent),
+        ).exit_code
+        == 0
+    )
+    result = run(
+        "place",
+        "timed",
+        "--swf",
+        str(swf),
+        "--queue",
+        f"sjf,agent:{queue_agent}",
+        "--backfill",
+        "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    policies = json.loads(result.output)["policies"]
+    assert len(policies) == 2 and all(p["failed"] == 0 for p in policies.values())
+    result = run(
+        "place",
+        "timed",
+        "--nodes",
+        str(nodes),
+        "--pods",
+        str(pods),
+        "--queue",
+        f"agent:{queue_agent}",
+        "--placement",
+        f"bestfit,agent:{node_agent}",
+        "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    assert len(json.loads(result.output)["policies"]) == 2

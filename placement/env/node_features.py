@@ -135,7 +135,10 @@ def utilisation(cluster: Cluster, nodes: np.ndarray | None = None) -> np.ndarray
 
 def node_uniformity(util: np.ndarray) -> np.ndarray:
     """Seed 001's per-node term μ_i/(σ_i + ξ) over each row of an [n, 3] utilisation array."""
-    return util.mean(axis=1) / (util.std(axis=1) + UNIFORMITY_XI)
+    a, b, c = util[:, 0], util[:, 1], util[:, 2]
+    mean = (a + b + c) / 3.0
+    spread = np.sqrt(((a - mean) ** 2 + (b - mean) ** 2 + (c - mean) ** 2) / 3.0)
+    return mean / (spread + UNIFORMITY_XI)
 
 
 def uniformity(util: np.ndarray) -> float:

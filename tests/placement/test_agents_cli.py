@@ -119,18 +119,16 @@ def test_a_corrupt_agent_file_is_one_line_and_exit_2(workload, run, content, exp
     bad = root / "bad.pt"
     bad.write_bytes(content)
     result = run(
-        *[
-            "place",
-            "simulate",
-            "--nodes",
-            str(nodes),
-            "--pods",
-            str(pods),
-            "--policies",
-            f"agent:{bad}",
-            "--seeds",
-            "1",
-        ],
+        "place",
+        "simulate",
+        "--nodes",
+        str(nodes),
+        "--pods",
+        str(pods),
+        "--policies",
+        f"agent:{bad}",
+        "--seeds",
+        "1",
     )
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -140,7 +138,7 @@ def test_a_corrupt_agent_file_is_one_line_and_exit_2(workload, run, content, exp
 def test_a_missing_or_wrong_kind_agent_is_exit_2(workload, run, tmp_path):
     _, nodes, pods, swf = workload
     args = ["place", "simulate", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "1"]
-    result = run(*[*args, "--policies", f"agent:{tmp_path}/none.pt"])
+    result = run(*args, "--policies", f"agent:{tmp_path}/none.pt")
     assert result.exit_code == 2 and "no such agent file" in result.stderr
     queue_agent = tmp_path / "tr.pt"
     assert (
@@ -158,25 +156,23 @@ def test_a_missing_or_wrong_kind_agent_is_exit_2(workload, run, tmp_path):
         ).exit_code
         == 0
     )
-    result = run(*[*args, "--policies", f"agent:{queue_agent}"])
+    result = run(*args, "--policies", f"agent:{queue_agent}")
     assert result.exit_code == 2 and "queue-level agent" in result.stderr
 
 
 def test_train_needs_the_right_data(workload, run):
     _, nodes, pods, _ = workload
     result = run(
-        *[
-            "place",
-            "train",
-            "--agent",
-            "tr_dqn",
-            "--nodes",
-            str(nodes),
-            "--pods",
-            str(pods),
-            "-o",
-            "x.pt",
-        ],
+        "place",
+        "train",
+        "--agent",
+        "tr_dqn",
+        "--nodes",
+        str(nodes),
+        "--pods",
+        str(pods),
+        "-o",
+        "x.pt",
     )
     assert result.exit_code == 2 and "SWF" in result.stderr
 

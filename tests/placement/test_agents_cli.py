@@ -240,3 +240,28 @@ def test_agents_run_in_kale_place_timed_beside_heuristics(workload, run):
     )
     assert result.exit_code == 0, result.stderr
     assert len(json.loads(result.output)["policies"]) == 2
+
+
+def test_device_cuda_trains_there_or_says_why_not(workload, run):
+    import torch
+
+    root, _, _, swf = workload
+    out = root / "cuda.pt"
+    result = run(
+        "place",
+        "train",
+        "--agent",
+        "tr_dqn",
+        "--swf",
+        str(swf),
+        "--episodes",
+        "1",
+        "-o",
+        str(out),
+        "--device",
+        "cuda",
+    )
+    if torch.cuda.is_available():
+        assert result.exit_code == 0 and out.exists()
+    else:
+        assert result.exit_code == 2 and "no CUDA device" in result.stderr and not out.exists()

@@ -8,6 +8,11 @@ nowhere, the members already placed are released and the job stays queued. Units
 individual GPUs (what fails); a failed GPU is taken out of service through the cluster's
 own ``disable_gpu``.
 
+A fault-aware node policy (``uses_faults``, :class:`placement.policies.fault_aware.FaultAware`)
+sees what the Kubernetes scheduler would show it: every node's and GPU's failures within
+``fault_window_s`` before now (the simulator reports them through :meth:`NodePool.note_fault`
+and the clock through :meth:`NodePool.note_time`), fed before each placement.
+
 openb pods become jobs by :func:`openb_jobs`: arrival = creation time, run = deletion −
 scheduled time, estimate = the run time (the trace has no user estimates; like Lublin's
 logs, the schedulers see exact ones), size = GPUs (k · m / 1000; 0 for CPU-only pods). Pods
@@ -17,6 +22,7 @@ time, and are left out (counted).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,6 +32,7 @@ from placement.frag import TypicalPods, frag_model
 from placement.placer import place
 from placement.pod import MILLI, Pod
 from placement.policies.base import ScorePolicy
+from placement.policies.fault_aware import FaultAware
 from placement.workloads.batch import BatchJobs
 
 
@@ -40,6 +47,7 @@ class NodePool:
         *,
         rank: np.ndarray,
         typical: TypicalPods | None = None,
+        fault_window_s: float = 86_400.0,
     ) -> None:
         self.cluster = Cluster(nodes)
         self.empty = Cluster(nodes)
@@ -62,6 +70,40 @@ class NodePool:
         self._frag_model = frag_model(self.cluster, typical) if typical is not None else None
         self._version = 0  # bumped on every change; usage and fragmentation are cached on it
         self._cached: dict[str, tuple[int, object]] = {}
+        self.fault_window_s = fault_window_s
+        self.fault_log: deque[tuple[float, int]] = deque()
+        self.unit_faults = np.zeros(len(self.unit_names), np.int64)
+        """Failures of each unit within the window (what fault-aware policies see)."""
+        self._faults_fed = -1
+        self._fault_version = 0
+        self.uses_faults = isinstance(policy, FaultAware) and bool(policy.uses_faults)
+
+    # --- fault history (fault-aware policies) --------------------------------------------
+    def note_fault(self, unit: int, time_s: float) -> None:
+        """The simulator saw ``unit`` fail at ``time_s``."""
+        self.fault_log.append((time_s, unit))
+        self.unit_faults[unit] += 1
+        self._fault_version += 1
+
+    def note_time(self, now: float) -> None:
+        """Forget failures older than the window."""
+        while self.fault_log and self.fault_log[0][0] < now - self.fault_window_s:
+            self.unit_faults[self.fault_log.popleft()[1]] -= 1
+            self._fault_version += 1
+
+    def fault_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(node_faults[N], gpu_faults[N, G])`` within the window, in the cluster's order."""
+        c = self.cluster
+        gpu = np.zeros((len(c), max(c.max_gpus, 1)), np.int64)
+        gpu[self.unit_node, np.arange(len(self.unit_node)) - self.offset[self.unit_node]] = (
+            self.unit_faults
+        )
+        return gpu.sum(axis=1), gpu
+
+    def _feed_faults(self) -> None:
+        if self.uses_faults and self._faults_fed != self._fault_version:
+            self.policy.observe_faults(*self.fault_counts())  # type: ignore[attr-defined]
+            self._faults_fed = self._fault_version
 
     # --- the ResourcePool interface ------------------------------------------------------
     def fit_mask(self, jobs: np.ndarray) -> np.ndarray:
@@ -71,6 +113,7 @@ class NodePool:
         )
 
     def try_start(self, job: int) -> bool:
+        self._feed_faults()
         placed: list[Allocation] = []
         for pod in self.gangs[job]:
             alloc = place(pod, self.cluster, self.policy, rank=self.rank)

@@ -252,7 +252,14 @@ def _run_openb(config: TimedConfig, queues: list, progress: Progress | None) -> 
             rng = np.random.default_rng(config.seed)
             rank = tie_order(len(nodes), rng)
             scorer = make_policy(name, PolicyContext(rng=rng, typical=typical))
-            pool = NodePool(nodes, [(p,) for p in kept], scorer, rank=rank, typical=typical)
+            pool = NodePool(
+                nodes,
+                [(p,) for p in kept],
+                scorer,
+                rank=rank,
+                typical=typical,
+                fault_window_s=config.fault_settings.window_s,
+            )
             faults = _faults(config, pool)
             if faults is not None:
                 settings["faults"] = {"source": faults.source, **asdict(faults.settings)}

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from placement.errors import PlacementInputError
 from placement.policies.base import PolicyContext, ScorePolicy
+from placement.policies.fault_aware import FaultAwareBestFitPolicy
 from placement.policies.fgd import FGDPolicy
 from placement.policies.gpu_aware import GpuClusteringPolicy, GpuPackingPolicy
 from placement.policies.simple import BestFitPolicy, DotProductPolicy, RandomPolicy
@@ -19,6 +20,12 @@ POLICIES: dict[str, Callable[[PolicyContext], ScorePolicy]] = {
     "fgd": FGDPolicy,
 }
 """In the order of the published comparison (weakest first)."""
+
+EXTRA: dict[str, Callable[[PolicyContext], ScorePolicy]] = {
+    "fault-bestfit": FaultAwareBestFitPolicy,
+}
+"""Policies beyond the published comparison: valid wherever a policy name goes, not in the
+default lists (the inflation experiment has no faults)."""
 
 NEEDS_TYPICAL = frozenset({"fgd"})
 AGENT_PREFIX = "agent:"
@@ -38,8 +45,9 @@ def parse_policy_names(text: str) -> list[str]:
     for name in names:
         if name.startswith(AGENT_PREFIX):
             _check_agent_name(name)
-        elif name not in POLICIES:
-            raise PlacementInputError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
+        elif name not in POLICIES and name not in EXTRA:
+            known = ", ".join([*POLICIES, *EXTRA])
+            raise PlacementInputError(f"unknown policy {name!r}; known: {known}")
     if len(set(names)) != len(names):
         raise PlacementInputError(f"a policy is named twice in {text!r}")
     return names
@@ -54,7 +62,8 @@ def make_policy(name: str, context: PolicyContext | None = None) -> ScorePolicy:
         from placement.agents import node_policy
 
         return node_policy(name[len(AGENT_PREFIX) :], context or PolicyContext())
-    factory = POLICIES.get(name)
+    factory = POLICIES.get(name) or EXTRA.get(name)
     if factory is None:
-        raise PlacementInputError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
+        known = ", ".join([*POLICIES, *EXTRA])
+        raise PlacementInputError(f"unknown policy {name!r}; known: {known}")
     return factory(context or PolicyContext())

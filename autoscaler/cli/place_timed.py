@@ -86,6 +86,11 @@ def _progress(label: str, total: int) -> Callable[[int], None]:
     show_default=True,
     help="openb: keep this seeded share of the nodes (a smaller cluster).",
 )
+@click.option(
+    "--locality",
+    is_flag=True,
+    help="openb: jobs read their data through node caches (start delay by data locality).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option(
     "--plot",

@@ -17,7 +17,7 @@ from autoscaler.cli.output import emit_json
 from autoscaler.cli.place import placement_error
 from autoscaler.errors import UserError
 
-AGENT_NAMES = ("balance_dqn", "tr_dqn")
+AGENT_NAMES = ("balance_dqn", "tr_dqn", "fault_aware", "async_transformer")
 File = click.Path(dir_okay=False)
 
 

@@ -22,6 +22,8 @@ from placement.agents.common import AgentFileError, load_checkpoint
 AGENTS: dict[str, tuple[str, str]] = {
     "balance_dqn": ("placement.agents.balance_dqn:BalanceDQN", "node"),
     "tr_dqn": ("placement.agents.tr_dqn:TRDQN", "queue"),
+    "fault_aware": ("placement.agents.fault_aware:FaultAwareAgent", "node"),
+    "async_transformer": ("placement.agents.async_transformer:AsyncTransformerAgent", "node"),
 }
 """Agent name → (``module:class``, the interface it serves: ``node`` or ``queue``)."""
 

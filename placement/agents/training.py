@@ -22,6 +22,14 @@ from placement.pod import Pod
 from placement.queue.protocol import RLSCHEDULER_STARTS, SEQUENCE_LENGTH
 from placement.workloads.batch import BatchJobs
 
+SETTINGS = {
+    "balance_dqn": "BalanceDQNSettings",
+    "tr_dqn": "TRDQNSettings",
+    "fault_aware": "FaultAwareSettings",
+    "async_transformer": "AsyncTransformerSettings",
+}
+"""Agent name → its settings dataclass (in the agent's module)."""
+
 
 def _with_overrides(settings: Any, overrides: dict[str, Any]) -> Any:
     """``settings`` with top-level fields, or ``env.FIELD`` fields, replaced."""
@@ -53,15 +61,22 @@ def train_agent(
     if episodes < 1:
         raise PlacementInputError("train for at least one episode")
     cls = agent_class(name)
-    settings_cls = {"balance_dqn": "BalanceDQNSettings", "tr_dqn": "TRDQNSettings"}[name]
+    settings_cls = SETTINGS[name]
     module = __import__(cls.__module__, fromlist=[settings_cls])
     settings = _with_overrides(getattr(module, settings_cls)(seed=seed), overrides or {})
-    if AGENTS[name][1] == "node":
+    builder = getattr(cls, "training_env", None)  # agents whose episodes are not NodeEnv's
+    if builder is not None:
         if not nodes or not pods:
             raise PlacementInputError(
                 f"{name} trains on a node list and a pod list (--nodes, --pods)"
             )
-        env: Any = NodePlacementEnv(list(nodes), list(pods), settings.env)
+        env: Any = builder(settings, nodes=list(nodes), pods=list(pods))
+    elif AGENTS[name][1] == "node":
+        if not nodes or not pods:
+            raise PlacementInputError(
+                f"{name} trains on a node list and a pod list (--nodes, --pods)"
+            )
+        env = NodePlacementEnv(list(nodes), list(pods), settings.env)
     else:
         if jobs is None or not processors:
             raise PlacementInputError(f"{name} trains on an SWF log (--swf) with its machine size")

@@ -53,6 +53,9 @@ class TimedRun:
     """Time-average share of each resource in use, first submit to last end."""
     last_start_s: float
     timeline: dict[str, list[float]] = field(default_factory=dict)
+    kills: list[tuple[int, int, float]] = field(default_factory=list)
+    """Every killed run segment: (job, its epoch = how many times it was killed before,
+    unit-hours lost), for agents that credit a loss to the placement that caused it."""
     """``t_s``, ``queue`` and every usage key at each event (when recorded)."""
 
 
@@ -105,6 +108,7 @@ class _Engine:
         its work proceeds (loading its data, ``placement.locality``)."""
         self.seg_delay = np.zeros(n)
         self.lost = 0.0
+        self.kills: list[tuple[int, int, float]] = []
         self.failures = 0
         self.finished = 0
         self.last_start = math.nan
@@ -194,7 +198,9 @@ class _Engine:
             saved = 0.0  # checkpoint_s = inf: the job never checkpoints
             if math.isfinite(settings.checkpoint_s):
                 saved = math.floor(elapsed / settings.checkpoint_s) * settings.checkpoint_s
-            self.lost += (elapsed - saved) * float(self.units_held[job]) / 3600.0
+            lost = (elapsed - saved) * float(self.units_held[job]) / 3600.0
+            self.lost += lost
+            self.kills.append((job, int(self.epoch[job]), lost))
             self.remaining[job] -= saved
             self.est_left[job] = max(self.est_left[job] - saved, 0.0)
             self.pool.stop(job)
@@ -349,6 +355,7 @@ def simulate_timed(
         usage_mean={k: (v / span if span > 0 else math.nan) for k, v in integral.items()},
         last_start_s=eng.last_start,
         timeline=eng.timeline,
+        kills=eng.kills,
     )
 
 

@@ -292,6 +292,7 @@ class AsyncTransformerAgent:
         """Run ``episodes`` training sequences (``data``: nodes and *training* pods) online."""
         nodes, pods = data
         s = self.settings
+        torch.manual_seed(s.seed)  # dropout draws from torch's global generator
         started = time.perf_counter()
         self.start()
         try:

@@ -26,7 +26,6 @@ CPU-only pods hold no GPU and no GPU failure can kill them: they are placed by B
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,13 +46,7 @@ from placement.agents.common import (
     settings_from_dict,
 )
 from placement.cluster import Cluster, NodeSpec
-from placement.env.fault_batch import (
-    FaultBatchEnv,
-    FaultBatchSettings,
-    RandomUnitPolicy,
-    makespan_reward,
-    run_batch,
-)
+from placement.env.fault_batch import FaultBatchEnv, FaultBatchSettings
 from placement.env.locality_env import split_pods
 from placement.env.unit_features import JOB_FEATURES, UNIT_FEATURES, UnitRows, unit_rows
 from placement.pod import Pod
@@ -85,8 +78,14 @@ class FaultAwareSettings:
     candidates: int = 128
     """Unit rows stored per decision: the chosen unit and up to this many − 1 others."""
     updates_per_episode: int = 2
-    lost_weight: float = 0.0
-    """Weight of the lost-GPU-hours term of the reward (0: the document's makespan only)."""
+    lost_weight: float = 1.0
+    """Weight of each decision's own loss term: minus the GPU-hours its job lost when a GPU
+    it was given failed, per ``lost_norm_gpu_h`` (0: the document's makespan term only)."""
+    lost_norm_gpu_h: float = 8.0
+    imitation_batches: int = 0
+    """Training batches run under BestFit whose node choices warm-start the actor."""
+    imitation_steps: int = 0
+    """Gradient steps of that warm start (0: random initial weights, as the document)."""
     env: FaultBatchSettings = field(default_factory=FaultBatchSettings)
 
 
@@ -127,6 +126,10 @@ class Decision:
     job: np.ndarray
     action: int
     logp: float
+    pod: str = ""
+    """The pod (job) placed."""
+    start: int = 0
+    """Which start of that job (0 first, 1 after its first restart, …)."""
 
 
 class FaultAwareAgent:
@@ -160,7 +163,9 @@ class FaultAwareAgent:
         out = self.actor(self._tensor(rows[first]), self._tensor(units.job))
         return out.cpu().numpy().astype(np.float64)[inverse.reshape(-1)]
 
-    def _decision(self, units: UnitRows, logits: np.ndarray, index: int) -> Decision:
+    def _decision(
+        self, units: UnitRows, logits: np.ndarray, index: int, pod: str = "", start: int = 0
+    ) -> Decision:
         keep = np.arange(len(logits))
         k = self.settings.candidates
         if len(keep) > k:  # the chosen unit and a uniform sample of the others
@@ -168,7 +173,8 @@ class FaultAwareAgent:
             keep = np.concatenate([[index], self.rng.choice(others, k - 1, replace=False)])
         sub = logits[keep]
         logp = float(sub[keep == index][0] - sub.max() - np.log(np.exp(sub - sub.max()).sum()))
-        return Decision(units.rows[keep], units.job, int(np.flatnonzero(keep == index)[0]), logp)
+        action = int(np.flatnonzero(keep == index)[0])
+        return Decision(units.rows[keep], units.job, action, logp, pod, start)
 
     def policy(
         self,
@@ -194,10 +200,10 @@ class FaultAwareAgent:
             },
         )
 
-    def push(self, stack: ReplayBuffer, decisions: list[Decision], reward: float) -> None:
-        """Store the batch's decisions, each with the batch's reward."""
+    def push(self, stack: ReplayBuffer, decisions: list[Decision], rewards: list[float]) -> None:
+        """Store the batch's decisions with their rewards."""
         k = self.settings.candidates
-        for d in decisions:
+        for d, reward in zip(decisions, rewards, strict=True):
             rows = np.zeros((k, U), np.float32)
             mask = np.zeros(k, bool)
             rows[: len(d.rows)], mask[: len(d.rows)] = d.rows, True
@@ -231,14 +237,6 @@ class FaultAwareAgent:
         self.optimizer.step()
         return float(loss.detach())
 
-    def reward(self, t_rl: float, lost_rl: float, refs: list[Any], work_gpu_h: float) -> float:
-        """The batch's reward from its results and the random placements' (``refs``)."""
-        r = makespan_reward(t_rl, min(ref.makespan_s for ref in refs))
-        if self.settings.lost_weight:
-            lost_ref = float(np.mean([ref.gpu_hours_lost for ref in refs]))
-            r += self.settings.lost_weight * (lost_ref - lost_rl) / max(work_gpu_h, 1.0)
-        return float(r)
-
     def train(
         self,
         env: FaultBatchEnv,
@@ -246,45 +244,10 @@ class FaultAwareAgent:
         *,
         on_episode: Callable[[dict[str, float]], None] | None = None,
     ) -> TrainingCurve:
-        """``episodes`` batches: run, compare with random placements, store, learn."""
-        s = self.settings
-        stack, started = self._stack(), time.perf_counter()
-        for episode in range(episodes):
-            batch = env.draw(EPISODE_SEED_BASE + 1000 * s.seed + episode)
-            record: list[Decision] = []
-            mine = run_batch(
-                batch,
-                lambda ctx, out=record: self.policy(ctx, explore=True, record=out),
-                settings=env.settings,
-            )
-            refs = [
-                run_batch(batch, RandomUnitPolicy, settings=env.settings, policy_seed=1 + k)
-                for k in range(env.settings.random_placements)
-            ]
-            work = float(np.sum(batch.jobs.size * batch.jobs.run_s)) / 3600.0
-            reward = self.reward(mine.makespan_s, mine.gpu_hours_lost, refs, work)
-            self.push(stack, record, reward)
-            losses = [
-                self.learn(stack.sample(max(len(record), 1), self.rng))
-                for _ in range(s.updates_per_episode if len(stack) else 0)
-            ]
-            record_ = {
-                "episode": episode,
-                "return": reward,
-                "loss": float(np.mean(losses)) if losses else float("nan"),
-                "makespan_h": mine.makespan_s / 3600.0,
-                "random_best_h": min(r.makespan_s for r in refs) / 3600.0,
-                "gpu_hours_lost": mine.gpu_hours_lost,
-                "random_lost": float(np.mean([r.gpu_hours_lost for r in refs])),
-                "restarts": mine.restarts,
-                "decisions": len(record),
-                "seconds": time.perf_counter() - started,
-            }
-            self.curve.add(**record_)
-            if on_episode is not None:
-                on_episode(record_)
-        self.curve.seconds += time.perf_counter() - started
-        return self.curve
+        """Warm start (if set), then ``episodes`` batches of actor-critic learning."""
+        from placement.agents.fault_aware_learning import train_fault_aware
+
+        return train_fault_aware(self, env, episodes, on_episode=on_episode)
 
     @classmethod
     def training_env(
@@ -342,6 +305,8 @@ class FaultAwarePolicy(ScorePolicy):
         self.bestfit = BestFitPolicy(context)
         self.gpu_faults: np.ndarray | None = None
         self._first: tuple[str, int, int] | None = None
+        self.starts: dict[str, int] = {}
+        """How many times each pod has been placed (its restarts), for the records."""
 
     def observe_faults(self, node_faults: np.ndarray, gpu_faults: np.ndarray) -> None:
         self.gpu_faults = np.asarray(gpu_faults, np.int64)
@@ -355,7 +320,7 @@ class FaultAwarePolicy(ScorePolicy):
             return self.bestfit.score(pod, cluster, nodes)
         units = unit_rows(pod, cluster, nodes, gpu_faults=self._faults(cluster))
         logits = self.agent.logits(units)
-        index = self._choose(units, logits)
+        index = self._choose(units, logits, pod.name)
         self._first = (pod.name, int(units.node[index]), int(units.gpu[index]))
         order = np.argsort(nodes, kind="stable")
         position = order[np.searchsorted(nodes[order], units.node)]
@@ -366,7 +331,7 @@ class FaultAwarePolicy(ScorePolicy):
             scores[position[index]] = scores.max() + 1
         return scores
 
-    def _choose(self, units: UnitRows, logits: np.ndarray) -> int:
+    def _choose(self, units: UnitRows, logits: np.ndarray, pod: str) -> int:
         agent = self.agent
         if self.explore:
             p = np.exp(logits - logits.max())
@@ -374,7 +339,8 @@ class FaultAwarePolicy(ScorePolicy):
         else:
             index = int(np.argmax(logits))
         if self.record is not None:
-            self.record.append(agent._decision(units, logits, index))
+            start = self.starts.get(pod, 0)
+            self.record.append(agent._decision(units, logits, index, pod, start))
         return index
 
     def choose_gpus(self, pod: Pod, cluster: Cluster, node: int) -> tuple[int, ...]:
@@ -391,5 +357,7 @@ class FaultAwarePolicy(ScorePolicy):
             )
             if not len(units.rows):
                 return ()
-            picked.append(int(units.gpu[self._choose(units, self.agent.logits(units))]))
+            index = self._choose(units, self.agent.logits(units), pod.name)
+            picked.append(int(units.gpu[index]))
+        self.starts[pod.name] = self.starts.get(pod.name, 0) + 1
         return tuple(sorted(picked))

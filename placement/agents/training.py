@@ -127,7 +127,11 @@ def training_summary(agent: Any, out_path: str, plot_path: str | None) -> dict[s
     if plot_path:
         from placement.plots import plot_training
 
-        metric = "allocated_share" if agent.name == "balance_dqn" else None
+        metric = {
+            "balance_dqn": "allocated_share",
+            "fault_aware": "gpu_hours_lost",
+            "async_transformer": "mean_access_s",
+        }.get(agent.name)
         plot_training(records, plot_path, title=f"{agent.name} training", metric=metric)
     return {
         "agent": agent.name,

@@ -94,20 +94,11 @@ class BatchResult:
 
 def batch_jobs(pods: Sequence[Pod], run_s: np.ndarray) -> tuple[BatchJobs, list[Pod]]:
     """Jobs all submitted at 0 (each the given pod, running ``run_s``), and their pods."""
-    clones = [
-        Pod(
-            p.name,
-            p.cpu_milli,
-            p.memory_mib,
-            p.num_gpu,
-            p.gpu_milli,
-            p.gpu_models,
-            0.0,
-            float(r),
-            0.0,
-        )
-        for p, r in zip(pods, run_s.tolist(), strict=True)
-    ]
+    clones = [  # a pod may be drawn twice: each job gets its own name
+        Pod(f"{p.name}#{i}", p.cpu_milli, p.memory_mib, p.num_gpu, p.gpu_milli, p.gpu_models,
+            0.0, float(r), 0.0)
+        for i, (p, r) in enumerate(zip(pods, run_s.tolist(), strict=True))
+    ]  # fmt: skip
     jobs = BatchJobs(
         job_id=np.arange(len(clones), dtype=np.int64),
         submit_s=np.zeros(len(clones)),

@@ -66,12 +66,13 @@ BALANCE = {
     "overrides": {"env.node_share": 0.15, "env.alpha": 0.5, "env.beta": 1.0, "gamma": 0.5},
 }
 TR = {
-    "episodes": 60,
+    "episodes": 80,
     "seed": 0,
     "overrides": {
         "env.window": 8,
         "explore": EpsilonSchedule(1.0, 0.05, 0.99985),
-        "train_every": 4,
+        "train_every": 2,
+        "gamma": 0.7,
     },
 }
 NODE_BASELINES = ("random", "dotprod", "bestfit", "fgd")
@@ -253,6 +254,9 @@ def main() -> int:
         result["training_seconds"] = train(nodes, pods, jobs, processors, names)
     agent_node, agent_queue = f"agent:{OUT / 'balance_dqn.pt'}", f"agent:{OUT / 'tr_dqn.pt'}"
     for name in ("balance_dqn", "tr_dqn"):
+        if not (OUT / f"{name}.pt").exists():
+            print(f"{name}: no shipped agent at {OUT / f'{name}.pt'} (run with --train)")
+            continue
         agent = load_agent(OUT / f"{name}.pt")
         result[f"{name}_training"] = {
             "seconds": agent.curve.seconds,

@@ -78,7 +78,9 @@ class BalanceDQNSettings:
     """Nodes the proposing net passes to the scoring net (half of the stored candidates
     are the proposer's, half random)."""
     explore: EpsilonSchedule = field(default_factory=lambda: EpsilonSchedule(1.0, 0.02, 0.999))
-    env: NodeEnvSettings = field(default_factory=lambda: NodeEnvSettings(node_share=0.25))
+    env: NodeEnvSettings = field(
+        default_factory=lambda: NodeEnvSettings(node_share=0.15, alpha=0.5, beta=1.0)
+    )
 
 
 class RowNet(nn.Module):

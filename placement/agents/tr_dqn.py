@@ -67,7 +67,8 @@ class TRDQNSettings:
     hidden: tuple[int, int] = (128, 64)
     """Widths of the two fully connected layers."""
     lr: float = 5e-4
-    gamma: float = 0.99
+    gamma: float = 0.7
+    """Discount per decision (0.7 learned fastest on the training windows; decision 0125)."""
     batch: int = 64
     replay: int = 30_000
     warmup: int = 500
@@ -79,8 +80,8 @@ class TRDQNSettings:
     """Jobs per training episode (a window of the log outside the judged sequences)."""
     sequences: int = 256
     """Distinct training windows drawn from the log (episodes cycle through them)."""
-    explore: EpsilonSchedule = field(default_factory=lambda: EpsilonSchedule(1.0, 0.05, 0.9999))
-    env: QueueEnvSettings = field(default_factory=QueueEnvSettings)
+    explore: EpsilonSchedule = field(default_factory=lambda: EpsilonSchedule(1.0, 0.05, 0.99985))
+    env: QueueEnvSettings = field(default_factory=lambda: QueueEnvSettings(window=8))
 
 
 class LevelNet(nn.Module):

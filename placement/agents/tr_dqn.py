@@ -35,6 +35,7 @@ from placement.agents.common import (
     ReplayBuffer,
     TrainingCurve,
     configure,
+    enable_determinism,
     load_checkpoint,
     load_weights,
     mlp,
@@ -105,9 +106,15 @@ class TRDQN:
 
     name = NAME
 
-    def __init__(self, settings: TRDQNSettings | None = None, *, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        settings: TRDQNSettings | None = None,
+        *,
+        device: str = "cpu",
+        deterministic: bool = True,
+    ) -> None:
         self.settings = s = settings or TRDQNSettings()
-        self.device = configure(s.seed, device)
+        self.device = configure(s.seed, device, deterministic=deterministic)
         w, p = s.env.window, len(HORIZONS_S)
         self.rows1, self.rows2 = 2 * w + p, 2 + p
 
@@ -221,6 +228,7 @@ class TRDQN:
     ) -> TrainingCurve:
         """Run ``episodes`` ε-greedy episodes of ``env``, learning from replay as it goes."""
         s = self.settings
+        enable_determinism(self.device.type)
         rng = np.random.default_rng(s.seed)
         buffer = self._buffer()
         started, step = time.perf_counter(), 0
@@ -273,7 +281,8 @@ class TRDQN:
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any], *, path: str, device: str = "cpu") -> TRDQN:
-        agent = cls(settings_from_dict(TRDQNSettings, payload["settings"]), device=device)
+        settings = settings_from_dict(TRDQNSettings, payload["settings"])
+        agent = cls(settings, device=device, deterministic=False)
         for name in ("level1", "level2"):
             load_weights(getattr(agent, name), payload["networks"].get(name), path=path, name=name)
         sync_target(agent.level1, agent.target1)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from forecasting.base import Forecaster, Payload
-from forecasting.decompose import SeasonalProfile, decompose
+from forecasting.decomposition import SeasonalProfile, decompose
 from forecasting.intervals import (
     HorizonErrors,
     actual_paths,

@@ -6,8 +6,8 @@ multiplicative, so a level correction learned at night carries over to the eveni
 Channels per step (all causal, so training windows and live predictions are built the same
 way — an STL trend or residual is two-sided and would leak the future into training inputs):
 
-* ``season``: the seasonal profile from the STL/MSTL decomposition (:mod:`forecasting.decompose`),
-  known for any past or future step;
+* ``season``: the seasonal profile from the STL/MSTL decomposition
+  (:mod:`forecasting.decomposition.profile`), known for any past or future step;
 * ``d = z - season``: the deseasonalised series (trend + residual);
 * trailing means of ``d`` over 1, 2, 4, … steps (the level at several time scales).
 
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from forecasting.decompose import DayTypes, estimate_profile
+from forecasting.decomposition import DayTypes, estimate_profile
 
 DAY_S = 86400.0
 N_CAL = 4

@@ -8,9 +8,9 @@ Fit, in order:
    learns from. A one-hour clock change (daylight saving time, of all or part of the
    traffic) is looked for first; the days before it are then put on the current clock. The
    detrended series gives the seasonal profile, with days of the week that look alike
-   pooled (:mod:`forecasting.decompose`). With one to three weeks and no weekly season
+   pooled (:mod:`forecasting.decomposition`). With one to three weeks and no weekly season
    detected, days that differ (a weekend) may still get their own profile
-   (:func:`~forecasting.decompose.choose_day_types`; ``day_types=False`` turns it off).
+   (:func:`~forecasting.decomposition.daytypes.choose_day_types`; ``day_types=False`` turns it off).
 3. The backbone (the decomposition forecast): profile(t+h) + a ridge-fitted function of the
    recent deseasonalised levels (penalty by blocked cross-validation).
 4. The transformer (:mod:`.model`) learns p10/p50/p90 of the backbone's error from patched
@@ -50,7 +50,7 @@ import pandas as pd
 import torch
 
 from forecasting.base import Forecaster, InsufficientHistoryError, Payload
-from forecasting.decompose import (
+from forecasting.decomposition import (
     DayTypes,
     SeasonalProfile,
     choose_day_types,

@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecasting.base import QUANTILES, Forecaster, Payload
+from forecasting.base import Forecaster, Payload
 from forecasting.intervals import HorizonErrors, actual_paths, offset_for, replay_origins
 from forecasting.seasonality import candidate_periods, detect_seasonality
+from forecasting.series import QUANTILES
 
 
 def seasonal_naive_path(values: np.ndarray, period: int, horizon: int) -> np.ndarray:

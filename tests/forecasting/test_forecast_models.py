@@ -431,7 +431,7 @@ def test_kale_does_not_repeat_an_outage_the_next_days():
 
 
 def test_recent_band_factor_widens_after_misses_and_never_narrows():
-    from forecasting.transformer.forecaster import RECENT_BAND_MAX, recent_band_factor
+    from forecasting.calibration import RECENT_BAND_MAX, recent_band_factor
 
     calm = recent_band_factor(np.full(100, 0.3))
     assert calm["band_widening"] == 1.0 and calm["recent_error_p80"] == pytest.approx(0.3)
@@ -465,7 +465,7 @@ def test_kale_widens_its_band_when_the_last_days_ran_off_the_forecast():
 
 
 def test_kept_share_must_help_in_every_stretch_of_the_tail():
-    from forecasting.transformer.forecaster import choose_kept_share
+    from forecasting.calibration import choose_kept_share
 
     base = np.ones((9, 4))
     # Share 1 halves the error in the first two thirds but is worse in the last: best on
@@ -594,7 +594,7 @@ def _hourly_random_walk(days: int = 21, seed: int = 43) -> pd.Series:
 
 
 def test_level_prior_last_is_chosen_for_a_wandering_level_and_mean_for_a_returning_one():
-    from forecasting.transformer.features import Geometry, fit_backbone
+    from forecasting.backbone import Geometry, fit_backbone
 
     geom = Geometry.choose(horizon=48, day=24, available=24 * 21)
     origins = np.arange(geom.need, 24 * 21 - 48)
@@ -870,7 +870,7 @@ def test_kale_tells_the_weekend_from_a_week_of_history_with_a_held_out_tail():
 
 
 def test_long_context_spans_a_day_or_four_horizons_but_those_at_most_four_days():
-    from forecasting.transformer.features import LONG_CONTEXT_MAX_DAYS, Geometry
+    from forecasting.backbone import LONG_CONTEXT_MAX_DAYS, Geometry
 
     # hourly, 60 steps ahead, 8 weeks of history: 4·horizon (10 days) is cut to 4 days
     hourly = Geometry.choose(horizon=60, day=24, available=24 * 56)

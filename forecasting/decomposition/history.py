@@ -129,7 +129,8 @@ def choose_day_types_before_tail(
     return day_types, rep
 
 
-def _epoch_seconds(t0: pd.Timestamp, interval_s: float, steps: np.ndarray) -> np.ndarray:
+def epoch_seconds(t0: pd.Timestamp, interval_s: float, steps: np.ndarray) -> np.ndarray:
+    """Seconds since 1970 (UTC) of ``steps`` counted from ``t0``."""
     epoch = pd.Timestamp("1970-01-01", tz="UTC")
     return (t0 - epoch).total_seconds() + steps.astype(float) * interval_s
 
@@ -161,9 +162,9 @@ def describe_day_types(
     # Each day is named by the calendar day its middle falls on (a day that starts at
     # 23:00 UTC on Friday is Saturday's).
     starts = day_types.start + day_types.day * np.arange(7)
-    middles = _epoch_seconds(t0, interval_s, starts + day_types.day // 2)
+    middles = epoch_seconds(t0, interval_s, starts + day_types.day // 2)
     names = [pd.Timestamp(s, unit="s", tz="UTC").day_name()[:3] for s in middles]
-    first = pd.Timestamp(_epoch_seconds(t0, interval_s, starts[:1])[0], unit="s", tz="UTC")
+    first = pd.Timestamp(epoch_seconds(t0, interval_s, starts[:1])[0], unit="s", tz="UTC")
     out.update(
         groups={name: int(g) for name, g in zip(names, day_types.groups, strict=True)},
         days_start_at=first.strftime("%H:%M UTC"),
@@ -184,3 +185,19 @@ def describe_clocks(
         }
         for c in sorted(clean.clocks, key=lambda c: c.at)
     ]
+
+
+def summarise(clean: CleanHistory, t0: pd.Timestamp, interval_s: float) -> dict[str, Any]:
+    """What the decomposition found, for a fit summary (``t0``: the first step's time)."""
+    clocks = describe_clocks(clean, t0, interval_s)
+    hl = clean.half_life
+    return {
+        "outliers_replaced": int(np.count_nonzero(clean.outliers)),
+        # None: every week of the profile weighs the same.
+        "profile_half_life_days": None if hl is None else hl * interval_s / 86400,
+        "profile_half_life_scores": clean.half_life_scores,
+        # Every change found, in time order; clock_change is the latest (or None).
+        "clock_changes": clocks,
+        "clock_change": clocks[-1] if clocks else None,
+        "day_types": describe_day_types(clean, t0, interval_s),
+    }

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from forecasting.backbone import Geometry, cv_origins, cv_residuals, fit_level_model
+from forecasting.backbone import BackboneFit, Geometry, fit_level_model
 from forecasting.base import Forecaster, Payload
 from forecasting.calibration import (
     backbone_band,
@@ -42,15 +42,14 @@ from forecasting.calibration import (
 )
 from forecasting.decomposition import SeasonalProfile
 from forecasting.decomposition.history import (
-    clean_history,
-    describe_clocks,
-    describe_day_types,
+    epoch_seconds,
     iso_step,
+    summarise,
     whole_history_profile,
 )
-from forecasting.seasonality import candidate_periods, detect_seasonality
-from forecasting.transformer.features import calendar, plan_windows
+from forecasting.transformer.features import calendar
 from forecasting.transformer.predict import forecast_z
+from forecasting.transformer.prepare import FitData, prepare
 from forecasting.transformer.saving import dump_state, restore_state
 from forecasting.transformer.train import (
     TrainSettings,
@@ -62,8 +61,6 @@ from forecasting.transformer.train import (
 )
 
 log = logging.getLogger(__name__)
-
-EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
 
 
 class KaleForecaster(Forecaster):
@@ -164,14 +161,7 @@ class KaleForecaster(Forecaster):
     # ---- helpers
     def _epoch_seconds(self, steps: np.ndarray) -> np.ndarray:
         assert self._t0 is not None and self.interval_s is not None
-        return (self._t0 - EPOCH).total_seconds() + steps.astype(float) * self.interval_s
-
-    def _midnight_step(self, day: int | None) -> int:
-        """Step number (from the first fitted timestamp) of a UTC midnight."""
-        if not day:
-            return 0
-        into_day = float(self._epoch_seconds(np.array([0]))[0]) % 86400.0
-        return round(-into_day / float(self.interval_s or 60)) % day
+        return epoch_seconds(self._t0, self.interval_s, steps)
 
     def calendar_features(self, steps: np.ndarray) -> np.ndarray:
         """The network's calendar inputs at these steps (zeros with ``use_calendar=False``)."""
@@ -185,45 +175,24 @@ class KaleForecaster(Forecaster):
 
     # ---- fit
     def _fit(self, series: pd.Series) -> None:
-        p = self.params
-        self.device = resolve_device(p["device"])
-        y = series.to_numpy()
-        n = len(y)
-        interval = float(self.interval_s or 60)
-        h = self.horizon
-        self.offset = max(float(np.quantile(y, 0.05)), 0.1 * float(np.mean(y)), 1e-6)
-        z_raw = np.log(y + self.offset)
-        report = detect_seasonality(z_raw, interval)
-        periods = report.detected
-        day = candidate_periods(interval).get("daily")
-        geom = Geometry.choose(horizon=h, day=day, available=n, context=p["context"])
-        windows = plan_windows(n, geom, float(p["val_fraction"]))
-        if windows.network_skipped:
-            log.info("kale: backbone only: %s", windows.network_skipped)
-        self.geom = geom
-        self.band = None
+        self.device = resolve_device(self.params["device"])
+        # 1-2: log space, periods, the windows' split, the decomposition (prepare.py)
+        data = prepare(series.to_numpy(), self._t0, float(self.interval_s or 60), self.params)
+        self.offset, self.geom, self.band = data.offset, data.geom, None
+        # 3: the ridge level model (backbone.py)
+        level, resid = self._fit_backbone(data)
+        if data.windows.network_skipped:
+            # Too short for the network: the backbone alone, its band from cross-validation.
+            log.info("kale: backbone only: %s", data.windows.network_skipped)
+            self._fit_backbone_band(data, level, resid)
+        else:
+            # 4-6: the networks (train.py), the band (calibration.py), the final profile.
+            self._fit_networks(data, level)
 
-        started = time.perf_counter()
-        midnight = self._midnight_step(day)
-        hour = round(3600.0 / interval) if 3600.0 % interval == 0 else 0
-        clean = clean_history(
-            z_raw,
-            periods,
-            day_start=midnight,
-            hour=hour,
-            held=windows.held,
-            use_day_types=p.get("day_types", True),
-        )
-        decomp_s = time.perf_counter() - started
-        # From here on the models learn from the cleaned series (clock changes undone,
-        # outliers replaced; docs/decisions/0002); predicting still reads the raw series.
-        z, trend = clean.z, clean.trend
-        steps = np.arange(n + geom.out_len)
-        season = clean.profile.at(steps)
-        d = z - season[:n]
-        rng = np.random.default_rng(p["seed"])
+    def _fit_backbone(self, data: FitData) -> tuple[BackboneFit, np.ndarray]:
+        clean, interval = data.clean, data.interval
         level, resid, self.scale = fit_level_model(
-            d, geom, windows.train_origins, rng, seasonal=bool(periods)
+            data.d, data.geom, data.windows.train_origins, data.rng, seasonal=bool(data.periods)
         )
         self.weights = level.weights
         table = clean.profile.table
@@ -231,66 +200,46 @@ class KaleForecaster(Forecaster):
         self.season_sd = float(max(np.std(table), 1e-3)) if clean.profile.period else 1.0
         self.profile = clean.profile
         assert self._t0 is not None
-        clocks = describe_clocks(clean, self._t0, interval)
-        hl = clean.half_life
         self.fit_summary.update(
-            seasonality=report.to_dict(),
+            seasonality=data.report.to_dict(),
             device=self.device,
-            geometry=geom.to_dict(),
-            decomposition_seconds=decomp_s,
-            outliers_replaced=int(np.count_nonzero(clean.outliers)),
-            # None: every week of the profile weighs the same.
-            profile_half_life_days=None if hl is None else hl * interval / 86400,
-            profile_half_life_scores=clean.half_life_scores,
-            # Every change found, in time order; clock_change is the latest (or None).
-            clock_changes=clocks,
-            clock_change=clocks[-1] if clocks else None,
-            day_types=describe_day_types(clean, self._t0, interval),
+            geometry=data.geom.to_dict(),
+            decomposition_seconds=data.decomposition_s,
+            **summarise(clean, self._t0, interval),
             offset=self.offset,
             scale=self.scale,
             backbone_ridge=level.ridge,
             backbone_prior=level.prior,
             backbone_cv_mae=level.cv_mae,
         )
-        origins_cv = cv_origins(n, geom)
+        return level, resid
 
-        def cv_errors() -> np.ndarray:
-            return cv_residuals(
-                z,
-                trend,
-                periods,
-                geom,
-                origins_cv,
-                level.ridge,
-                prior=level.prior,
-                day_start=midnight,
-                half_life=hl,
-                day_types=clean.day_types,
-            )[1]
+    def _fit_backbone_band(self, data: FitData, level: BackboneFit, resid: np.ndarray) -> None:
+        started = time.perf_counter()
+        self.band, band_info = backbone_band(data.cv_errors(level), resid, self.scale)
+        self.net, self.net_config, self.alpha = None, {}, 0.0
+        self.k_lo = self.k_hi = np.ones(self.horizon)
+        self.fit_summary.update(
+            profile=data.clean.profile_info,
+            network=None,
+            network_skipped=data.windows.network_skipped,
+            train_windows=len(data.windows.train_origins),
+            val_windows=0,
+            cv_seconds=time.perf_counter() - started,
+            median_correction_kept=0.0,
+            **band_info,
+        )
 
-        if windows.network_skipped:
-            started = time.perf_counter()
-            self.band, band_info = backbone_band(cv_errors(), resid, self.scale)
-            self.net, self.net_config, self.alpha = None, {}, 0.0
-            self.k_lo = self.k_hi = np.ones(h)
-            self.fit_summary.update(
-                profile=clean.profile_info,
-                network=None,
-                network_skipped=windows.network_skipped,
-                train_windows=len(windows.train_origins),
-                val_windows=0,
-                cv_seconds=time.perf_counter() - started,
-                median_correction_kept=0.0,
-                **band_info,
-            )
-            return
-        dn, sn = self.normalised(d, season)
+    def _fit_networks(self, data: FitData, level: BackboneFit) -> None:
+        p, h, windows = self.params, self.horizon, data.windows
+        assert self.weights is not None and self._t0 is not None
+        dn, sn = self.normalised(data.d, data.season)
         batch = window_batches(
-            d=d,
+            d=data.d,
             dn=dn,
             sn=sn,
-            cal=self.calendar_features(steps),
-            geom=geom,
+            cal=self.calendar_features(data.steps),
+            geom=data.geom,
             weights=self.weights,
             scale=self.scale,
             device=self.device,
@@ -302,24 +251,24 @@ class KaleForecaster(Forecaster):
                 batch,
                 windows.train_origins,
                 windows.val_origins,
-                rng,
-                geom=geom,
+                data.rng,
+                geom=data.geom,
                 settings=settings,
                 device=self.device,
                 progress=self.progress,
             )
             self.net = net
             started = time.perf_counter()
-            cv_err = cv_errors()
+            cv_err = data.cv_errors(level)
             cv_s = time.perf_counter() - started
             calib = calibrate_band(
                 quantiles_at=lambda origins: network_quantiles(net, batch, origins, h),
                 val_origins=windows.val_origins,
-                cv_origins=origins_cv,
+                cv_origins=data.cv_origins,
                 cv_target=cv_err / self.scale,
-                z=z,
-                season=season,
-                geom=geom,
+                z=data.clean.z,
+                season=data.season,
+                geom=data.geom,
                 weights=self.weights,
                 offset=self.offset,
                 scale=self.scale,
@@ -327,14 +276,14 @@ class KaleForecaster(Forecaster):
         self.alpha = calib.kept_share
         self.k_hi = self.k_lo = calib.factors
         # Forecast with the profile of the whole history (the network is unchanged).
-        self.profile, profile_info = whole_history_profile(clean, periods, midnight)
+        self.profile, profile_info = whole_history_profile(data.clean, data.periods, data.midnight)
         self.fit_summary.update(
             profile=profile_info,
             network="transformer",
             network_skipped=None,
             train_windows=len(windows.train_origins),
             val_windows=len(windows.val_origins),
-            holdout_start=iso_step(self._t0, interval, windows.holdout_start),
+            holdout_start=iso_step(self._t0, data.interval, windows.holdout_start),
             cv_seconds=cv_s,
             **train_info,
             **calib.report,

@@ -45,7 +45,8 @@ def write_model_file(path: str | os.PathLike[str], payload: Payload) -> None:
             manifest = {"format": FORMAT, "version": FORMAT_VERSION, **payload.meta}
             zf.writestr("manifest.json", json.dumps(manifest, indent=2, default=_json_default))
             buf = io.BytesIO()
-            np.savez(buf, **payload.arrays)
+            arrays: dict[str, Any] = dict(payload.arrays)  # typed as np.savez's **kwds
+            np.savez(buf, **arrays)
             zf.writestr("arrays.npz", buf.getvalue())
             for name, blob in payload.blobs.items():
                 zf.writestr(f"blobs/{name}", blob)

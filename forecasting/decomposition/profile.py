@@ -183,6 +183,7 @@ def profile_table(
         _, table, _ = phase_stats(r, np.mod(steps, day), day, w)
         info["kind"] = "daily"
     else:
+        assert week, "a profile needs a daily or a weekly period"  # estimate_profile checks
         _, table, _ = phase_stats(r, np.mod(steps, week), week, w)
         info["kind"] = "weekly"
     if day:

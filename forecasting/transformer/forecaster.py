@@ -290,7 +290,9 @@ class KaleForecaster(Forecaster):
         )
 
     # ---- predict (forecasting/transformer/predict.py)
-    def _predict(self, context: pd.Series, horizon: int):
+    def _predict(
+        self, context: pd.Series, horizon: int
+    ) -> tuple[np.ndarray, dict[float, np.ndarray]]:
         chunks: list[np.ndarray] = []
         ctx = context
         widen_recent = 1.0

@@ -31,6 +31,9 @@ def sinusoidal(length: int, dim: int) -> torch.Tensor:
 class KaleNet(nn.Module):
     """(long, short, out) patches → (B, n_out·p_out, 3) quantiles (p10 ≤ p50 ≤ p90)."""
 
+    pe_enc: torch.Tensor
+    pe_dec: torch.Tensor
+
     def __init__(
         self,
         *,

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from forecasting.backbone import Geometry, backbone
-from forecasting.transformer.features import build_inputs
+from forecasting.transformer.features import Inputs, build_inputs
 from forecasting.transformer.model import KaleNet, MeanOfNets, pinball_loss
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def to_tensors(inputs: Any, device: str) -> Tensors:
+def to_tensors(inputs: Inputs, device: str) -> Tensors:
     """A batch of :class:`~forecasting.transformer.features.Inputs` as tensors."""
     return tuple(torch.from_numpy(a).to(device) for a in (inputs.long, inputs.short, inputs.out))
 

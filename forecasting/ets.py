@@ -286,8 +286,8 @@ class STLETS(_StateForecaster):
         report = detect_seasonality(values, float(self.interval_s or 60))
         # The seasonal part comes from the series with rare extreme spikes clipped: otherwise
         # the last cycle's seasonal carries a burst (a news event) into every forecast a period
-        # later (docs/decisions/0016). Spikes stay in the adjusted series, where the damped
-        # level absorbs them.
+        # later (docs/decisions/0016-seasonality-detected-on-detrended-clipped-series.md).
+        # Spikes stay in the adjusted series, where the damped level absorbs them.
         dec = decompose(clip_spikes(values), report.periods)
         self.profile = SeasonalProfile.from_decomposition(dec, end_step=n)
         seasonal_hist = dec.seasonal

@@ -25,11 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autoscaler.cli.output import table  # noqa: E402
 from autoscaler.config import load_job  # noqa: E402
 from autoscaler.policy.sizing import sizing_for  # noqa: E402
 from autoscaler.sim.forecasting import default_cache_dir, source_factory  # noqa: E402
 from autoscaler.sim.runner import compare, scale_to_peak  # noqa: E402
+from autoscaler.terminal.output import table  # noqa: E402
 from autoscaler.tracegen import generate_trace  # noqa: E402
 from autoscaler.traces import load_trace  # noqa: E402
 from throughput.model import ThroughputModel  # noqa: E402
@@ -117,6 +117,7 @@ def main() -> int:
             interval_s=60,
             horizon_steps=round(fc.horizon / 60),
             refit_s=args.refit or fc.refit,
+            quantile=float(fc.quantile),
             cache_dir=default_cache_dir(),
         )
         t0 = time.perf_counter()
@@ -140,10 +141,11 @@ def main() -> int:
                 m["rescale_count"],
                 m["gpu_hours"],
                 m["gpu_hours"] / lb,
+                m["elapsed_s"],
             ]
             for p, m in comp.metrics.items()
         ]
-        rows.append(["lower_bound", "", "", "", "", lb, 1.0])
+        rows.append(["lower_bound", "", "", "", "", lb, 1.0, ""])
         print(f"\n## {name}  ({len(values) - 7 * 1440} evaluated steps, {elapsed:.1f} s)")
         print(
             table(
@@ -156,6 +158,7 @@ def main() -> int:
                     "rescales",
                     "gpu_hours",
                     "x_lower_bound",
+                    "seconds",
                 ],
             )
         )

@@ -402,7 +402,7 @@ def validate_file(
         if job is not None:
             problems += limit_problems(job, limits)
             if check_files:
-                problems += file_problems(job, p, root=models_root)
+                problems += file_problems(LoadedJob(job, p), root=models_root)
     errors = [_line(str(path), loc, msg) for loc, msg in problems]
     warnings = (
         []

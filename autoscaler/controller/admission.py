@@ -127,7 +127,7 @@ def admit(
                 )
             )
     if policy.check_files:
-        out += file_problems(job, path, root=policy.models_root)
+        out += file_problems(LoadedJob(job, path), root=policy.models_root)
     return out
 
 

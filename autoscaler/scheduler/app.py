@@ -130,6 +130,8 @@ class SchedulerApp:
         self.stop()
         for t in self._threads:
             t.join(timeout=10)
+            if t.is_alive():
+                log.warning("thread %s did not stop within 10 s", t.name)
         if self.elector is not None:
             self.elector.release()
             self.scheduler.metrics.leader.set(0)
@@ -162,15 +164,18 @@ def build(
     ``sync_events`` writes Events inline instead of from the background thread.
     """
     from autoscaler.actuators.informer import Reflector
-    from autoscaler.actuators.kube import connect
+    from autoscaler.actuators.kube import RetryPolicy, connect
     from autoscaler.actuators.lease import LeaderElector, default_identity
     from autoscaler.actuators.pods import PodBinder, PodEventRecorder
     from autoscaler.controller.metrics import Health, MetricsServer
     from autoscaler.errors import UserError
     from autoscaler.scheduler.adapter import make_placer
 
+    stop_event = threading.Event()
     try:
-        kube = connect(kubeconfig=cfg.kubeconfig, context=cfg.context)
+        # every request's backoff ends at once on stop: shutting down never waits one out
+        retry = RetryPolicy(sleep=_interruptible_sleep(stop_event))
+        kube = connect(kubeconfig=cfg.kubeconfig, context=cfg.context, retry=retry)
     except Exception as exc:  # the kubernetes config loader's many error types
         raise UserError(f"cannot configure the Kubernetes client: {exc}") from exc
     conv = cfg.conventions()
@@ -195,7 +200,9 @@ def build(
         metrics=metrics,
         clock=clock,
     )
-    app = SchedulerApp(scheduler=scheduler, kube=kube, reflectors=[], recorder=recorder)
+    app = SchedulerApp(
+        scheduler=scheduler, kube=kube, reflectors=[], recorder=recorder, stop_event=stop_event
+    )
     timeout = max(1, round(cfg.watch_timeout))
     app.reflectors = [
         Reflector(kube, "nodes", app.sink("nodes"), watch_timeout_s=timeout),
@@ -227,3 +234,12 @@ def build(
                 f"metrics.port: cannot listen on {cfg.metrics.address}:{cfg.metrics.port}: {exc}"
             ) from exc
     return app
+
+
+def _interruptible_sleep(stop: threading.Event) -> Callable[[float], None]:
+    """A ``sleep`` for retry backoffs that returns as soon as ``stop`` is set."""
+
+    def sleep(seconds: float) -> None:
+        stop.wait(seconds)
+
+    return sleep

@@ -9,7 +9,7 @@ nodes Kubernetes allows (cordon, readiness, taints, selectors). Same cluster, sa
 the same order, same seed: the same placements as ``kale place simulate``.
 
 Names: ``first-fit`` (no placement code at all), every name of
-``placement.policies.POLICIES``, the extra ``fault-bestfit``, and ``agent:PATH`` — a saved
+``placement.policies.POLICIES`` (``fault-bestfit`` included), and ``agent:PATH`` — a saved
 learned agent, loaded by ``placement.agents.load_agent(path, context)`` into the same
 score interface (Placement II; until it exists the name is refused with that reason).
 
@@ -36,14 +36,14 @@ from placement.frag import TypicalPods, cluster_fragmentation, typical_pods
 from placement.placer import tie_order
 from placement.pod import Pod
 from placement.policies import POLICIES, PolicyContext, ScorePolicy
-from placement.policies.fault_aware import EXTRA_POLICIES, FaultAware
+from placement.policies.fault_aware import FaultAware
 
 AGENT_PREFIX = "agent:"
 Factory = Callable[[PolicyContext], ScorePolicy]
 
 
 def known_policies() -> list[str]:
-    return ["first-fit", *POLICIES, *EXTRA_POLICIES, f"{AGENT_PREFIX}PATH"]
+    return ["first-fit", *POLICIES, f"{AGENT_PREFIX}PATH"]
 
 
 def _agent_loader() -> Callable[..., ScorePolicy]:
@@ -63,7 +63,7 @@ def check_policy_name(name: str) -> None:
             raise ValueError("agent: needs a path (agent:PATH)")
         _agent_loader()
         return
-    if name != "first-fit" and name not in POLICIES and name not in EXTRA_POLICIES:
+    if name != "first-fit" and name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(known_policies())}")
 
 
@@ -278,5 +278,5 @@ def make_placer(name: str, *, seed: int = 0, workload: str | None = None) -> Pla
             return load_agent(path, ctx)
 
         return PolicyPlacer(name, factory, seed=seed, typical=typical, needs_typical=True)
-    factory = POLICIES.get(name) or EXTRA_POLICIES[name]
+    factory = POLICIES[name]
     return PolicyPlacer(name, factory, seed=seed, typical=typical, needs_typical=name == "fgd")

@@ -18,6 +18,7 @@ from placement.frag import PodType, TypicalPods, cluster_fragmentation, typical_
 from placement.placer import choose, place
 from placement.pod import Pod
 from placement.policies import POLICIES, PolicyContext, make_policy, parse_policy_names
+from placement.policies.registry import PUBLISHED
 
 SHARE = Pod("share", 2000, 1000, 1, 300)
 WHOLE = Pod("whole", 8000, 1000, 1, 1000)
@@ -159,8 +160,11 @@ def test_typical_pods_cover_95_percent_most_frequent_first():
 
 
 def test_registry_names_and_unknown_names():
-    assert list(POLICIES) == ["random", "dotprod", "clustering", "packing", "bestfit", "fgd"]
+    assert list(PUBLISHED) == ["random", "dotprod", "clustering", "packing", "bestfit", "fgd"]
+    assert list(POLICIES) == [*PUBLISHED, "fault-bestfit"]  # Kale's own after the paper's
     assert parse_policy_names("bestfit, fgd") == ["bestfit", "fgd"]
+    assert parse_policy_names("fault-bestfit") == ["fault-bestfit"]
+    assert make_policy("fault-bestfit").name == "fault-bestfit"
     with pytest.raises(PlacementInputError, match="unknown policy 'tetris'; known: random"):
         parse_policy_names("bestfit,tetris")
     with pytest.raises(PlacementInputError, match="named twice"):

@@ -3,10 +3,11 @@
 The decision is the simulator's own code: a :class:`PolicyPlacer` keeps a
 ``placement.cluster.Cluster`` in step with the scheduler's :class:`ClusterView` (one row
 per node, in the view's name order; rows rewritten only for nodes that changed) and, per
-pod, runs the cycle of ``placement.placer.choose`` — feasible nodes, the policy's integer
-scores, ties to a seeded random node order, the policy's GPU choice — restricted to the
-nodes Kubernetes allows (cordon, readiness, taints, selectors). Same cluster, same pods in
-the same order, same seed: the same placements as ``kale place simulate``.
+pod, calls ``placement.placer.choose`` — feasible nodes, the policy's integer scores, ties
+to a seeded random node order, the policy's GPU choice — with the mask of the nodes
+Kubernetes allows (cordon, readiness, taints, selectors, required node affinity). Same
+cluster, same pods in the same order, same seed: the same placements as ``kale place
+simulate``.
 
 Names: ``first-fit`` (no placement code at all), every name of
 ``placement.policies.POLICIES`` (``fault-bestfit`` included), and ``agent:PATH`` — a saved
@@ -33,7 +34,7 @@ from autoscaler.scheduler.view import ClusterView
 from placement.cluster import Cluster, NodeSpec
 from placement.errors import PlacementError
 from placement.frag import TypicalPods, cluster_fragmentation, typical_pods
-from placement.placer import tie_order
+from placement.placer import choose, tie_order
 from placement.pod import Pod
 from placement.policies import POLICIES, PolicyContext, ScorePolicy
 from placement.policies.fault_aware import FaultAware
@@ -212,24 +213,11 @@ class PolicyPlacer:
         policy = self._policy(request)
         if isinstance(policy, FaultAware) and getattr(policy, "uses_faults", False):
             policy.observe_faults(*self.fault_arrays(cluster, faults))
-        feasible = cluster.feasible(request)
-        mask = self._mask(eligible, len(cluster))
-        if mask is not None:
-            feasible &= mask
-        nodes = np.flatnonzero(feasible)
-        if nodes.size == 0:
+        allowed = self._mask(eligible, len(cluster))
+        decision = choose(request, cluster, policy, rank=self.rank, allowed=allowed)
+        if decision is None or len(decision.gpus) != request.num_gpu:
             return None
-        # placement.placer.choose, with the Kubernetes mask applied to its filter
-        if nodes.size == 1:
-            node = int(nodes[0])
-        else:
-            scores = policy.score(request, cluster, nodes)
-            tied = nodes[scores == scores.max()]
-            node = int(tied[np.argmin(self.rank[tied])])
-        gpus = policy.choose_gpus(request, cluster, node)
-        if len(gpus) != request.num_gpu:
-            return None
-        return Choice(cluster.names[node], tuple(int(g) for g in gpus))
+        return Choice(cluster.names[decision.node], tuple(int(g) for g in decision.gpus))
 
     def fault_arrays(self, cluster: Cluster, faults: FaultCounts) -> tuple[np.ndarray, np.ndarray]:
         """The counts as ``node_faults[N]`` and ``gpu_faults[N, G]`` in the cluster's order."""

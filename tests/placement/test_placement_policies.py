@@ -56,6 +56,18 @@ def test_bestfit(cluster):
     assert (decision.node, decision.gpus, decision.score) == (2, (0,), 90)
 
 
+def test_an_allowed_mask_narrows_the_filter_and_nothing_else(cluster):
+    bestfit = make_policy("bestfit")
+    only_n0_n1 = np.array([True, True, False])
+    decision = choose(SHARE, cluster, bestfit, rank=FORWARD, allowed=only_n0_n1)
+    assert (decision.node, decision.score) == (0, 82)  # n2 (90) is not allowed; n0 beats n1
+    lone = choose(SHARE, cluster, bestfit, rank=FORWARD, allowed=np.array([False, True, False]))
+    assert (lone.node, lone.score) == (1, None)  # a lone allowed node is taken unscored
+    assert choose(SHARE, cluster, bestfit, rank=FORWARD, allowed=np.zeros(3, bool)) is None
+    full = choose(SHARE, cluster, bestfit, rank=FORWARD, allowed=np.ones(3, bool))
+    assert full == choose(SHARE, cluster, bestfit, rank=FORWARD)
+
+
 def test_dotprod_and_its_tie_break(cluster):
     # 1 - ½[(c/128000)(2000/128000) + (L/8000)(300/8000)]: 0.99478, 0.98955, 0.99668
     assert scores("dotprod", SHARE, cluster) == [99, 98, 99]

@@ -5,16 +5,8 @@ reflector (and Kale's) relies on, with the real paths and JSON shapes:
 
 * ``core/v1`` pods (namespaced, ``status`` subresource, ``binding`` subresource) and nodes
   (cluster-scoped, ``status`` subresource); lists across namespaces;
-* ``?watch=true`` streams newline-delimited ``{"type": ..., "object": ...}`` events over a
-  chunked response: from a ``resourceVersion`` (only newer changes), or from the current
-  state (synthetic ADDED events first) when none is given; ``BOOKMARK`` events carrying the
-  latest resourceVersion when ``allowWatchBookmarks=true``; ``timeoutSeconds`` ends the
-  stream; a resourceVersion older than the retained history answers an ``ERROR`` event with
-  a 410 ``Expired`` Status (``compact()`` forgets the history to force that);
-* ``fieldSelector`` (``=``, ``==``, ``!=`` on ``metadata.name``/``metadata.namespace``,
-  ``spec.nodeName``, ``spec.schedulerName``, ``status.phase``) and ``labelSelector``
-  (``k=v``, ``k!=v``, ``k``, ``!k``) on lists and watches; an object that stops matching a
-  watch's selector is sent as DELETED, one that starts matching as ADDED, like the server;
+* list and watch with field and label selectors, resourceVersions, BOOKMARKs and 410
+  ``Expired`` after :meth:`CoreStore.compact` (:mod:`tests.fakes.kube_watch`);
 * ``POST pods/<name>/binding``: sets ``spec.nodeName``, copies the Binding's annotations onto
   the pod (what the real registry does), adds the ``PodScheduled`` condition; an already
   assigned pod answers 409 ``Conflict`` (a pod is bound at most once), as does a UID
@@ -23,207 +15,30 @@ reflector (and Kale's) relies on, with the real paths and JSON shapes:
   the template and deleted from the top when ``spec.replicas`` changes.
 
 The store shares the main fake's lock and resourceVersion counter, so versions are
-ordered across kinds as on a real server.
+ordered across kinds as on a real server. Object builders (``node_doc``, ``pod_doc``) live
+in :mod:`tests.fakes.kube_objects` and are re-exported here.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+
+from .kube_objects import node_doc, pod_doc
+from .kube_watch import RESOURCES, Change, Selector, WatchStream, _error
 
 if TYPE_CHECKING:
     from .kube_api import FakeKubeApi
 
-RESOURCES = {"pods": "Pod", "nodes": "Node"}
-FIELDS = {
-    "metadata.name": ("metadata", "name"),
-    "metadata.namespace": ("metadata", "namespace"),
-    "spec.nodeName": ("spec", "nodeName"),
-    "spec.schedulerName": ("spec", "schedulerName"),
-    "status.phase": ("status", "phase"),
-}
+__all__ = ["CoreStore", "WatchStream", "node_doc", "pod_doc"]
 
 
 def _iso(t: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if t is None else t))
-
-
-def _error(code: int, reason: str, message: str, details: dict | None = None) -> Exception:
-    from .kube_api import ApiError
-
-    return ApiError(code, reason, message, details)
-
-
-def _parse_selector(text: str, *, fields: bool) -> list[tuple[str, str, str | None]]:
-    """``a=b,c!=d,e,!f`` as (key, op, value) triples; op in ``= != exists !exists``."""
-    out: list[tuple[str, str, str | None]] = []
-    for term in filter(None, (t.strip() for t in text.split(","))):
-        if "!=" in term:
-            k, v = term.split("!=", 1)
-            out.append((k.strip(), "!=", v.strip()))
-        elif "=" in term:
-            k, v = term.split("==", 1) if "==" in term else term.split("=", 1)
-            out.append((k.strip(), "=", v.strip()))
-        elif fields:
-            raise _error(400, "BadRequest", f"invalid field selector {term!r}")
-        elif term.startswith("!"):
-            out.append((term[1:], "!exists", None))
-        else:
-            out.append((term, "exists", None))
-    for k, _, _ in out if fields else ():
-        if k not in FIELDS:
-            raise _error(400, "BadRequest", f'field label not supported: "{k}"')
-    return out
-
-
-def _field(obj: dict, key: str) -> str:
-    section, name = FIELDS[key]
-    return str((obj.get(section) or {}).get(name) or "")
-
-
-class Selector:
-    """The list/watch filters of one request."""
-
-    def __init__(self, query: dict[str, list[str]]) -> None:
-        self.fields = _parse_selector(query.get("fieldSelector", [""])[0], fields=True)
-        self.labels = _parse_selector(query.get("labelSelector", [""])[0], fields=False)
-        self.namespace: str | None = None
-
-    def matches(self, obj: dict | None) -> bool:
-        if obj is None:
-            return False
-        if self.namespace is not None and obj["metadata"].get("namespace") != self.namespace:
-            return False
-        for key, op, value in self.fields:
-            here = _field(obj, key)
-            if (op == "=") != (here == value):
-                return False
-        labels = obj["metadata"].get("labels") or {}
-        for key, op, value in self.labels:
-            ok = {
-                "=": labels.get(key) == value,
-                "!=": labels.get(key) != value,
-                "exists": key in labels,
-                "!exists": key not in labels,
-            }[op]
-            if not ok:
-                return False
-        return True
-
-
-class Change:
-    """One entry of the watch history."""
-
-    __slots__ = ("new", "old", "resource", "rv", "type")
-
-    def __init__(self, rv: int, resource: str, type: str, old: dict | None, new: dict) -> None:
-        self.rv, self.resource, self.type, self.old, self.new = rv, resource, type, old, new
-
-
-class WatchStream:
-    """A streaming answer: :meth:`lines` yields the newline-delimited JSON events."""
-
-    def __init__(
-        self,
-        store: CoreStore,
-        resource: str,
-        selector: Selector,
-        *,
-        since: int | None,
-        bookmarks: bool,
-        timeout_s: float,
-    ) -> None:
-        self.store, self.resource, self.selector = store, resource, selector
-        self.since, self.bookmarks, self.timeout_s = since, bookmarks, timeout_s
-        self.dropped = False
-        """Set when the stream ended because the server stopped (the connection must drop)."""
-
-    def _event(self, type: str, obj: dict) -> bytes:
-        return (json.dumps({"type": type, "object": obj}) + "\n").encode()
-
-    def _bookmark(self, rv: int) -> bytes:
-        obj = {
-            "kind": RESOURCES[self.resource],
-            "apiVersion": "v1",
-            "metadata": {"resourceVersion": str(rv)},
-        }
-        return self._event("BOOKMARK", obj)
-
-    def _kind(self, change: Change) -> str | None:
-        """What this watch sees of a change, given its selector (None: nothing)."""
-        was, now = self.selector.matches(change.old), self.selector.matches(change.new)
-        if change.type == "DELETED":
-            return "DELETED" if was else None
-        if was and now:
-            return "MODIFIED"
-        if now:
-            return "ADDED"
-        return "DELETED" if was else None
-
-    def lines(self) -> Iterator[bytes]:
-        store = self.store
-        end = time.monotonic() + self.timeout_s
-        with store.cond:
-            expired = self.since is not None and self.since < store.compacted_rv
-            if self.since is None:  # "most recent": the current state as ADDED events
-                last = store.api._rv
-                matching = filter(self.selector.matches, store.objects(self.resource))
-                initial = [copy.deepcopy(o) for o in matching]
-            else:
-                last, initial = self.since, []
-            compacted = store.compacted_rv
-        if expired:
-            store.expired_watches += 1
-            yield self._event(
-                "ERROR",
-                {
-                    "kind": "Status",
-                    "apiVersion": "v1",
-                    "metadata": {},
-                    "status": "Failure",
-                    "message": f"too old resource version: {self.since} ({compacted})",
-                    "reason": "Expired",
-                    "code": 410,
-                },
-            )
-            return
-        for obj in initial:
-            yield self._event("ADDED", obj)
-        next_bookmark = time.monotonic() + store.bookmark_interval_s
-        while True:
-            out: list[bytes] = []
-            with store.cond:
-                while True:
-                    if store.api._server is None or store.closing:
-                        self.dropped = True  # the server stopped: the connection drops
-                        return
-                    fresh = store.since(last)
-                    now = time.monotonic()
-                    if fresh or now >= end or (self.bookmarks and now >= next_bookmark):
-                        break
-                    store.cond.wait(min(end, next_bookmark) - now)
-                for change in fresh:
-                    last = change.rv
-                    if change.resource == self.resource:
-                        kind = self._kind(change)
-                        if kind is not None:
-                            out.append(self._event(kind, change.new))
-                latest = store.api._rv
-            yield from out
-            now = time.monotonic()
-            if self.bookmarks and (now >= next_bookmark or now >= end):
-                # Nothing of ours changed up to `latest`: a client may resume from there.
-                yield self._bookmark(latest if not fresh else last)
-                store.bookmarks_sent += 1
-                next_bookmark = now + store.bookmark_interval_s
-            if now >= end:
-                return
 
 
 class CoreStore:
@@ -568,95 +383,3 @@ class CoreStore:
             for i in reversed(have):
                 if i >= want:
                     self._delete("pods", (ns, f"{name}-{i}"))
-
-
-def node_doc(
-    name: str,
-    *,
-    gpus: int = 8,
-    model: str = "V100M32",
-    cpu_milli: int = 96_000,
-    memory_mib: int = 393_216,
-    model_label: str = "nvidia.com/gpu.product",
-    unschedulable: bool = False,
-    ready: bool = True,
-    taints: list[dict] | None = None,
-    annotations: dict[str, str] | None = None,
-    conditions: list[dict] | None = None,
-    max_pods: int = 110,
-) -> dict:
-    """A Node as the kubelet and the GPU device plugin report it."""
-    alloc = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mib}Mi", "pods": str(max_pods)}
-    if gpus:
-        alloc["nvidia.com/gpu"] = str(gpus)
-    spec: dict[str, Any] = {}
-    if unschedulable:
-        spec["unschedulable"] = True
-    if taints:
-        spec["taints"] = taints
-    conds = [{"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady"}]
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {"kubernetes.io/hostname": name, **({model_label: model} if gpus else {})},
-            "annotations": dict(annotations or {}),
-        },
-        "spec": spec,
-        "status": {
-            "capacity": dict(alloc),
-            "allocatable": alloc,
-            "conditions": conds + list(conditions or []),
-        },
-    }
-
-
-def pod_doc(
-    name: str,
-    *,
-    namespace: str = "ml",
-    gpus: int = 0,
-    gpu_milli: int | None = None,
-    cpu_milli: int = 1000,
-    memory_mib: int = 1024,
-    scheduler: str = "kale",
-    labels: dict[str, str] | None = None,
-    annotations: dict[str, str] | None = None,
-    node: str | None = None,
-    priority: int | None = None,
-    gpu_models: str | None = None,
-) -> dict:
-    """A Pod; ``gpu_milli`` < 1000 makes it a GPU-sharing pod (``kale.dev/gpu-milli``);
-    ``gpu_models`` ("A|B") restricts the GPU models (``kale.dev/gpu-model``)."""
-    requests: dict[str, str] = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mib}Mi"}
-    ann = dict(annotations or {})
-    if gpu_models:
-        ann["kale.dev/gpu-model"] = gpu_models
-    if gpu_milli is not None and gpu_milli < 1000:
-        ann["kale.dev/gpu-milli"] = str(gpu_milli)
-        ann.setdefault("kale.dev/gpu-count", str(max(gpus, 1)))
-    elif gpus:
-        requests["nvidia.com/gpu"] = str(gpus)
-    limits = {k: v for k, v in requests.items() if k == "nvidia.com/gpu"}
-    spec: dict[str, Any] = {
-        "schedulerName": scheduler,
-        "containers": [
-            {"name": "main", "image": "x", "resources": {"requests": requests, "limits": limits}}
-        ],
-    }
-    if node:
-        spec["nodeName"] = node
-    if priority is not None:
-        spec["priority"] = priority
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": dict(labels or {}),
-            "annotations": ann,
-        },
-        "spec": spec,
-    }

@@ -1,4 +1,4 @@
-"""List + watch of pods or nodes as raw JSON: the scheduler's eyes (client-go's reflector).
+"""List + watch of pods, nodes or events as raw JSON: the scheduler's eyes (client-go's reflector).
 
 Why not poll: a scheduler must see a new pod within milliseconds and must not list the
 whole cluster every second. The protocol is the API server's own:
@@ -34,7 +34,7 @@ from autoscaler.actuators.kube import Kube, RetryPolicy, status_of
 
 log = logging.getLogger(__name__)
 
-Resource = Literal["pods", "nodes"]
+Resource = Literal["pods", "nodes", "events"]
 Sink = Callable[[str, Any], None]
 """``sink(type, payload)``: ``("SYNC", [objects])`` after each list, else ``(type, object)``."""
 
@@ -95,7 +95,11 @@ class Reflector:
     @property
     def _fn(self) -> Callable[..., Any]:
         core = self.kube.core
-        return core.list_pod_for_all_namespaces if self.resource == "pods" else core.list_node
+        return {
+            "pods": core.list_pod_for_all_namespaces,
+            "nodes": core.list_node,
+            "events": core.list_event_for_all_namespaces,
+        }[self.resource]
 
     # -- the protocol -----------------------------------------------------------------------
     def relist(self) -> None:

@@ -1,6 +1,7 @@
 """Wiring and threads: from a :class:`SchedulerConfig` to a running ``kale scheduler``.
 
-Threads: one reflector per watched resource (pods, nodes) puts events in an inbox; the
+Threads: one reflector per watched resource (pods, nodes, and Events on Nodes for the fault
+history) puts events in an inbox; the
 lease thread renews leadership; the scheduling thread — the only one touching the
 scheduler's state — drains the inbox, applies the events and, while leading and once both
 first lists are in, schedules every due pod. A standby keeps watching (a hot standby: it
@@ -64,6 +65,8 @@ class SchedulerApp:
                 pass
             elif resource == "pods":
                 self.scheduler.on_pod(kind, payload)
+            elif resource == "events":
+                self.scheduler.on_event(kind, payload)
             else:
                 self.scheduler.on_node(kind, payload)
             handled += 1
@@ -89,7 +92,8 @@ class SchedulerApp:
         return self.elector is None or (self.leading and self.elector.is_leader())
 
     def synced(self) -> bool:
-        return all(r.synced.is_set() for r in self.reflectors)
+        """Both first lists in (pods, nodes); fault Events are extra and never hold it up."""
+        return all(r.synced.is_set() for r in self.reflectors if r.resource != "events")
 
     def run(self, *, until: Callable[[], bool] | None = None) -> None:
         """Watch and schedule until :meth:`stop` (or ``until()`` turns true)."""
@@ -208,6 +212,16 @@ def build(
         Reflector(kube, "nodes", app.sink("nodes"), watch_timeout_s=timeout),
         Reflector(kube, "pods", app.sink("pods"), watch_timeout_s=timeout),
     ]
+    if cfg.faults.events:  # Xid-style Events on Nodes (node-problem-detector's)
+        app.reflectors.append(
+            Reflector(
+                kube,
+                "events",
+                app.sink("events"),
+                field_selector="involvedObject.kind=Node",
+                watch_timeout_s=timeout,
+            )
+        )
     le = cfg.leader_election
     if le.enabled:
         app.elector = LeaderElector(

@@ -3,16 +3,12 @@
 A scheduler lives on list + watch, so this part of the fake serves what client-go's
 reflector (and Kale's) relies on, with the real paths and JSON shapes:
 
-* ``core/v1`` pods (namespaced, ``status`` subresource, ``binding`` subresource) and nodes
-  (cluster-scoped, ``status`` subresource); lists across namespaces;
+* ``core/v1`` pods (namespaced, ``status`` subresource, ``binding`` subresource), nodes
+  (cluster-scoped, ``status`` subresource) and events (namespaced; kept in the main fake's
+  objects, so ``FakeKubeApi.list("v1", "Event")`` sees them); lists across namespaces;
 * list and watch with field and label selectors, resourceVersions, BOOKMARKs and 410
   ``Expired`` after :meth:`CoreStore.compact` (:mod:`tests.fakes.kube_watch`);
-* ``POST pods/<name>/binding``: sets ``spec.nodeName``, copies the Binding's annotations onto
-  the pod (what the real registry does), adds the ``PodScheduled`` condition; an already
-  assigned pod answers 409 ``Conflict`` (a pod is bound at most once), as does a UID
-  precondition that does not match;
-* a stand-in for the StatefulSet controller (off by default): pods ``<sts>-<i>`` created from
-  the template and deleted from the top when ``spec.replicas`` changes.
+* ``pods/binding`` and the StatefulSet controller's pods (:mod:`tests.fakes.kube_registry`).
 
 The store shares the main fake's lock and resourceVersion counter, so versions are
 ordered across kinds as on a real server. Object builders (``node_doc``, ``pod_doc``) live
@@ -26,15 +22,46 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from .kube_objects import node_doc, pod_doc
-from .kube_watch import RESOURCES, Change, Selector, WatchStream, _error
+from .kube_objects import node_doc, node_event_doc, pod_doc
+from .kube_registry import bind, statefulset_pods
+from .kube_watch import NAMESPACED, RESOURCES, Change, Selector, WatchStream, _error
 
 if TYPE_CHECKING:
     from .kube_api import FakeKubeApi
 
-__all__ = ["CoreStore", "WatchStream", "node_doc", "pod_doc"]
+__all__ = ["CoreStore", "WatchStream", "node_doc", "node_event_doc", "pod_doc"]
+
+
+class _Events(MutableMapping[tuple[str, str], dict]):
+    """The main fake's stored Events, keyed (namespace, name) like pods.
+
+    Events stay where the rest of the fake keeps them (``FakeKubeApi.list("v1", "Event")``
+    sees every one); this store serves their list and watch."""
+
+    def __init__(self, api: FakeKubeApi) -> None:
+        self.objects = api.objects
+
+    @staticmethod
+    def _key(key: tuple[str, str]) -> tuple[str, str, str, str, str]:
+        return ("", "v1", "events", key[0], key[1])
+
+    def __getitem__(self, key: tuple[str, str]) -> dict:
+        return self.objects[self._key(key)]
+
+    def __setitem__(self, key: tuple[str, str], value: dict) -> None:
+        self.objects[self._key(key)] = value
+
+    def __delitem__(self, key: tuple[str, str]) -> None:
+        del self.objects[self._key(key)]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter([(k[3], k[4]) for k in self.objects if k[:3] == ("", "v1", "events")])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _iso(t: float | None = None) -> str:
@@ -42,13 +69,14 @@ def _iso(t: float | None = None) -> str:
 
 
 class CoreStore:
-    """The pods and nodes of a :class:`FakeKubeApi`, with their watch history."""
+    """The pods, nodes and events of a :class:`FakeKubeApi`, with their watch history."""
 
     def __init__(self, api: FakeKubeApi, *, history: int = 100_000) -> None:
         self.api = api
         self.cond = threading.Condition(api.lock)
         self.pods: dict[tuple[str, str], dict] = {}
         self.nodes: dict[str, dict] = {}
+        self.events = _Events(api)
         self.history: deque[Change] = deque(maxlen=history)
         self.compacted_rv = 0
         self.bookmark_interval_s = 1.0
@@ -65,8 +93,11 @@ class CoreStore:
         self.closing = False
 
     # -- test helpers ----------------------------------------------------------------------
+    def _table(self, resource: str) -> MutableMapping[Any, dict]:
+        return {"pods": self.pods, "nodes": self.nodes, "events": self.events}[resource]
+
     def objects(self, resource: str) -> list[dict]:
-        store = self.pods if resource == "pods" else self.nodes
+        store = self._table(resource)
         return [store[k] for k in sorted(store)]
 
     def put_node(self, node: dict) -> dict:
@@ -88,6 +119,18 @@ class CoreStore:
     def delete_pod(self, namespace: str, name: str) -> None:
         with self.cond:
             self._delete("pods", (namespace, name))
+
+    def put_event(self, event: dict) -> dict:
+        """Create or replace an Event (as a node agent or a recorder aggregating repeats)."""
+        with self.cond:
+            md = event["metadata"]
+            md.setdefault("namespace", "default")
+            return self._write("events", (md["namespace"], md["name"]), copy.deepcopy(event))
+
+    def delete_event(self, namespace: str, name: str) -> None:
+        """Remove an Event (the API server's ``--event-ttl`` garbage collection)."""
+        with self.cond:
+            self._delete("events", (namespace, name))
 
     def pod(self, namespace: str, name: str) -> dict | None:
         with self.cond:
@@ -138,7 +181,7 @@ class CoreStore:
         return out
 
     def _write(self, resource: str, key: Any, obj: dict) -> dict:
-        table: dict = self.pods if resource == "pods" else self.nodes
+        table = self._table(resource)
         old = table.get(key)
         md = obj.setdefault("metadata", {})
         obj["apiVersion"], obj["kind"] = "v1", RESOURCES[resource]
@@ -160,7 +203,7 @@ class CoreStore:
         return copy.deepcopy(obj)
 
     def _delete(self, resource: str, key: Any) -> dict | None:
-        table: dict = self.pods if resource == "pods" else self.nodes
+        table = self._table(resource)
         old = table.pop(key, None)
         if old is None:
             return None
@@ -198,20 +241,20 @@ class CoreStore:
         if resource == "nodes" and namespace is not None:
             raise _error(404, "NotFound", "nodes are not namespaced")
         if name is None:
-            selector = Selector(query)
+            selector = Selector(query, resource)
             selector.namespace = namespace
             if method == "GET" and watching:
                 return 200, self._watch(resource, selector, query), {}
             if method == "GET":
                 return 200, self._list(resource, selector), {}
             if method == "POST":
-                if resource == "pods" and namespace is None:
+                if resource in NAMESPACED and namespace is None:
                     raise _error(405, "MethodNotAllowed", "create needs a namespace")
                 return 201, self._create(resource, namespace, body), {}
             raise _error(405, "MethodNotAllowed", f"{method} on a collection")
-        if resource == "pods" and namespace is None:
-            raise _error(404, "NotFound", "pods are namespaced")
-        key: Any = (namespace, name) if resource == "pods" else name
+        if resource in NAMESPACED and namespace is None:
+            raise _error(404, "NotFound", f"{resource} are namespaced")
+        key: Any = (namespace, name) if resource in NAMESPACED else name
         with self.cond:
             if sub == "binding" and resource == "pods":
                 if method != "POST":
@@ -257,12 +300,12 @@ class CoreStore:
             md["name"] = md["generateName"] + uuid.uuid4().hex[:5]
         md.pop("resourceVersion", None)
         with self.cond:
-            if resource == "pods":
+            if resource in NAMESPACED:
                 md["namespace"] = namespace
                 key: Any = (namespace, md["name"])
             else:
                 key = md["name"]
-            if key in (self.pods if resource == "pods" else self.nodes):
+            if key in self._table(resource):
                 raise _error(
                     409,
                     "AlreadyExists",
@@ -274,9 +317,8 @@ class CoreStore:
     def _item(
         self, resource: str, key: Any, method: str, sub: str | None, body: Any, ctype: str | None
     ) -> tuple[int, Any, dict[str, str]]:
-        table: dict = self.pods if resource == "pods" else self.nodes
-        current = table.get(key)
-        name = key[1] if resource == "pods" else key
+        current = self._table(resource).get(key)
+        name = key[1] if resource in NAMESPACED else key
         if current is None:
             raise _error(
                 404,
@@ -301,85 +343,13 @@ class CoreStore:
         elif "status" in current:  # the main resource cannot change status
             new["status"] = copy.deepcopy(current["status"])
         new.setdefault("metadata", {})["name"] = name
-        if resource == "pods":
+        if resource in NAMESPACED:
             new["metadata"]["namespace"] = key[0]
         return 200, self._write(resource, key, new), {}
 
     def _bind(self, key: tuple[str, str], body: Any) -> dict:
-        pod = self.pods.get(key)
-        if pod is None:
-            raise _error(404, "NotFound", f'pods "{key[1]}" not found', {"name": key[1]})
-        if not isinstance(body, dict) or not (body.get("target") or {}).get("name"):
-            raise _error(400, "BadRequest", "a Binding needs target.name")
-        md = body.get("metadata") or {}
-        if md.get("name") not in (None, key[1]):
-            raise _error(400, "BadRequest", "the Binding's name must be the pod's")
-        conflict = None
-        if pod["spec"].get("nodeName"):
-            conflict = f"pod {key[1]} is already assigned to node {pod['spec']['nodeName']!r}"
-        elif pod["metadata"].get("deletionTimestamp"):
-            conflict = f"pod {key[1]} is being deleted, cannot be assigned to a host"
-        elif md.get("uid") and md["uid"] != pod["metadata"]["uid"]:
-            conflict = f"Precondition failed: UID in precondition: {md['uid']}"
-        if conflict:
-            raise _error(
-                409,
-                "Conflict",
-                f'Operation cannot be fulfilled on pods/binding "{key[1]}": {conflict}',
-                {"name": key[1], "kind": "pods/binding"},
-            )
-        node = body["target"]["name"]
-        new = copy.deepcopy(pod)
-        new["spec"]["nodeName"] = node
-        if md.get("annotations"):
-            new["metadata"].setdefault("annotations", {}).update(md["annotations"])
-        conditions = new.setdefault("status", {}).setdefault("conditions", [])
-        conditions[:] = [c for c in conditions if c.get("type") != "PodScheduled"]
-        conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": _iso()})
-        self._write("pods", key, new)
-        self.bindings.append((key[0], key[1], node))
-        return {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Success",
-            "code": 201,
-        }
+        return bind(self, key, body)
 
-    # -- the StatefulSet controller ----------------------------------------------------------
     def on_statefulset(self, sts: dict) -> None:
         """Create/delete ``<name>-<i>`` pods so that they number ``spec.replicas``."""
-        if not self.statefulset_pods:
-            return
-        md, spec = sts["metadata"], sts.get("spec", {})
-        ns, name = md["namespace"], md["name"]
-        want = int(spec.get("replicas", 1))
-        template = spec.get("template", {})
-        with self.cond:
-            ordinals = (k[1].rsplit("-", 1) for k in self.pods if k[0] == ns)
-            have = sorted(int(p[1]) for p in ordinals if p[0] == name and p[1].isdigit())
-            for i in range(want):
-                if i in have:
-                    continue
-                pod = copy.deepcopy(template)
-                pmd = pod.setdefault("metadata", {})
-                pmd.update(name=f"{name}-{i}", namespace=ns)
-                pmd.setdefault("labels", {}).update(
-                    {
-                        "statefulset.kubernetes.io/pod-name": f"{name}-{i}",
-                        "apps.kubernetes.io/pod-index": str(i),
-                    }
-                )
-                pmd["ownerReferences"] = [
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "StatefulSet",
-                        "name": name,
-                        "uid": md.get("uid", ""),
-                        "controller": True,
-                    }
-                ]
-                self._write("pods", (ns, f"{name}-{i}"), pod)
-            for i in reversed(have):
-                if i >= want:
-                    self._delete("pods", (ns, f"{name}-{i}"))
+        statefulset_pods(self, sts)

@@ -1,8 +1,14 @@
-"""Nodes and Pods as the kubelet, the GPU device plugin and a user would write them."""
+"""Nodes, Pods and node Events as the kubelet, the GPU device plugin, a user and a node
+agent would write them."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def node_doc(
@@ -94,4 +100,39 @@ def pod_doc(
             "annotations": ann,
         },
         "spec": spec,
+    }
+
+
+def node_event_doc(
+    node: str,
+    *,
+    first: float,
+    last: float | None = None,
+    count: int = 1,
+    reason: str = "XidError",
+    message: str = "NVRM: Xid (PCI:0000:3b:00): 79, pid=2931, GPU has fallen off the bus.",
+    name: str | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict:
+    """A Warning Event on a Node as node-problem-detector's kernel monitor writes one for a
+    kernel log line (``involvedObject`` the node, its UID the node's name, in ``default``);
+    ``count`` > 1 is an Event the recorder aggregated (seen ``count`` times, the first at
+    ``first`` and the last at ``last``)."""
+    last = first if last is None else last
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": name or f"{node}.{int(first * 1e9):x}",
+            "namespace": "default",
+            "annotations": dict(annotations or {}),
+        },
+        "involvedObject": {"kind": "Node", "name": node, "uid": node, "apiVersion": "v1"},
+        "reason": reason,
+        "message": message,
+        "type": "Warning",
+        "count": count,
+        "firstTimestamp": _iso(first),
+        "lastTimestamp": _iso(last),
+        "source": {"component": "kernel-monitor", "host": node},
     }

@@ -1,8 +1,9 @@
 """Selectors and watch streams of the fake API server: what a reflector relies on.
 
-* ``fieldSelector`` (``=``, ``==``, ``!=`` on ``metadata.name``/``metadata.namespace``,
-  ``spec.nodeName``, ``spec.schedulerName``, ``status.phase``) and ``labelSelector``
-  (``k=v``, ``k!=v``, ``k``, ``!k``) on lists and watches;
+* ``fieldSelector`` (``=``, ``==``, ``!=`` on the field labels the API server supports
+  per resource, e.g. ``spec.schedulerName`` for pods or ``involvedObject.kind`` for events;
+  any other label answers 400 as the server does) and ``labelSelector`` (``k=v``, ``k!=v``,
+  ``k``, ``!k``) on lists and watches;
 * ``?watch=true`` streams newline-delimited ``{"type": ..., "object": ...}`` events over a
   chunked response: from a ``resourceVersion`` (only newer changes), or from the current
   state (synthetic ADDED events first) when none is given; ``BOOKMARK`` events carrying the
@@ -23,13 +24,32 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .kube_core import CoreStore
 
-RESOURCES = {"pods": "Pod", "nodes": "Node"}
-FIELDS = {
+RESOURCES = {"pods": "Pod", "nodes": "Node", "events": "Event"}
+NAMESPACED = frozenset({"pods", "events"})
+_META = {
     "metadata.name": ("metadata", "name"),
     "metadata.namespace": ("metadata", "namespace"),
-    "spec.nodeName": ("spec", "nodeName"),
-    "spec.schedulerName": ("spec", "schedulerName"),
-    "status.phase": ("status", "phase"),
+}
+FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
+    # the field selectors the API server supports per resource (a subset of each)
+    "pods": {
+        **_META,
+        "spec.nodeName": ("spec", "nodeName"),
+        "spec.schedulerName": ("spec", "schedulerName"),
+        "status.phase": ("status", "phase"),
+    },
+    "nodes": {**_META, "spec.unschedulable": ("spec", "unschedulable")},
+    "events": {
+        **_META,
+        "involvedObject.kind": ("involvedObject", "kind"),
+        "involvedObject.name": ("involvedObject", "name"),
+        "involvedObject.namespace": ("involvedObject", "namespace"),
+        "involvedObject.uid": ("involvedObject", "uid"),
+        "reason": ("reason",),
+        "type": ("type",),
+        "source": ("source", "component"),
+        "reportingComponent": ("reportingComponent",),
+    },
 }
 
 
@@ -39,8 +59,12 @@ def _error(code: int, reason: str, message: str, details: dict | None = None) ->
     return ApiError(code, reason, message, details)
 
 
-def _parse_selector(text: str, *, fields: bool) -> list[tuple[str, str, str | None]]:
-    """``a=b,c!=d,e,!f`` as (key, op, value) triples; op in ``= != exists !exists``."""
+def _parse_selector(
+    text: str, *, fields: dict[str, tuple[str, ...]] | None
+) -> list[tuple[str, str, str | None]]:
+    """``a=b,c!=d,e,!f`` as (key, op, value) triples; op in ``= != exists !exists``.
+
+    ``fields``: the field labels a field selector may name (None: a label selector)."""
     out: list[tuple[str, str, str | None]] = []
     for term in filter(None, (t.strip() for t in text.split(","))):
         if "!=" in term:
@@ -49,29 +73,34 @@ def _parse_selector(text: str, *, fields: bool) -> list[tuple[str, str, str | No
         elif "=" in term:
             k, v = term.split("==", 1) if "==" in term else term.split("=", 1)
             out.append((k.strip(), "=", v.strip()))
-        elif fields:
+        elif fields is not None:
             raise _error(400, "BadRequest", f"invalid field selector {term!r}")
         elif term.startswith("!"):
             out.append((term[1:], "!exists", None))
         else:
             out.append((term, "exists", None))
-    for k, _, _ in out if fields else ():
-        if k not in FIELDS:
+    for k, _, _ in out if fields is not None else ():
+        if k not in fields:
             raise _error(400, "BadRequest", f'field label not supported: "{k}"')
     return out
 
 
-def _field(obj: dict, key: str) -> str:
-    section, name = FIELDS[key]
-    return str((obj.get(section) or {}).get(name) or "")
+def _field(obj: dict, path: tuple[str, ...]) -> str:
+    value: object = obj
+    for part in path:
+        value = (value if isinstance(value, dict) else {}).get(part)
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value or "")
 
 
 class Selector:
     """The list/watch filters of one request."""
 
-    def __init__(self, query: dict[str, list[str]]) -> None:
-        self.fields = _parse_selector(query.get("fieldSelector", [""])[0], fields=True)
-        self.labels = _parse_selector(query.get("labelSelector", [""])[0], fields=False)
+    def __init__(self, query: dict[str, list[str]], resource: str = "pods") -> None:
+        self.known = FIELDS[resource]
+        self.fields = _parse_selector(query.get("fieldSelector", [""])[0], fields=self.known)
+        self.labels = _parse_selector(query.get("labelSelector", [""])[0], fields=None)
         self.namespace: str | None = None
 
     def matches(self, obj: dict | None) -> bool:
@@ -80,7 +109,7 @@ class Selector:
         if self.namespace is not None and obj["metadata"].get("namespace") != self.namespace:
             return False
         for key, op, value in self.fields:
-            here = _field(obj, key)
+            here = _field(obj, self.known[key])
             if (op == "=") != (here == value):
                 return False
         labels = obj["metadata"].get("labels") or {}

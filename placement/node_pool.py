@@ -72,9 +72,10 @@ class NodePool:
     # --- the ResourcePool interface ------------------------------------------------------
     def fit_mask(self, jobs: np.ndarray) -> np.ndarray:
         c = self.cluster
-        return (self.gpu_milli[jobs] <= c.gpu_free_total.sum()) & (
+        mask: np.ndarray = (self.gpu_milli[jobs] <= c.gpu_free_total.sum()) & (
             self.cpu_milli[jobs] <= c.cpu_free.sum()
         )
+        return mask
 
     def try_start(self, job: int) -> bool:
         if self._fault_policy is not None and self._fault_policy.uses_faults:
@@ -227,20 +228,22 @@ def _gang_fits(cluster: Cluster, gang: Sequence[Pod]) -> bool:
 
 def openb_jobs(pods: Sequence[Pod]) -> tuple[BatchJobs, list[Pod], int]:
     """(jobs, the pod of each job, pods left out) for a timed run of an openb pod list."""
-    kept = [
-        p
-        for p in pods
-        if p.creation_time is not None
-        and p.scheduled_time is not None
-        and p.deletion_time is not None
-    ]
-    run = np.array([max(p.deletion_time - p.scheduled_time, 0.0) for p in kept], float)  # type: ignore[operator]
+    kept: list[Pod] = []
+    submit: list[float] = []
+    runs: list[float] = []
+    for p in pods:
+        if p.creation_time is None or p.scheduled_time is None or p.deletion_time is None:
+            continue
+        kept.append(p)
+        submit.append(p.creation_time)
+        runs.append(max(p.deletion_time - p.scheduled_time, 0.0))
+    run = np.array(runs, np.float64)
     jobs = BatchJobs(
         job_id=np.arange(len(kept), dtype=np.int64),
-        submit_s=np.array([p.creation_time for p in kept], float),
+        submit_s=np.array(submit, np.float64),
         run_s=run,
         estimate_s=run.copy(),
-        size=np.array([p.total_gpu_milli / MILLI for p in kept], float),
+        size=np.array([p.total_gpu_milli / MILLI for p in kept], np.float64),
         dropped=len(pods) - len(kept),
     )
     return jobs, kept, len(pods) - len(kept)

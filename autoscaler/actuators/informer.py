@@ -95,11 +95,12 @@ class Reflector:
     @property
     def _fn(self) -> Callable[..., Any]:
         core = self.kube.core
-        return {
+        lists: dict[str, Callable[..., Any]] = {
             "pods": core.list_pod_for_all_namespaces,
             "nodes": core.list_node,
             "events": core.list_event_for_all_namespaces,
-        }[self.resource]
+        }
+        return lists[self.resource]
 
     # -- the protocol -----------------------------------------------------------------------
     def relist(self) -> None:

@@ -61,7 +61,8 @@ class PodBinder:
         self.attempts = attempts
 
     def _read(self, namespace: str, name: str) -> dict[str, Any]:
-        resp = self.kube.call(
+        # the raw answer (``_preload_content=False``: no model objects), not a V1Pod
+        resp: Any = self.kube.call(
             f"pod {namespace}/{name}",
             self.kube.core.read_namespaced_pod,
             name,
@@ -69,7 +70,8 @@ class PodBinder:
             _preload_content=False,
         )
         try:
-            return json.loads(resp.data)
+            pod: dict[str, Any] = json.loads(resp.data)
+            return pod
         finally:
             resp.release_conn()
 

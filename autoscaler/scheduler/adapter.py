@@ -11,8 +11,10 @@ simulate``.
 
 Names: ``first-fit`` (no placement code at all), every name of
 ``placement.policies.POLICIES`` (``fault-bestfit`` included), and ``agent:PATH`` — a saved
-learned agent, loaded by ``placement.agents.load_agent(path, context)`` into the same
-score interface (Placement II; until it exists the name is refused with that reason).
+learned agent. Every policy is built by placement's own registry
+(``placement.policies.make_policy``, which hands ``agent:PATH`` to ``placement.agents``), so
+the scheduler and the simulators know the same names; while ``placement.agents`` is absent an
+agent is refused with that reason.
 
 FGD plans against the workload's typical pods: those of the ``workload`` pod list when one
 is configured, else of the pods this scheduler has seen (recounted whenever that number
@@ -21,9 +23,9 @@ doubles, so early decisions do not freeze an unrepresentative mix).
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -36,7 +38,7 @@ from placement.errors import PlacementError
 from placement.frag import TypicalPods, cluster_fragmentation, typical_pods
 from placement.placer import choose, tie_order
 from placement.pod import Pod
-from placement.policies import POLICIES, PolicyContext, ScorePolicy
+from placement.policies import POLICIES, PolicyContext, ScorePolicy, make_policy
 from placement.policies.fault_aware import FaultAware
 
 AGENT_PREFIX = "agent:"
@@ -47,14 +49,20 @@ def known_policies() -> list[str]:
     return ["first-fit", *POLICIES, f"{AGENT_PREFIX}PATH"]
 
 
-def _agent_loader() -> Callable[..., ScorePolicy]:
-    try:
-        from placement.agents import load_agent  # type: ignore[import-not-found]
-    except ImportError:
+def _require_agents() -> None:
+    if importlib.util.find_spec("placement.agents") is None:
         raise ValueError(
             "saved agents (agent:PATH) need placement.agents, which this version lacks"
-        ) from None
-    return load_agent  # type: ignore[no-any-return]
+        )
+
+
+def _factory(name: str) -> Factory:
+    """Builds policy ``name`` through placement's registry (agents included)."""
+
+    def build(context: PolicyContext) -> ScorePolicy:
+        return make_policy(name, context)
+
+    return build
 
 
 def check_policy_name(name: str) -> None:
@@ -62,7 +70,7 @@ def check_policy_name(name: str) -> None:
     if name.startswith(AGENT_PREFIX):
         if not name.removeprefix(AGENT_PREFIX):
             raise ValueError("agent: needs a path (agent:PATH)")
-        _agent_loader()
+        _require_agents()
         return
     if name != "first-fit" and name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(known_policies())}")
@@ -256,15 +264,9 @@ def make_placer(name: str, *, seed: int = 0, workload: str | None = None) -> Pla
     if name == "first-fit":
         return FirstFit()
     typical = load_typical(workload)
-    if name.startswith(AGENT_PREFIX):
-        path = Path(name.removeprefix(AGENT_PREFIX))
-        if not path.exists():
-            raise PlacementError(f"{path}: no saved agent there")
-        load_agent = _agent_loader()
-
-        def factory(ctx: PolicyContext) -> Any:
-            return load_agent(path, ctx)
-
-        return PolicyPlacer(name, factory, seed=seed, typical=typical, needs_typical=True)
-    factory = POLICIES[name]
-    return PolicyPlacer(name, factory, seed=seed, typical=typical, needs_typical=name == "fgd")
+    agent = name.startswith(AGENT_PREFIX)
+    if agent and not Path(name.removeprefix(AGENT_PREFIX)).exists():
+        raise PlacementError(f"{name.removeprefix(AGENT_PREFIX)}: no saved agent there")
+    return PolicyPlacer(
+        name, _factory(name), seed=seed, typical=typical, needs_typical=agent or name == "fgd"
+    )

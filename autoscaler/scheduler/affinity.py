@@ -80,7 +80,7 @@ def _requirement(raw: Any, *, field: bool) -> Requirement:
         raise ValueError(f"{key}: {op} takes no values")
     if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
         raise ValueError(f"{key}: {op} needs one integer value")
-    return Requirement(key, op, tuple(values))
+    return Requirement(key, str(op), tuple(values))
 
 
 def parse_node_affinity(spec: dict[str, Any]) -> NodeAffinity | None:

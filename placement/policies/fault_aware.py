@@ -62,7 +62,8 @@ class FaultAwareBestFitPolicy(BestFitPolicy):
         base = super().score(pod, cluster, nodes)
         if self.node_faults is None or self.node_faults.shape[0] != len(cluster):
             return base
-        return base - self.penalty * np.minimum(self.node_faults[nodes], FAULT_CAP)
+        penalised: np.ndarray = base - self.penalty * np.minimum(self.node_faults[nodes], FAULT_CAP)
+        return penalised
 
     def choose_gpus(self, pod: Pod, cluster: Cluster, node: int) -> tuple[int, ...]:
         if not pod.num_gpu:

@@ -186,6 +186,7 @@ class WatchStream:
             else:
                 last, initial = self.since, []
             compacted = store.compacted_rv
+            server = store.api._server  # the server this stream belongs to
         if expired:
             store.expired_watches += 1
             yield self._event(
@@ -208,8 +209,10 @@ class WatchStream:
             out: list[bytes] = []
             with store.cond:
                 while True:
-                    if store.api._server is None or store.closing:
-                        self.dropped = True  # the server stopped: the connection drops
+                    if store.api._server is not server or store.closing:
+                        # the server stopped (even if a new one started since, as after
+                        # ``stop(); start()``): the connection drops
+                        self.dropped = True
                         return
                     fresh = store.since(last)
                     now = time.monotonic()

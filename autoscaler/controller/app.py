@@ -315,6 +315,11 @@ def build(
                 f"metrics.port: cannot listen on {cfg.metrics.address}:{cfg.metrics.port}: {exc}"
             ) from exc
     runner = Runner(
-        controller, interval_s=cfg.interval, elector=elector, health=health, clock=clock
+        controller,
+        interval_s=cfg.interval,
+        elector=elector,
+        health=health,
+        clock=clock,
+        settle=True,
     )
     return App(controller, runner, server, kube, background)

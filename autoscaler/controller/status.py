@@ -78,7 +78,8 @@ class Conditions:
     """Kubernetes-style conditions whose ``lastTransitionTime`` moves only on change."""
 
     def __init__(self, existing: list[dict[str, Any]], now: float) -> None:
-        self.by_type = {c["type"]: dict(c) for c in existing if isinstance(c, dict) and "type" in c}
+        # Shared, not copied: :meth:`set` replaces a condition, never changes one in place.
+        self.by_type = {c["type"]: c for c in existing if isinstance(c, dict) and "type" in c}
         self.now = now
         self.changed: list[tuple[str, bool]] = []
 

@@ -13,9 +13,12 @@ from __future__ import annotations
 import json
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autoscaler.jobrules import Problem
+
+if TYPE_CHECKING:
+    from autoscaler.config import LoadedJob
 
 MODEL_FORMAT = "kale.throughput/v1"
 """What ``kale throughput fit`` writes (``throughput.model.FORMAT``; not imported: numpy)."""
@@ -59,12 +62,10 @@ def read_json_file(path: Path) -> tuple[Any, str | None]:
     return data, None
 
 
-def file_problems(job: Any, path: Path | None, *, root: Path | None = None) -> list[Problem]:
+def file_problems(loaded: LoadedJob, *, root: Path | None = None) -> list[Problem]:
     """The model and measurement files must exist, be what they claim, and stay in ``root``."""
-    from autoscaler.config import LoadedJob
-
+    job = loaded.job
     out: list[Problem] = []
-    loaded = LoadedJob(job, path)
     model = loaded.throughput_model_path
     if root is not None and outside_root(model, root):
         out.append(

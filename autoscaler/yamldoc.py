@@ -102,7 +102,7 @@ def _scan(text: str, limits: DocumentLimits) -> int:
                 if depth > limits.max_depth:
                     raise _Refused(
                         f"nesting deeper than {limits.max_depth} levels "
-                        "(a job needs 5); the document is refused",
+                        "(a job needs 5): the document is refused",
                         line,
                     )
                 expanded += 1
@@ -148,7 +148,10 @@ class _StrictLoader(_BaseLoader):  # type: ignore[misc,valid-type]
     def construct_scalar(self, node: Any) -> Any:
         value = super().construct_scalar(node)
         if isinstance(value, str) and ("\x00" in value or _has_surrogate(value)):
-            raise _Refused("a string contains NUL or an invalid (surrogate) code point", None)
+            raise _Refused(
+                "a string contains NUL or an invalid (surrogate) code point",
+                _line(node.start_mark),
+            )
         return value
 
 

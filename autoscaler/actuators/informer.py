@@ -1,189 +1,205 @@
-"""The ElasticTrainingJobs of the cluster, kept current by a watch instead of a list per tick.
+"""List + watch of pods or nodes as raw JSON: the scheduler's eyes (client-go's reflector).
 
-Why this module exists: listing every job every tick costs the API server a full read of all
-jobs (10,000 objects, with their statuses) per interval per replica. client-go's answer is
-an *informer*: list once, remember the list's ``resourceVersion``, then watch from it and
-apply each ADDED/MODIFIED/DELETED event to a local cache. When the server has compacted the
-history the watch asked for, it answers ``410 Gone`` and the informer lists again. The tick
-reads the cache — level-triggered as before: it sees every job every tick, only the reading
-is cheap.
+Why not poll: a scheduler must see a new pod within milliseconds and must not list the
+whole cluster every second. The protocol is the API server's own:
 
-Failures: the watch runs on its own daemon thread; a broken stream is re-opened from the
-last resourceVersion, an error backs off (the :class:`RetryPolicy` pauses) and lists again.
-Until the first list succeeds :meth:`JobInformer.list` raises (the tick is skipped, no job
-is forgotten); afterwards it serves the last known state, as a list would have during an
-outage, and says how old it is.
+1. **list** (one request) → every object and the collection's ``resourceVersion``;
+2. **watch** from that version with ``allowWatchBookmarks=true``: ADDED/MODIFIED/DELETED
+   events stream in; each moves the resume point to its object's version, and BOOKMARK
+   events move it without an object, so a quiet watch can still resume near the head;
+3. the watch ends (``timeoutSeconds``, a dropped connection): **re-watch** from the resume
+   point, after a backoff if it failed — nothing is missed and nothing re-listed;
+4. the resume point is too old (HTTP 410 Gone, or an ``ERROR`` event with code 410: the
+   server compacted its history): **re-list** and hand the full state to the sink, which
+   replaces its cache (deletions missed meanwhile show up as absent objects).
+
+Objects stay plain dicts (``_preload_content=False``): deserialising every pod into the
+client's models costs more than a scheduling decision.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
-import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from kubernetes import watch as k8s_watch
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from autoscaler.actuators.crd_status import GROUP, PLURAL, VERSION
-from autoscaler.actuators.errors import ActuatorError, TargetUnavailable
-from autoscaler.actuators.kube import Kube
+from autoscaler.actuators.errors import ActuatorError
+from autoscaler.actuators.kube import Kube, RetryPolicy, status_of
 
 log = logging.getLogger(__name__)
 
-#: Seconds a watch request stays open before it is renewed from its resourceVersion.
-WATCH_TIMEOUT_S = 300
+Resource = Literal["pods", "nodes"]
+Sink = Callable[[str, Any], None]
+"""``sink(type, payload)``: ``("SYNC", [objects])`` after each list, else ``(type, object)``."""
 
 
-class _Gone(Exception):
-    """The watch's resourceVersion is older than the server's history: list again."""
+class Expired(Exception):
+    """The resume point is older than the server's history: re-list (HTTP 410 Gone)."""
 
 
-class JobInformer:
-    """A watch-fed cache of the job resources in ``namespaces`` (empty: all namespaces)."""
+@dataclass
+class ReflectorStats:
+    """What happened, for metrics and tests."""
+
+    lists: int = 0
+    watches: int = 0
+    events: int = 0
+    bookmarks: int = 0
+    expired: int = 0
+    errors: int = 0
+    by_type: dict[str, int] = field(default_factory=dict)
+
+
+class Reflector:
+    """Keeps a sink in step with one resource collection, on the calling thread."""
 
     def __init__(
         self,
         kube: Kube,
+        resource: Resource,
+        sink: Sink,
         *,
-        namespaces: Sequence[str] = (),
-        watch_timeout_s: int = WATCH_TIMEOUT_S,
-        sync_timeout_s: float = 30.0,
-        sleep: Callable[[float], bool] | None = None,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        watch_timeout_s: int = 300,
+        retry: RetryPolicy | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.kube = kube
-        self.scopes: list[str | None] = list(namespaces) or [None]
+        self.resource = resource
+        self.sink = sink
+        self.selectors = {
+            k: v
+            for k, v in (("field_selector", field_selector), ("label_selector", label_selector))
+            if v
+        }
         self.watch_timeout_s = watch_timeout_s
-        self.sync_timeout_s = sync_timeout_s
-        self._stop = threading.Event()
-        self._sleep = sleep or self._stop.wait
-        self._lock = threading.Lock()
-        self._items: dict[str | None, dict[tuple[str, str], dict[str, Any]]] = {}
-        self._synced = {scope: threading.Event() for scope in self.scopes}
-        self._threads: list[threading.Thread] = []
-        self.lists = 0
-        """Full lists made (the first per scope, then one per 410 or error)."""
-        self.events = 0
-        """Watch events applied."""
-        self.last_error: str | None = None
+        self.retry = retry or RetryPolicy(attempts=1_000_000, max_s=5.0)
+        self.stop_event = stop or threading.Event()
+        self.resource_version: str | None = None
+        self.stats = ReflectorStats()
+        self.synced = threading.Event()
+        """Set once the first list reached the sink."""
+        self._response: Any = None
 
-    # -- what the controller calls -------------------------------------------------------
-    def start(self) -> JobInformer:
-        for scope in self.scopes:
-            t = threading.Thread(
-                target=self._run, args=(scope,), name=f"kale-watch-{scope or 'all'}", daemon=True
+    @property
+    def _fn(self) -> Callable[..., Any]:
+        core = self.kube.core
+        return core.list_pod_for_all_namespaces if self.resource == "pods" else core.list_node
+
+    # -- the protocol -----------------------------------------------------------------------
+    def relist(self) -> None:
+        """List everything, hand it to the sink, remember the collection's version."""
+        resp = self.kube.call(
+            f"list {self.resource}", self._fn, _preload_content=False, **self.selectors
+        )
+        try:
+            doc = json.loads(resp.data)
+        finally:
+            resp.release_conn()
+        self.stats.lists += 1
+        self.resource_version = str(doc["metadata"]["resourceVersion"])
+        self.sink("SYNC", doc.get("items") or [])
+        self.synced.set()
+
+    def _lines(self) -> Iterator[bytes]:
+        timeout = self.watch_timeout_s
+        try:
+            resp = self._fn(
+                watch=True,
+                resource_version=self.resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout,
+                _preload_content=False,
+                _request_timeout=(5.0, timeout + 15.0),
+                **self.selectors,
             )
-            self._threads.append(t)
-            t.start()
-        return self
+        except ApiException as exc:
+            if status_of(exc) == 410:
+                raise Expired(str(exc.reason)) from exc
+            raise
+        self._response = resp
+        buffer = b""
+        ended = False
+        try:
+            for chunk in resp.stream(amt=None, decode_content=False):
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                yield from (line for line in lines if line.strip())
+            ended = True
+        finally:
+            self._response = None
+            if not ended:  # left mid-stream: the connection must not be reused
+                resp.close()
+            resp.release_conn()
 
-    def list(self) -> list[dict[str, Any]]:
-        """Every job as last seen; raises until the first list has succeeded.
+    def watch_once(self) -> None:
+        """One watch request, until it ends; raises :class:`Expired` when a re-list is due."""
+        self.stats.watches += 1
+        for line in self._lines():
+            event = json.loads(line)
+            kind, obj = event.get("type"), event.get("object") or {}
+            if kind == "ERROR":
+                code = obj.get("code")
+                if code == 410:
+                    raise Expired(obj.get("message", "resource version too old"))
+                raise ActuatorError(f"watch {self.resource}: {obj.get('message', obj)}")
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if rv:
+                self.resource_version = str(rv)
+            if kind == "BOOKMARK":
+                self.stats.bookmarks += 1
+                continue
+            self.stats.events += 1
+            self.stats.by_type[kind] = self.stats.by_type.get(kind, 0) + 1
+            self.sink(kind, obj)
+            if self.stop_event.is_set():
+                return
 
-        The objects are the cache's own (an event replaces an object, never changes it):
-        read them, do not modify them — copying 10,000 jobs every tick is what this avoids.
-        """
-        deadline = time.monotonic() + self.sync_timeout_s
-        for scope in self.scopes:
-            if not self._synced[scope].wait(max(0.0, deadline - time.monotonic())):
-                raise TargetUnavailable(
-                    f"elastictrainingjobs {'in ' + scope if scope else '(all namespaces)'}: "
-                    f"not listed yet ({self.last_error or 'waiting for the API server'})"
-                )
-        with self._lock:
-            return [o for scope in self.scopes for o in self._items.get(scope, {}).values()]
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    # -- the watch thread ----------------------------------------------------------------
-    def _run(self, scope: str | None) -> None:
+    def run(self) -> None:
+        """List, then watch until :meth:`stop`; re-watch on ends, re-list on 410."""
         failures = 0
-        while not self._stop.is_set():
+        while not self.stop_event.is_set():
             try:
-                rv = self._relist(scope)
+                if self.resource_version is None:
+                    self.relist()
+                self.watch_once()
                 failures = 0
-                while not self._stop.is_set():
-                    rv = self._watch(scope, rv)
-            except _Gone:
-                log.info("watch of %s expired (410): listing again", scope or "all namespaces")
-            except Exception as exc:  # any failure: back off, list again
+            except Expired as exc:
+                self.stats.expired += 1
+                log.info("watch %s: %s; re-listing", self.resource, exc)
+                self.resource_version = None
+            except (ActuatorError, ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+                if self.stop_event.is_set():
+                    return
                 failures += 1
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                pause = self.kube.retry.pause(min(failures, 6))
-                log.warning(
-                    "watching elastictrainingjobs failed (%s); listing again in %.1fs",
-                    self.last_error,
-                    pause,
-                )
-                if self._sleep(pause):
+                self.stats.errors += 1
+                pause = self.retry.pause(min(failures, 10))
+                log.warning("watch %s failed (%s); again in %.1fs", self.resource, exc, pause)
+                if self.stop_event.wait(pause):
                     return
 
-    def _list_call(self, scope: str | None) -> Callable[..., Any]:
-        custom = self.kube.custom
-        if scope is None:
-            return lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kw)
-        return lambda **kw: custom.list_namespaced_custom_object(
-            GROUP, VERSION, scope, PLURAL, **kw
-        )
-
-    def _relist(self, scope: str | None) -> str:
-        what = f"elastictrainingjobs {'in ' + scope if scope else '(all namespaces)'}"
-        out = self.kube.call(what, self._list_call(scope))
-        items = {_key(o): o for o in out.get("items", []) if isinstance(o, dict)}
-        with self._lock:
-            self._items[scope] = items
-        self.lists += 1
-        self.last_error = None
-        self._synced[scope].set()
-        return str((out.get("metadata") or {}).get("resourceVersion") or "")
-
-    def _watch(self, scope: str | None, rv: str) -> str:
-        """One watch request from ``rv``; returns the resourceVersion to resume from."""
-        w = k8s_watch.Watch()
-        list_fn = self._list_call(scope)
-
-        def func(**kw: Any) -> Any:  # Watch.stream needs a function with a docstring type
-            return list_fn(**kw)
-
-        func.__doc__ = ":return: object"
-        try:
-            for event in w.stream(
-                func,
-                resource_version=rv,
-                timeout_seconds=self.watch_timeout_s,
-                allow_watch_bookmarks=True,
-                deserialize=False,
-                _request_timeout=(5.0, self.watch_timeout_s + 10.0),
-            ):
-                if self._stop.is_set():
-                    w.stop()
-                    break
-                rv = self._apply(scope, event) or rv
-        except ApiException as exc:
-            if exc.status == 410:
-                raise _Gone() from exc
-            raise ActuatorError(f"watch: HTTP {exc.status} {exc.reason}") from exc
-        return rv
-
-    def _apply(self, scope: str | None, event: dict[str, Any]) -> str | None:
-        kind = event.get("type")
-        obj = event.get("object")
-        if not isinstance(obj, dict):
-            return None
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
-        if kind in ("ADDED", "MODIFIED", "DELETED"):
-            with self._lock:
-                items = self._items.setdefault(scope, {})
-                if kind == "DELETED":
-                    items.pop(_key(obj), None)
-                else:
-                    items[_key(obj)] = obj
-            self.events += 1
-        return str(rv) if rv else None
+    def stop(self) -> None:
+        """End :meth:`run` soon: the open watch is closed under it."""
+        self.stop_event.set()
+        resp = self._response
+        if resp is not None:
+            try:
+                resp.shutdown()
+            except Exception:  # already closed, or a urllib3 without shutdown()
+                log.debug("watch %s: closing the stream failed", self.resource, exc_info=True)
 
 
-def _key(obj: dict[str, Any]) -> tuple[str, str]:
-    md = obj.get("metadata") or {}
-    return str(md.get("namespace", "")), str(md.get("name", ""))
+def start(reflector: Reflector, *, name: str | None = None) -> threading.Thread:
+    """Run ``reflector`` on a daemon thread."""
+    thread = threading.Thread(
+        target=reflector.run, name=name or f"kale-watch-{reflector.resource}", daemon=True
+    )
+    thread.start()
+    return thread

@@ -18,6 +18,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "autoscaler.cli.place_simulate:simulate",
         "Inflation experiment: GPU allocation per node policy as demand grows.",
     ),
+    "timed": (
+        "autoscaler.cli.place_timed:timed",
+        "Queue (and node) policies over time: waits, slowdown, utilisation, faults.",
+    ),
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -17,6 +18,14 @@ from autoscaler.cli.place import placement_error
 from autoscaler.errors import UserError
 
 ALL_POLICIES = "random,dotprod,clustering,packing,bestfit,fgd"
+
+
+def _print_table(summary: dict[str, Any]) -> None:
+    rows = [
+        [n, s["final"], s["at100"], s["failed_pods"], s["frag_final_pct"], s["seconds_per_run"]]
+        for n, s in summary.items()
+    ]
+    click.echo(table(rows, ["policy", "final_%", "at100_%", "failed_pods", "frag_%", "s_per_run"]))
 
 
 @click.command("simulate")
@@ -76,13 +85,9 @@ def simulate(
         nodes, pods = load_nodes(nodes_path), load_pods(pods_path)
         runs = len(names) * len(seed_list)
         with tqdm(total=runs, desc="inflation", unit="run", file=sys.stderr, disable=None) as bar:
+            settings = InflationSettings(tune=tune)
             result = run_experiment(
-                nodes,
-                pods,
-                names,
-                seed_list,
-                InflationSettings(tune=tune),
-                on_run=lambda r: bar.update(1),
+                nodes, pods, names, seed_list, settings, on_run=lambda _: bar.update(1)
             )
     except PlacementInputError as exc:
         raise placement_error(exc) from None
@@ -96,9 +101,5 @@ def simulate(
             raise UserError(f"{plot_path}: cannot write the plot: {exc.strerror}") from None
     if as_json:
         emit_json(result)
-        return
-    rows = [
-        [n, s["final"], s["at100"], s["failed_pods"], s["frag_final_pct"], s["seconds_per_run"]]
-        for n, s in summary.items()
-    ]
-    click.echo(table(rows, ["policy", "final_%", "at100_%", "failed_pods", "frag_%", "s_per_run"]))
+    else:
+        _print_table(summary)

@@ -127,19 +127,32 @@ def admit(
                 )
             )
     if policy.check_files:
-        out += file_problems(job, path, root=policy.models_root)
+        out += file_problems(LoadedJob(job, path), root=policy.models_root)
     return out
+
+
+def check_file(
+    path: str | Path, policy: AdmissionPolicy, *, models_dir: str | Path | None = None
+) -> tuple[LoadedJob | None, list[str], list[str]]:
+    """``kale validate --config``: (the job or None, error lines, warning lines).
+
+    ``models_dir``: cluster mode, where relative file references resolve (as the controller
+    resolves them); otherwise they resolve beside the job file.
+    """
+    loaded, errors, warnings = validate_file(path, check_files=False, limits=policy.limits)
+    if loaded is None:
+        return None, errors, warnings
+    where = Path(path) if models_dir is None else Path(models_dir) / Path(path).name
+    rest = admit(loaded.job, _without_limits(policy), path=where)
+    if rest:
+        return None, [f"{path}: {loc}: {msg}" for loc, msg in rest], warnings
+    return loaded, [], warnings
 
 
 def admit_file(path: Path, policy: AdmissionPolicy) -> tuple[LoadedJob | None, list[str]]:
     """Validate and admit one job file: (the job, []) or (None, ``FILE: field: reason`` lines)."""
-    loaded, errors, _ = validate_file(path, check_files=False, limits=policy.limits)
-    if loaded is None:
-        return None, errors
-    rest = admit(loaded.job, _without_limits(policy), path=path)
-    if rest:
-        return None, [f"{path}: {loc}: {msg}" for loc, msg in rest]
-    return loaded, []
+    loaded, errors, _ = check_file(path, policy)
+    return loaded, errors
 
 
 def admit_object(

@@ -32,6 +32,7 @@ from autoscaler.controller.sinks import FileStatusSink, LogEventSink, NullSink
 from autoscaler.controller.state import SqliteStateStore
 from autoscaler.controller.workers import DaemonPool
 from autoscaler.errors import UserError
+from autoscaler.policy.kale import KaleSettings
 from autoscaler.resources import ResourceManager
 
 log = logging.getLogger(__name__)
@@ -220,6 +221,19 @@ class App:
         signal.signal(signal.SIGINT, stop)
 
 
+@dataclass(frozen=True)
+class BuildOptions:
+    """What a program embedding the controller (``kale demo``) sets instead of the defaults
+    the configuration implies; :func:`build` wires them in, so nothing is patched afterwards."""
+
+    planner: KaleSettings | None = None
+    """Planner tunables (None: the planner's own defaults)."""
+    forecaster_factory: Callable[[JobEntry], Any] | None = None
+    """Forecasters per job (None: ``forecasting.model`` behind the fallback wrapper)."""
+    wrap_actuator: Callable[[JobEntry, Actuator], Actuator] | None = None
+    """Applied to each job's actuator once it is made (None: used as made)."""
+
+
 def _timeline(state_dir: Path, cfg: ControllerConfig, dry_run: bool) -> Any:
     """The per-tick history the dashboard reads (``<stateDir>/timeline.sqlite``)."""
     from autoscaler.controller.timeline import TimelineStore
@@ -235,11 +249,13 @@ def build(
     dry_run: bool = False,
     clock: Callable[[], float] = time.time,
     once: bool = False,
+    options: BuildOptions | None = None,
 ) -> App:
-    """Everything :meth:`App.run` needs, from the configuration.
+    """Everything :meth:`App.run` needs, from the configuration (and ``options``).
 
     ``once``: for a single tick (``--once``), backfills run inside it rather than in the
     background, so the one tick sees the history."""
+    options = options or BuildOptions()
     dry_run = dry_run or cfg.dry_run
     kube = LazyKube(kubeconfig=cfg.kubeconfig, context=cfg.context)
     state_dir = Path(cfg.state_dir)
@@ -252,27 +268,31 @@ def build(
     if cfg.cluster_mode:
         from autoscaler.actuators.crd_status import ElasticTrainingJobs
         from autoscaler.actuators.events import EventRecorder
-        from autoscaler.actuators.informer import JobInformer
+        from autoscaler.actuators.job_watch import JobInformer
 
         crs = ElasticTrainingJobs(kube.get(), namespaces=cfg.jobs.namespaces or [])
         # A watch keeps the jobs current; the tick reads its cache instead of listing.
         informer = JobInformer(kube.get(), namespaces=cfg.jobs.namespaces or []).start()
-        jobs = ClusterJobs(informer.list, models_dir=cfg.jobs.models_dir or ".")
+        jobs = ClusterJobs(
+            informer.list, models_dir=cfg.jobs.models_dir or ".", policy=cfg.admission_policy()
+        )
         status_sink, event_sink = crs, EventRecorder(kube.get(), instance=me, clock=clock)
     else:
         assert cfg.jobs.directory is not None
-        jobs = DirectoryJobs(cfg.jobs.directory)
+        jobs = DirectoryJobs(cfg.jobs.directory, policy=cfg.admission_policy())
         status_sink, event_sink = FileStatusSink(state_dir / "status"), LogEventSink()
     if dry_run:
         status_sink, event_sink = NullSink(), LogEventSink()
     metrics = ControllerMetrics()
     deadlines = Deadlines.of(cfg)
     background = None if once else DaemonPool(BACKFILL_THREADS, name="kale-backfill")
+    actuators = actuator_factory(kube, log_dir=state_dir / "workers", dry_run=dry_run)
+    wrap = options.wrap_actuator
     controller = Controller(
         jobs_source=jobs,
         meter_factory=meter_factory(cfg, clock=clock, background=background),
-        forecaster_factory=forecaster_factory(cfg.forecasting.model),
-        actuator_factory=actuator_factory(kube, log_dir=state_dir / "workers", dry_run=dry_run),
+        forecaster_factory=options.forecaster_factory or forecaster_factory(cfg.forecasting.model),
+        actuator_factory=actuators if wrap is None else (lambda e: wrap(e, actuators(e))),
         resource_manager=ResourceManager(cfg.quota.gpus) if cfg.quota.gpus is not None else None,
         clock=clock,
         status_sink=status_sink,
@@ -292,6 +312,7 @@ def build(
             act_deadline_s=deadlines.act_s,
             identity=me,
             forecast_model=cfg.forecasting.model,
+            planner=options.planner,
         ),
     )
     elector = None

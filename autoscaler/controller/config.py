@@ -45,6 +45,7 @@ from autoscaler.errors import UserError
 from autoscaler.jobrules import DEFAULT_LIMITS, JobLimits
 
 CONFIG_KIND = "ControllerConfig"
+HOUR, DAY = 3600.0, 86400.0
 
 
 class _Model(BaseModel):
@@ -97,9 +98,9 @@ class LeaderElection(_Model):
         description="Namespace of the Lease (default: $POD_NAMESPACE, else kale-system).",
     )
     lease_name: str = "kale-controller"
-    lease_duration: PositiveDuration = 15.0
-    renew_deadline: PositiveDuration = 10.0
-    retry_period: PositiveDuration = 2.0
+    lease_duration: PositiveDuration = Field(default=15.0, le=HOUR)
+    renew_deadline: PositiveDuration = Field(default=10.0, le=HOUR)
+    retry_period: PositiveDuration = Field(default=2.0, le=HOUR)
     identity: str | None = Field(
         default=None, description="Defaults to $POD_NAME or hostname plus a random suffix."
     )
@@ -116,8 +117,10 @@ class LeaderElection(_Model):
 
 
 class Meter(_Model):
-    window: PositiveDuration = Field(default=10.0, description="Rate window of the Kafka meter.")
-    timeout: PositiveDuration = Field(default=10.0, description="Kafka request timeout.")
+    window: PositiveDuration = Field(
+        default=10.0, le=HOUR, description="Rate window of the Kafka meter."
+    )
+    timeout: PositiveDuration = Field(default=10.0, le=HOUR, description="Kafka request timeout.")
     threads: int = Field(default=4, ge=1, le=64, description="Jobs measured in parallel.")
 
 
@@ -126,10 +129,12 @@ class Forecasting(_Model):
         default=None, description="Use this model for every job instead of spec.forecast.model."
     )
     history: PositiveDuration = Field(
-        default=28 * 86400.0, description="Arrival history given to the forecaster."
+        default=28 * 86400.0, le=400 * DAY, description="Arrival history given to the forecaster."
     )
     reforecast: Duration | None = Field(
-        default=None, description="Reuse a forecast this long (default: a new one each tick)."
+        default=None,
+        le=DAY,
+        description="Reuse a forecast this long (default: a new one each tick).",
     )
     fit_threads: int = Field(
         default=1,
@@ -201,7 +206,9 @@ class Policy(_Model):
 class ControllerConfig(_Model):
     api_version: Literal["kale.dev/v1"] = "kale.dev/v1"
     kind: Literal["ControllerConfig"] = "ControllerConfig"
-    interval: PositiveDuration = Field(default=60.0, description="Time between ticks.")
+    interval: PositiveDuration = Field(
+        default=60.0, le=DAY, description="Time between ticks (at most 1 day)."
+    )
     jobs: JobsSource
     kubeconfig: str | None = Field(
         default=None,

@@ -303,7 +303,9 @@ class _Live:
         return path
 
     def _app(self) -> Any:
-        from autoscaler.controller.app import build
+        """The controller exactly as ``kale controller`` builds it, with the demo's time base
+        passed in: planner windows and forecasts in compressed time, stamped resizes."""
+        from autoscaler.controller.app import BuildOptions, build
         from autoscaler.controller.config import parse_controller_config
 
         plan, state = self.plan, self.setup.state
@@ -323,26 +325,21 @@ class _Live:
             },
             source="demo controller",
         )
-        app = build(cfg)
-        ctl = app.controller
-        from autoscaler.controller.jobs import DirectoryJobs
+        options = BuildOptions(
+            planner=self._planner_settings(),
+            forecaster_factory=self._forecasters(),
+            wrap_actuator=self._stamped,
+        )
+        return build(cfg, options=options)
 
-        ctl.jobs_source = DirectoryJobs(cfg.jobs.directory or "", policy=cfg.admission_policy())
-        ctl.forecaster_factory = self._forecasters()
-        ctl.settings = dataclasses.replace(ctl.settings, planner=self._planner_settings())
-        make_actuator = ctl.actuator_factory
+    def _stamped(self, entry: Any, actuator: Any) -> Any:
+        """The Local actuator, stamping each resize start, at the size the simulator starts at."""
+        from autoscaler.actuators.base import Size
+
         w0 = self.setup.w0
-        stamp = self.stamp_path
-
-        def actuator(entry: Any) -> Any:
-            from autoscaler.actuators.base import Size
-
-            act = StampingActuator(make_actuator(entry), stamp)
-            act.apply(Size(w0, self.setup.sizing.ps_for(w0)))  # steady state, as simulated
-            return act
-
-        ctl.actuator_factory = actuator
-        return app
+        act = StampingActuator(actuator, self.stamp_path)
+        act.apply(Size(w0, self.setup.sizing.ps_for(w0)))  # steady state, as simulated
+        return act
 
     def _planner_settings(self) -> Any:
         from autoscaler.policy.kale import KaleSettings

@@ -22,7 +22,6 @@ just ended, as the simulator's end-of-step delay does):
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,8 @@ import pandas as pd
 
 from autoscaler.atomic import atomic_write_text
 from autoscaler.demo.plan import DAY_S, DemoPlan
+from autoscaler.terminal.formatting import format_number
+from autoscaler.terminal.output import table
 
 METRIC_COLUMNS = (
     ("slo_violation_rate", "violations"),
@@ -172,21 +173,40 @@ def rows_for_table(result: dict[str, Any]) -> tuple[list[list[Any]], list[str]]:
 
 
 def format_table(result: dict[str, Any]) -> str:
-    from autoscaler.cli.output import table
-
+    """The comparison as an aligned table (violations in %, numbers formatted one way)."""
     rows, headers = rows_for_table(result)
-    cells = []
-    for row in rows:
-        out = []
-        for h, v in zip(headers, row, strict=True):
-            if h == "violations" and isinstance(v, float):
-                out.append(f"{100 * v:.2f}%")
-            elif isinstance(v, float) and not math.isfinite(v):
-                out.append("–")
-            else:
-                out.append(v)
-        cells.append(out)
-    return table(cells, headers)
+    return table(rows, headers, percent=("violations",))
+
+
+def closing_lines(
+    result: dict[str, Any],
+    plan: DemoPlan,
+    *,
+    wall_s: float,
+    interrupted: bool,
+    state_dir: Path | None,
+) -> list[str]:
+    """What ``kale demo`` prints at the end: what ran, the table, and how to look again."""
+    lines = [
+        "",
+        f"kale demo: {result.get('replayed_days', 0):.2f} days of traffic replayed in "
+        f"{wall_s:.0f}s wall{' (interrupted)' if interrupted else ''}; "
+        f"{result.get('live_steps', 0)} controller ticks; SLO {plan.slo_s / 60:g} min, "
+        f"rescale {plan.rescale_s / 60:g} min, {plan.interval_s / 60:g}-min steps",
+        format_table(result),
+        "lower bound (per-step minimum, free resizes): "
+        f"{format_number(result.get('lower_bound_gpu_hours', 0))} GPU-hours",
+        "kale-live: measured from the running controller; the others: `kale simulate` "
+        "on the same trace segment.",
+    ]
+    if state_dir is not None:
+        lines.append(
+            f"state kept: kale dashboard --state {state_dir} "
+            f"--simulation {state_dir / 'simulation.json'}"
+        )
+    else:
+        lines.append("(--state DIR keeps the run for `kale dashboard --state DIR`)")
+    return lines
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

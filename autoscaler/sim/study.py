@@ -69,6 +69,8 @@ class SimSettings:
     """Steps between forecasts; the planner slices the latest one in between."""
     fit_cache: str | None = None
     """Folder caching forecaster fits (default: ``$KALE_CACHE_DIR`` or ``~/.cache/kale``)."""
+    placement: str | None = None
+    """Also place each policy's workers on a shared cluster with this placement policy."""
 
 
 @dataclass
@@ -183,6 +185,7 @@ def simulate_single(
     )
     document: dict[str, Any] = {
         "policies": comp.metrics,
+        **_placement(comp.results, sizing, settings),
         "lower_bound_gpu_hours": comp.lower_bound_gpu_hours,
         "trace": trace_path,
         "job": loaded.name,
@@ -210,6 +213,21 @@ def simulate_single(
         title=f"kale simulate: {loaded.name}",
         tables=[("", comp.metrics, comp.lower_bound_gpu_hours)],
     )
+
+
+def _placement(results: dict[str, Any], sizing: JobSizing, settings: SimSettings) -> dict:
+    """``{"placement": {policy: where its workers went}}`` with ``--placement``, else {}."""
+    if settings.placement is None:
+        return {}
+    from autoscaler.sim.placement_replay import PlacementSettings, replay_workers
+
+    where = PlacementSettings(policy=settings.placement)
+    return {
+        "placement": {
+            name: replay_workers(r.workers, sizing.gpus_per_worker, where)
+            for name, r in results.items()
+        }
+    }
 
 
 # -- several jobs, one quota ------------------------------------------------------------------

@@ -54,6 +54,37 @@ class BatchJobs:
         )
 
 
+def nodes_needed(size: np.ndarray, *, processors: int, nodes: int | None) -> np.ndarray:
+    """Whole nodes each job occupies on a machine of ``processors`` in ``nodes`` nodes.
+
+    SWF logs that state both MaxProcs and MaxNodes describe a machine allocated by whole
+    nodes (RLScheduler's cluster: ⌈n / (MaxProcs / MaxNodes)⌉ nodes for n processors); with
+    one of them only, a node is a processor.
+    """
+    if nodes is None or nodes == processors:
+        return np.asarray(size, dtype=np.int64)
+    return np.ceil(np.asarray(size, dtype=np.float64) / (processors / nodes)).astype(np.int64)
+
+
+def compress_arrivals(jobs: BatchJobs, factor: float) -> BatchJobs:
+    """The same jobs arriving ``factor`` times faster (inter-arrival gaps divided by it, run
+    times unchanged), so the offered load grows by ``factor``: the usual way to study a log
+    under more pressure than it saw (Feitelson's load scaling)."""
+    if not (factor > 0 and np.isfinite(factor)):
+        raise ValueError(f"the arrival factor must be a positive number, got {factor}")
+    if factor == 1 or not len(jobs):
+        return jobs
+    first = float(np.min(jobs.submit_s))
+    return BatchJobs(
+        job_id=jobs.job_id,
+        submit_s=first + (jobs.submit_s - first) / factor,
+        run_s=jobs.run_s,
+        estimate_s=jobs.estimate_s,
+        size=jobs.size,
+        dropped=jobs.dropped,
+    )
+
+
 def batch_jobs_from_swf(trace: SwfTrace) -> BatchJobs:
     """The log's jobs as :class:`BatchJobs`, by the rules in the module docstring."""
     rows = sorted(trace.jobs, key=lambda j: j.job_id)

@@ -12,7 +12,7 @@ from controller_fakes import SYNC_MODEL, T0, FakeClock, FakeKubeApi, Objects, Tr
 
 from autoscaler.actuators.crd_status import ElasticTrainingJobs
 from autoscaler.actuators.events import EventRecorder
-from autoscaler.actuators.informer import JobInformer
+from autoscaler.actuators.job_watch import JobInformer
 from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.actuators.lease import LeaderElector
 from autoscaler.actuators.statefulset import StatefulSetActuator

@@ -7,7 +7,9 @@ mock. This server speaks HTTP/1.1 JSON on 127.0.0.1 and serves exactly what Kale
   StatefulSet controller sets ``status.replicas``/``readyReplicas`` to ``spec.replicas``);
 * ``kubeflow.org/v1`` tfjobs, ``kale.dev/v1`` elastictrainingjobs (``status`` subresource:
   writes to the main resource leave status alone and vice versa; list across namespaces);
-* ``coordination.k8s.io/v1`` leases and ``core/v1`` events.
+* ``coordination.k8s.io/v1`` leases and ``core/v1`` events;
+* ``core/v1`` pods and nodes with watches and ``pods/binding`` (:mod:`tests.fakes.kube_core`,
+  reached as ``api.core``).
 
 Semantics that matter to a controller are real: ``resourceVersion`` on every object (PUT or
 PATCH carrying a stale one answers 409 Conflict), ``generation`` bumped on spec changes only,
@@ -35,6 +37,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
+
+from .kube_core import CoreStore, WatchStream
 
 Key = tuple[str, str, str, str, str]  # group, version, resource, namespace, name
 
@@ -194,6 +198,8 @@ class FakeKubeApi:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
+        self.core = CoreStore(self)
+        """Pods, nodes, bindings and watches (a scheduler's part of the API)."""
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> FakeKubeApi:
@@ -217,6 +223,8 @@ class FakeKubeApi:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+            with self.lock:  # open watches notice and drop their connections
+                self.core.cond.notify_all()
 
     def __enter__(self) -> FakeKubeApi:
         return self.start()
@@ -442,6 +450,8 @@ class FakeKubeApi:
                 availableReplicas=n,
                 observedGeneration=obj["metadata"]["generation"],
             )
+        if key[2] == "statefulsets":
+            self.core.on_statefulset(obj)
 
     def _injected(self, method: str, path: str) -> Failure | None:
         with self.lock:
@@ -493,6 +503,9 @@ class FakeKubeApi:
         group = m["g"] or ""
         version = m["v"] or m["cv"]
         res, ns, name, sub = m["res"], m["ns"], m["name"], m["sub"]
+        if CoreStore.serves(group, version, res):
+            query = parse_qs(parts.query)
+            return self.core.handle(method, res, ns, name, sub, query, body, content_type)
         if (group, version, res) not in KINDS:
             raise ApiError(404, "NotFound", f"the server could not find the resource {res}")
         kind, has_status = KINDS[(group, version, res)]
@@ -749,8 +762,10 @@ class _Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         started = time.time()
         m = _PATH.match(path)
+        if m is None or CoreStore.serves(m["g"] or "", m["v"] or m["cv"], m["res"]):
+            return False  # pods and nodes: the core store serves their watches
         injected = api._injected("GET", path)
-        if m is None or (injected is not None and injected.status is not None):
+        if injected is not None and injected.status is not None:
             return False  # answered as a plain request (an error)
         group, version = m["g"] or "", m["v"] or m["cv"]
         since = int(query.get("resourceVersion", ["0"])[0] or 0)
@@ -831,6 +846,9 @@ class _Handler(BaseHTTPRequestHandler):
                     self._query(),
                 )
             )
+        if isinstance(payload, WatchStream):
+            self._stream(payload)
+            return
         data = json.dumps(payload).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -839,6 +857,25 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(data)
+
+    def _stream(self, watch: WatchStream) -> None:
+        """A watch: chunked newline-delimited JSON until it ends or the client goes."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for line in watch.lines():
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+            if watch.dropped:  # no final chunk: the client sees a broken stream
+                self.close_connection = True
+                self.request.shutdown(socket.SHUT_RDWR)
+                return
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
     def do_GET(self) -> None:
         self._serve("GET")

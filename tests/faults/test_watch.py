@@ -12,7 +12,7 @@ import pytest
 from fault_fakes import SYNC_MODEL, FakeKubeApi, Objects, job_doc
 
 from autoscaler.actuators.errors import TargetUnavailable
-from autoscaler.actuators.informer import JobInformer
+from autoscaler.actuators.job_watch import JobInformer
 from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.controller.jobs import ClusterJobs
 

@@ -27,6 +27,7 @@ import datetime as dt
 import json
 import re
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -205,7 +206,7 @@ class FakeKubeApi:
     def start(self) -> FakeKubeApi:
         self._stopping = False
         handler = type("Handler", (_Handler,), {"api": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self._server = _QuietServer(("127.0.0.1", self.port), handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
@@ -739,6 +740,16 @@ def _plural(group: str, version: str, kind: str) -> str:
         if (g, v, k) == (group, version, kind):
             return plural
     raise KeyError(f"the fake does not serve {group}/{version} {kind}")
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that drops its connection (one killed with SIGKILL) is no server error."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

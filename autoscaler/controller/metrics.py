@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 JOB_GAUGES = {
@@ -35,15 +36,48 @@ JOB_GAUGES = {
 }
 
 
+class JobGauges:
+    """The per-job gauges, kept as plain numbers and turned into metric families when
+    scraped: with 10,000 jobs a tick sets 110,000 values, and a ``Gauge`` child's lock and
+    checks cost ~3 µs per set, a dict assignment ~0.1 µs."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, dict[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def set(self, job: str, values: dict[str, float | None]) -> None:
+        row = self.values.get(job)
+        if row is None:
+            with self._lock:
+                row = self.values.setdefault(job, {})
+        for key, value in values.items():
+            if value is not None:
+                row[key] = float(value)
+
+    def remove(self, job: str) -> None:
+        with self._lock:
+            self.values.pop(job, None)
+
+    def collect(self) -> Any:
+        with self._lock:
+            rows = [(job, dict(row)) for job, row in self.values.items()]
+        for name, doc in JOB_GAUGES.items():
+            family = GaugeMetricFamily(name, doc, labels=["job"])
+            key = name.removeprefix("kale_job_")
+            for job, row in rows:
+                if key in row:
+                    family.add_metric([job], row[key])
+            yield family
+
+
 class ControllerMetrics:
     """Every metric the controller exports, in one registry."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.job: dict[str, Gauge] = {
-            name: Gauge(name, doc, ["job"], registry=r) for name, doc in JOB_GAUGES.items()
-        }
+        self.job = JobGauges()
+        r.register(self.job)
         self.decisions = Counter(
             "kale_decisions",
             "Decisions by action (scale_up, scale_down, hold, hold_metrics_unavailable, …).",
@@ -83,7 +117,7 @@ class ControllerMetrics:
             registry=r,
         )
         self.errors.labels(kind="metrics")  # the series exist from the start
-        self._children: dict[str, dict[str, Any]] = {}
+        self._decided: dict[tuple[str, str], Any] = {}
         self._job_error_labels: dict[str, set[tuple[str, str, str, str]]] = {}
         self._lock = threading.Lock()
 
@@ -96,25 +130,24 @@ class ControllerMetrics:
         self.job_errors.labels(*labels).inc()
 
     def set_job(self, job: str, **values: float | None) -> None:
-        children = self._children.get(job)
-        if children is None:  # label lookups cost more than the sets: do them once per job
-            children = self._children[job] = {
-                name.removeprefix("kale_job_"): g.labels(job=job) for name, g in self.job.items()
-            }
-        for key, value in values.items():
-            if value is not None:
-                children[key].set(float(value))
+        self.job.set(job, values)
+
+    def decided(self, job: str, action: str) -> None:
+        """Count one decision (the labelled child is looked up once per job and action)."""
+        child = self._decided.get((job, action))
+        if child is None:
+            child = self._decided[(job, action)] = self.decisions.labels(job=job, action=action)
+        child.inc()
 
     def forget(self, job: str) -> None:
-        self._children.pop(job, None)
+        self.job.remove(job)
+        for key in [k for k in self._decided if k[0] == job]:
+            del self._decided[key]
         with self._lock:
             labels = self._job_error_labels.pop(job, set())
         for values in labels:
             with contextlib.suppress(KeyError):
                 self.job_errors.remove(*values)
-        for gauge in self.job.values():
-            with contextlib.suppress(KeyError):
-                gauge.remove(job)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

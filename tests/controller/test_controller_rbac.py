@@ -4,6 +4,7 @@ compare every request it made with the RBAC rules in manifests/rbac/."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import yaml
@@ -11,6 +12,7 @@ from controller_fakes import SYNC_MODEL, T0, FakeClock, FakeKubeApi, Objects, Tr
 
 from autoscaler.actuators.crd_status import ElasticTrainingJobs
 from autoscaler.actuators.events import EventRecorder
+from autoscaler.actuators.job_watch import JobInformer
 from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.actuators.lease import LeaderElector
 from autoscaler.actuators.statefulset import StatefulSetActuator
@@ -43,7 +45,8 @@ def allowed_by(request, rule_ns, rule) -> bool:
     assert m, request.path
     group = m["g"] or ""
     resource = m["res"] + (f"/{m['sub']}" if m["sub"] else "")
-    verb = VERBS.get(request.method) or ("get" if m["name"] else "list")
+    watching = "watch=true" in getattr(request, "query", "")
+    verb = VERBS.get(request.method) or ("get" if m["name"] else "watch" if watching else "list")
     return (
         group in rule["apiGroups"]
         and resource in rule["resources"]
@@ -72,6 +75,7 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
         )
         clock = FakeClock(T0 + 86400)
         crs = ElasticTrainingJobs(kube)
+        informer = JobInformer(kube).start()  # list once, then watch (as the controller does)
 
         def actuator(entry):
             t = entry.job.spec.target
@@ -80,7 +84,7 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
             return StatefulSetActuator(kube, namespace=entry.namespace, workers=t.workers, ps=t.ps)
 
         controller = Controller(
-            jobs_source=ClusterJobs(crs.list, models_dir=SYNC_MODEL.parent),
+            jobs_source=ClusterJobs(informer.list, models_dir=SYNC_MODEL.parent),
             meter_factory=lambda e: TraceMetrics(clock, lambda t: 100_000.0, history_start=T0),
             forecaster_factory=lambda e: make_forecaster("seasonal_naive"),
             actuator_factory=actuator,
@@ -94,6 +98,14 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
         for _ in range(3):
             runner.step()
             clock.advance(2)
+        informer.stop()
+        api.stop()  # ends the open watch, which is then logged
+        deadline = time.monotonic() + 30
+        while not api.calls("GET", "elastictrainingjobs") or not any(
+            "watch=true" in r.query for r in api.calls("GET")
+        ):
+            assert time.monotonic() < deadline, "the watch never ended"
+            time.sleep(0.05)
         controller.close()
         kube.close()
         requests = list(api.requests)

@@ -54,6 +54,7 @@ from autoscaler.jobtypes import (
     _bounded,
     _kind,
 )
+from autoscaler.overrides import problems as override_problems
 from autoscaler.yamldoc import DEFAULT_LIMITS as DOCUMENT_LIMITS
 from autoscaler.yamldoc import DocumentLimits, load_file
 
@@ -73,7 +74,10 @@ __all__ = [
     "validate_file",
 ]
 
-API_VERSION = "kale.dev/v1"
+API_VERSION = "kale.dev/v1alpha1"
+"""The version Kale writes and the API server stores (docs/decisions/0130-api-version.md)."""
+DEPRECATED_API_VERSIONS = ("kale.dev/v1",)
+"""Still read (the same schema; the CRD serves it, deprecated), with a warning."""
 KIND = "ElasticTrainingJob"
 FORECAST_MODELS = ("kale", "seasonal_naive", "ets", "stl_ets", "dlinear")
 TARGET_KINDS = ("StatefulSet", "TFJob", "Local", "DryRun")
@@ -204,10 +208,19 @@ class Spec(_Model):
         le=1_000_000_000,
         description="Higher wins when GPUs are short.",
     )
+    replicas: int | None = Field(
+        default=None,
+        strict=True,
+        ge=0,
+        le=MAX_WORKERS,
+        description="Pinned worker count, written by `kubectl scale etj` (the scale "
+        "subresource): Kale holds the job there (within minWorkers..maxWorkers) instead of "
+        "planning, until the field is removed. Leave it out of manifests.",
+    )
 
 
 class ElasticTrainingJob(_Model):
-    api_version: Literal["kale.dev/v1"]
+    api_version: Literal["kale.dev/v1alpha1", "kale.dev/v1"]
     kind: Literal["ElasticTrainingJob"]
     metadata: Metadata
     spec: Spec
@@ -286,7 +299,7 @@ def parse_job(data: Any) -> tuple[ElasticTrainingJob | None, list[Problem]]:
     except ValidationError as exc:
         problems = [_format_error(e) for e in exc.errors()]  # type: ignore[arg-type]
         return None, _dedupe(problems)
-    return job, cross_check(job)
+    return job, cross_check(job) + override_problems(job.metadata.annotations)
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:
@@ -409,6 +422,14 @@ def validate_file(
         if job is None
         else [_line(str(path), loc, f"warning: {msg}") for loc, msg in advisories(job)]
     )
+    if job is not None and job.api_version in DEPRECATED_API_VERSIONS:
+        warnings.append(
+            _line(
+                str(path),
+                "apiVersion",
+                f"warning: {job.api_version} is deprecated; write {API_VERSION} (the same schema)",
+            )
+        )
     return (LoadedJob(job, p) if job is not None and not errors else None), errors, warnings
 
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from autoscaler.actuators.base import Size
 from autoscaler.actuators.errors import ActuatorError, TargetGone, TargetRejected
+from autoscaler.controller import overrides
 from autoscaler.controller.isolation import JobFailure, safe_text
 from autoscaler.controller.metering import Backfilling, WarmingUp
 from autoscaler.controller.runtime import JobRuntime
@@ -40,6 +41,7 @@ from autoscaler.controller.status import (
     iso,
     jsonable,
     resize_message,
+    selector_of,
 )
 from autoscaler.controller.workers import wait_until
 from autoscaler.policy.types import Decision
@@ -198,6 +200,10 @@ class ActingStages:
                 log.info("%s: the target is gone; dropping the unfinished resize", rt.key)
                 state.pending = None
         action = self._observed_conditions(rt, cond) or action
+        ov = rt.override
+        overrides.mark(cond, ov)
+        if ov is not None and cur is not None:
+            action = str(reason.get("action", ov.kind))  # paused/pinned, metrics or not
         planned = Size(plan.workers, plan.ps) if plan is not None else None
         desired = approved if approved is not None else planned
         if planned is not None and desired is not None and cur is not None:
@@ -217,6 +223,8 @@ class ActingStages:
         pending = state.pending
         if cur is None or desired is None:
             return act
+        if overrides.is_paused(ov):
+            return act  # never resized; an unfinished resize waits for the unpause
         if pending is not None:
             act.action = "resize_resumed"
             if desired == cur:  # the writes had all landed (an earlier tick, or a crash)
@@ -226,7 +234,7 @@ class ActingStages:
                 pending["to"] = [desired.workers, desired.ps]  # what the quota allows now
                 pending["attempts"] = int(pending.get("attempts", 0)) + 1
                 self._save_marker(rt)
-        elif rt.sample is not None and desired != cur:
+        elif (rt.sample is not None or overrides.is_pinned(ov)) and desired != cur:
             state.pending = {
                 "from": [cur.workers, cur.ps],
                 "to": [desired.workers, desired.ps],
@@ -528,7 +536,11 @@ class ActingStages:
         status = None
         if self._writes_status:
             status = build_status(
-                rep, st, generation=rt.entry.generation, identity=self.settings.identity
+                rep,
+                st,
+                generation=rt.entry.generation,
+                identity=self.settings.identity,
+                selector=selector_of(rt.actuator),
             )
         level = logging.INFO if rep.resized or rep.error else logging.DEBUG
         if log.isEnabledFor(level):

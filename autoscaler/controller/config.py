@@ -6,7 +6,7 @@ is a hard error (never silently defaults), and relative paths resolve against th
 
 Example (local mode over a directory of job files)::
 
-    apiVersion: kale.dev/v1
+    apiVersion: kale.dev/v1alpha1
     kind: ControllerConfig
     interval: 60s
     jobs:
@@ -204,7 +204,7 @@ class Policy(_Model):
 
 
 class ControllerConfig(_Model):
-    api_version: Literal["kale.dev/v1"] = "kale.dev/v1"
+    api_version: Literal["kale.dev/v1alpha1", "kale.dev/v1"] = "kale.dev/v1alpha1"
     kind: Literal["ControllerConfig"] = "ControllerConfig"
     interval: PositiveDuration = Field(
         default=60.0, le=DAY, description="Time between ticks (at most 1 day)."

@@ -28,8 +28,11 @@ from autoscaler.controller.admission import (
     admit_object,
     cluster_policy,
 )
+from autoscaler.overrides import PAUSED, PAUSED_REPLICAS
 
 log = logging.getLogger(__name__)
+
+OVERRIDE_ANNOTATIONS = (PAUSED, PAUSED_REPLICAS)
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,23 @@ def _fingerprint(data: Any, *extra: str) -> str:
     for e in extra:
         h.update(e.encode())
     return h.hexdigest()[:16]
+
+
+def _without_overrides(doc: Any) -> Any:
+    """The job document minus what pauses or pins it (``spec.replicas`` and the pause
+    annotations): those are read every tick, and changing them must not rebuild the job
+    (a rebuild refits its forecaster)."""
+    if not isinstance(doc, dict):
+        return doc
+    out = dict(doc)
+    spec = out.get("spec")
+    if isinstance(spec, dict) and "replicas" in spec:
+        out["spec"] = {k: v for k, v in spec.items() if k != "replicas"}
+    md = out.get("metadata")
+    if isinstance(md, dict) and isinstance(md.get("annotations"), dict):
+        notes = {k: v for k, v in md["annotations"].items() if k not in OVERRIDE_ANNOTATIONS}
+        out["metadata"] = {**md, "annotations": notes}
+    return out
 
 
 def _model_stamp(loaded: LoadedJob) -> str:
@@ -181,7 +201,9 @@ class DirectoryJobs:
                     key=key,
                     loaded=loaded,
                     origin=str(path),
-                    fingerprint=_fingerprint(read.digest, _model_stamp(loaded)),
+                    fingerprint=_fingerprint(
+                        _without_overrides(read.data), str(path), _model_stamp(loaded)
+                    ),
                 )
             )
         self._files = files
@@ -299,7 +321,7 @@ class ClusterJobs:
                 else:
                     self.parses += 1
                     result = self._parse(key, doc, md)
-                    spec_fp, read_at = _fingerprint(doc.get("spec")), now
+                    spec_fp, read_at = _fingerprint(_without_overrides(doc).get("spec")), now
             except Exception as exc:  # RecursionError, MemoryError, a bug: this job only
                 digest, spec_fp, read_at = "", "", time.monotonic()
                 result = InvalidJob(

@@ -69,7 +69,36 @@ def test_the_crd_schema_is_structural():
 
     walk(schema, "")
     assert schema["properties"]["metadata"] == {"type": "object"}
-    assert build_crd()["spec"]["versions"][0]["subresources"] == {"status": {}}
+    versions = build_crd()["spec"]["versions"]
+    assert [(v["name"], v["served"], v["storage"]) for v in versions] == [
+        ("v1alpha1", True, True),
+        ("v1", True, False),
+    ]
+    assert versions[1]["deprecated"] is True
+    assert build_crd()["spec"]["conversion"] == {"strategy": "None"}
+    for v in versions:  # one schema: the API server converts by rewriting apiVersion
+        assert v["schema"] == versions[0]["schema"]
+        assert v["subresources"] == {
+            "status": {},
+            "scale": {
+                "specReplicasPath": ".spec.replicas",
+                "statusReplicasPath": ".status.replicas",
+                "labelSelectorPath": ".status.labelSelector",
+            },
+        }
+        columns = {c["name"]: c["jsonPath"] for c in v["additionalPrinterColumns"]}
+        assert columns["Workers"] == ".status.currentWorkers"
+        assert columns["PS"] == ".status.currentPS"
+        assert columns["Rate"] == ".status.metrics.arrivalRate"
+    status = schema["properties"]["status"]["properties"]
+    conditions = status["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    item = conditions["items"]
+    assert "type" in item["required"]
+    assert item["properties"]["lastTransitionTime"]["format"] == "date-time"
+    assert item["properties"]["observedGeneration"]["type"] == "integer"
+    assert {"replicas", "labelSelector"} <= set(status)
 
 
 @needs_kubectl

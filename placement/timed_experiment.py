@@ -29,7 +29,12 @@ from placement.queue.metrics import TAU_S, bounded_slowdown
 from placement.queue.priorities import parse_queue_policies
 from placement.queue.protocol import PROTOCOLS, ProtocolSettings, run_protocol
 from placement.timed import TimedRun, simulate_timed
-from placement.workloads.batch import BatchJobs, batch_jobs_from_swf, compress_arrivals
+from placement.workloads.batch import (
+    BatchJobs,
+    batch_jobs_from_swf,
+    compress_arrivals,
+    nodes_needed,
+)
 from placement.workloads.swf import load_swf
 
 Progress = Callable[[str, int], Callable[[int], None]]
@@ -156,10 +161,13 @@ def _run_swf(config: TimedConfig, queues: list, progress: Progress | None) -> Ti
         raise PlacementInputError(
             "the log states neither MaxProcs nor MaxNodes; give --processors", path=config.swf
         )
+    # Whole-node allocation only when the log states both sizes (and no override is given).
+    nodes = trace.max_nodes if config.processors is None and trace.max_procs else None
     jobs = compress_arrivals(batch_jobs_from_swf(trace), config.arrival_speedup)
     settings: dict[str, Any] = {
         "input": config.swf,
         "processors": processors,
+        "nodes": nodes or processors,
         "backfill": config.backfill,
         "protocol": config.protocol,
         "dropped_jobs": jobs.dropped,
@@ -177,9 +185,10 @@ def _run_swf(config: TimedConfig, queues: list, progress: Progress | None) -> Ti
                 backfill=config.backfill,
                 settings=ProtocolSettings(name=config.protocol),
                 path=config.swf,
+                nodes=nodes,
             )
             continue
-        run = _run_whole_log(jobs, processors, policy, config, settings, progress)
+        run = _run_whole_log(jobs, (processors, nodes), policy, config, settings, progress)
         policies[policy.name] = summarise_timed(run)
         timelines[policy.name] = run.timeline
     return TimedReport(policies=policies, timelines=timelines, settings=settings)
@@ -187,15 +196,17 @@ def _run_swf(config: TimedConfig, queues: list, progress: Progress | None) -> Ti
 
 def _run_whole_log(
     jobs: BatchJobs,
-    processors: int,
+    machine: tuple[int, int | None],
     policy: Any,
     config: TimedConfig,
     settings: dict[str, Any],
     progress: Progress | None,
 ) -> TimedRun:
-    too_big = int(np.count_nonzero(jobs.size > processors))
-    settings["larger_than_machine"] = too_big
-    pool = ProcessorPool(processors, jobs.size)
+    processors, nodes = machine
+    need = nodes_needed(jobs.size, processors=processors, nodes=nodes)
+    capacity = nodes if nodes is not None else processors
+    settings["larger_than_machine"] = int(np.count_nonzero(need > capacity))
+    pool = ProcessorPool(capacity, need)
     faults = _faults(config, pool)
     if faults is not None:
         settings["faults"] = {"source": faults.source, **asdict(faults.settings)}

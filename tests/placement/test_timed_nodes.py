@@ -128,9 +128,11 @@ def test_the_cli_compares_placements_as_queue_plus_placement(tmp_path: Path, cap
     never = Pod("never", 1000, 1024, 1, 1000, frozenset(), 5.0, 50.0, None)  # Pending
     write_pods(pods, [*generated, never])
     args = ["place", "timed", "--nodes", str(nodes), "--pods", str(pods), "--queue", "fcfs,f1"]
-    code = main([*args, "--placement", "bestfit,fgd", "--faults", "default", "--json"])
+    png = tmp_path / "timed.png"
+    extra = ["--placement", "bestfit,fgd", "--faults", "default", "--plot", str(png), "--json"]
+    code = main([*args, *extra])
     out = json.loads(capsys.readouterr().out)
-    assert code == 0
+    assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"
     assert list(out["policies"]) == ["fcfs+bestfit", "fcfs+fgd", "f1+bestfit", "f1+fgd"]
     assert out["settings"]["never_scheduled_pods"] == 1
     assert all(m["jobs"] == 40 and "frag_ratio" in m for m in out["policies"].values())

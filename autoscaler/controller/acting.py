@@ -32,6 +32,7 @@ from autoscaler.actuators.base import Size
 from autoscaler.actuators.errors import ActuatorError, TargetGone, TargetRejected
 from autoscaler.controller import overrides
 from autoscaler.controller.isolation import JobFailure, safe_text
+from autoscaler.controller.job_metrics import job_gauges
 from autoscaler.controller.metering import Backfilling, WarmingUp
 from autoscaler.controller.runtime import JobRuntime
 from autoscaler.controller.status import (
@@ -516,22 +517,8 @@ class ActingStages:
         st = rt.state
         m = self.metrics
         m.decisions.labels(job=rt.key, action=rep.action).inc()
-        w = rt.window
         s = rep.sample
-        m.set_job(
-            rt.key,
-            predicted_rate=float(w.mean[0]) if w is not None and len(w) else None,
-            forecast_peak_rate=float(np.max(w.high)) if w is not None and len(w) else None,
-            actual_rate=s.arrival_rate if s else None,
-            consumption_rate=s.consumption_rate if s else None,
-            backlog_records=s.lag if s else None,
-            oldest_age_seconds=s.oldest_age_s if s else None,
-            current_workers=rep.current.workers if rep.current else None,
-            current_ps=rep.current.ps if rep.current else None,
-            desired_workers=rep.desired.workers if rep.desired else None,
-            desired_ps=rep.desired.ps if rep.desired else None,
-            planned_workers=rep.planned.workers if rep.planned else None,
-        )
+        m.set_job(rt.key, **job_gauges(rt, rep))
         st.saved_at = now
         status = None
         if self._writes_status:

@@ -262,12 +262,16 @@ def build(
     status_sink: Any
     event_sink: Any
     if cfg.cluster_mode:
+        from autoscaler.actuators.configmaps import ConfigMaps
         from autoscaler.actuators.crd_status import ElasticTrainingJobs
         from autoscaler.actuators.events import EventRecorder
 
         crs = ElasticTrainingJobs(kube.get(), namespaces=cfg.jobs.namespaces or [])
         jobs = ClusterJobs(
-            crs.list, models_dir=cfg.jobs.models_dir or ".", policy=cfg.admission_policy()
+            crs.list,
+            models_dir=cfg.jobs.models_dir or ".",
+            policy=cfg.admission_policy(),
+            config_maps=ConfigMaps(kube.get()).read,
         )
         status_sink, event_sink = crs, EventRecorder(kube.get(), instance=me, clock=clock)
     else:

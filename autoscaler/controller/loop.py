@@ -158,7 +158,7 @@ class Controller(ActingStages):
             models = ModelCache()
 
             def sizing_factory(entry: JobEntry) -> JobSizing:
-                return job_sizing(entry.loaded, models)
+                return job_sizing(entry.loaded, models, model_data=entry.model_data)
 
         self.sizing_factory = sizing_factory
         self.status_sink: StatusSink = status_sink or NullSink()

@@ -117,7 +117,11 @@ class ActingStages:
             if rep is None:
                 rep, status[rt.key] = self._failure_report(rt, act, now)
             reports.append(rep)
-        sending = [rt for rt in runtimes if rt.writing is None]
+        sending = [
+            rt
+            for rt in runtimes
+            if rt.writing is None and (rt.events or status.get(rt.key) is not None)
+        ]
         results = self._run_io(
             sending, "writing", lambda rt: self._send_task(rt, status.get(rt.key), rt.events)
         )
@@ -412,7 +416,7 @@ class ActingStages:
             "why": f"the write of the resize to {_size(to)} is still running",
         }
         report = JobReport(rt.key, now, cur, None, None, "resize_in_progress", reason)
-        self.metrics.decisions.labels(job=rt.key, action=report.action).inc()
+        self.metrics.decided(rt.key, report.action)
         return report
 
     def _summarise(self, rt: JobRuntime, act: Acting, now: float) -> None:
@@ -475,7 +479,7 @@ class ActingStages:
         except Exception:  # hostile state: keep only what we can say
             log.exception("conditions of %s", rt.key)
             state.conditions = []
-        self.metrics.decisions.labels(job=rt.key, action="error").inc()
+        self.metrics.decided(rt.key, "error")
         report = JobReport(
             job=rt.key,
             time=now,
@@ -516,7 +520,7 @@ class ActingStages:
         """Metrics, the decision log line, the timeline; returns the status to write."""
         st = rt.state
         m = self.metrics
-        m.decisions.labels(job=rt.key, action=rep.action).inc()
+        m.decided(rt.key, rep.action)
         s = rep.sample
         m.set_job(rt.key, **job_gauges(rt, rep))
         st.saved_at = now

@@ -308,13 +308,13 @@ class ClusterJobs:
         self._models: dict[tuple[str, str, str], tuple[str, Any]] = {}
         self.models_dir = Path(models_dir)
         self.policy = policy or cluster_policy(models_root=self.models_dir)
-        self._parsed: dict[str, tuple[str, Any, str, float]] = {}
+        self._parsed: dict[str, tuple[str, Any, str, float, str | None]] = {}
         self.parses = 0
         """Objects validated so far (a test watches it)."""
 
     def list(self) -> Listing:
         out = Listing()
-        parsed: dict[str, tuple[str, Any, str, float]] = {}
+        parsed: dict[str, tuple[str, Any, str, float, str | None]] = {}
         for obj in self.lister():
             md = obj.get("metadata") if isinstance(obj, dict) else None
             md = md if isinstance(md, dict) else {}
@@ -322,28 +322,34 @@ class ClusterJobs:
             doc = {k: v for k, v in obj.items() if k != "status"}
             doc["metadata"] = {k: md[k] for k in _KEEP_METADATA if k in md}
             try:
-                digest = _fingerprint(doc)
                 hit = self._parsed.get(key)
                 now = time.monotonic()
-                if (
-                    hit is not None
-                    and hit[0] == digest
-                    and not (isinstance(hit[1], InvalidJob) and now - hit[3] >= INVALID_RECHECK_S)
-                ):
-                    result, spec_fp, read_at = hit[1], hit[2], hit[3]
+                fresh = hit is not None and not (
+                    isinstance(hit[1], InvalidJob) and now - hit[3] >= INVALID_RECHECK_S
+                )
+                # The API server bumps metadata.generation on every spec change: with the
+                # same uid, generation and kept metadata, the spec is the one validated.
+                quick = _quick_key(md, doc["metadata"])
+                if fresh and hit is not None and quick is not None and hit[4] == quick:
+                    digest, result, spec_fp, read_at = hit[0], hit[1], hit[2], hit[3]
                 else:
-                    self.parses += 1
-                    result = self._parse(key, doc, md)
-                    spec_fp, read_at = _fingerprint(_without_overrides(doc).get("spec")), now
+                    digest = _fingerprint(doc)
+                    if fresh and hit is not None and hit[0] == digest:
+                        result, spec_fp, read_at = hit[1], hit[2], hit[3]
+                    else:
+                        self.parses += 1
+                        result = self._parse(key, doc, md)
+                        spec = _without_overrides(doc).get("spec")
+                        spec_fp, read_at = _fingerprint(spec), now
             except Exception as exc:  # RecursionError, MemoryError, a bug: this job only
-                digest, spec_fp, read_at = "", "", time.monotonic()
+                digest, spec_fp, read_at, quick = "", "", time.monotonic(), None
                 result = InvalidJob(
                     key,
                     [f"{key}: cannot read: {type(exc).__name__}: {str(exc)[:200]}"],
                     uid=md.get("uid"),
                     origin="cluster",
                 )
-            parsed[key] = (digest, result, spec_fp, read_at)
+            parsed[key] = (digest, result, spec_fp, read_at, quick)
             if isinstance(result, InvalidJob):
                 out.invalid.append(result)
                 continue
@@ -412,6 +418,14 @@ class ClusterJobs:
         if loaded is None:
             return InvalidJob(key, problems, uid=md.get("uid"), origin="cluster")
         return loaded
+
+
+def _quick_key(md: dict[str, Any], kept: dict[str, Any]) -> str | None:
+    """(uid, generation, kept metadata) as a string; None without a generation."""
+    generation = md.get("generation")
+    if generation is None or md.get("uid") is None:
+        return None
+    return f"{md['uid']}/{generation}/{kept!r}"
 
 
 class StaticJobs:

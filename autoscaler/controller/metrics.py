@@ -42,6 +42,7 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 JOB_LABELS = ("namespace", "etj")
@@ -68,7 +69,6 @@ JOB_GAUGES: dict[str, str] = {
 their names without the ``kale_job_`` prefix."""
 
 RECOMMENDATIONS = ("proactive", "reactive", "final")
-QUANTILES = ("0.1", "0.5", "0.9")
 
 _OLD_NAMES = {  # set_job's former keyword names (callers written before the rename)
     "actual_rate": "arrival_samples_per_second",
@@ -124,6 +124,83 @@ def _version() -> str:
         return "unknown"
 
 
+LABELLED: dict[str, tuple[str, str, str]] = {
+    # set_job key prefix -> (metric name, extra label, help)
+    "recommended_": (
+        "kale_job_recommended_workers",
+        "recommendation",
+        "Workers recommended: proactive (upper-quantile forecast at the lead time), "
+        "reactive (measured rate + backlog drained within the SLO), final (the planner).",
+    ),
+    "forecast_lead_p": (
+        "kale_job_forecast_lead_samples_per_second",
+        "forecast_quantile",
+        "Forecast arrival rate at now + rescale duration (the lead time), by quantile "
+        "(label forecast_quantile: promtool keeps quantile for summaries).",
+    ),
+    "condition_": (
+        "kale_job_condition",
+        "condition",
+        "1 while the job's condition is True, 0 while False (Ready, MetricsAvailable, …).",
+    ),
+}
+"""Per-job gauges with one more label; :meth:`ControllerMetrics.set_job` keys are the prefix
+plus the label's value (``recommended_proactive``, ``forecast_lead_p90``,
+``condition_Ready``)."""
+
+
+def _label_value(prefix: str, rest: str) -> str:
+    if prefix == "forecast_lead_p":
+        return f"{int(rest) / 100:g}"  # p90 -> "0.9"
+    return rest
+
+
+class JobGauges:
+    """The per-job gauges, kept as plain numbers and turned into metric families when
+    scraped: with 10,000 jobs a tick sets ~250,000 values, and a ``Gauge`` child's lock and
+    checks cost ~3 µs per set, a dict assignment ~0.1 µs. None is kept as NaN (unknown this
+    tick, never a false 0)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, dict[str, float]] = {}
+        self._labels: dict[str, tuple[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def set(self, job: str, values: dict[str, float | None]) -> None:
+        row = self.values.get(job)
+        if row is None:
+            with self._lock:
+                self._labels[job] = job_labels(job)
+                row = self.values.setdefault(job, {})
+        nan = math.nan
+        for key, value in values.items():
+            row[_OLD_NAMES.get(key, key)] = nan if value is None else float(value)
+
+    def remove(self, job: str) -> None:
+        with self._lock:
+            self.values.pop(job, None)
+            self._labels.pop(job, None)
+
+    def collect(self) -> Any:
+        with self._lock:
+            rows = [(self._labels[job], dict(row)) for job, row in self.values.items()]
+        for name, doc in JOB_GAUGES.items():
+            family = GaugeMetricFamily(name, doc, labels=list(JOB_LABELS))
+            key = name.removeprefix("kale_job_")
+            for labels, row in rows:
+                if key in row:
+                    family.add_metric(list(labels), row[key])
+            yield family
+        for prefix, (name, extra, doc) in LABELLED.items():
+            family = GaugeMetricFamily(name, doc, labels=[*JOB_LABELS, extra])
+            for labels, row in rows:
+                for key, value in row.items():
+                    if key.startswith(prefix):
+                        rest = key[len(prefix) :]
+                        family.add_metric([*labels, _label_value(prefix, rest)], value)
+            yield family
+
+
 class ControllerMetrics:
     """Every metric the controller exports, in one registry."""
 
@@ -139,29 +216,8 @@ class ControllerMetrics:
             registry=r,
         )
         build.labels(version=_version(), python_version=platform.python_version()).set(1)
-        self.job: dict[str, Gauge] = {
-            name: Gauge(name, doc, JOB_LABELS, registry=r) for name, doc in JOB_GAUGES.items()
-        }
-        self.recommended = Gauge(
-            "kale_job_recommended_workers",
-            "Workers recommended: proactive (upper-quantile forecast at the lead time), "
-            "reactive (measured rate + backlog drained within the SLO), final (the planner).",
-            [*JOB_LABELS, "recommendation"],
-            registry=r,
-        )
-        self.forecast_lead = Gauge(
-            "kale_job_forecast_lead_samples_per_second",
-            "Forecast arrival rate at now + rescale duration (the lead time), by quantile "
-            "(label forecast_quantile: promtool keeps quantile for summaries).",
-            [*JOB_LABELS, "forecast_quantile"],
-            registry=r,
-        )
-        self.condition = Gauge(
-            "kale_job_condition",
-            "1 while the job's condition is True, 0 while False (Ready, MetricsAvailable, …).",
-            [*JOB_LABELS, "condition"],
-            registry=r,
-        )
+        self.job = JobGauges()
+        r.register(self.job)
         decision_labels = (*JOB_LABELS, "action")
         self.decisions = _ByJob(
             Counter(
@@ -208,8 +264,7 @@ class ControllerMetrics:
             registry=r,
         )
         self.errors.labels(kind="metrics")  # the series exist from the start
-        self._children: dict[str, dict[str, Any]] = {}
-        self._labelled: dict[str, set[tuple[Any, tuple[str, ...]]]] = {}
+        self._decided: dict[tuple[str, str], Any] = {}
         self._job_error_labels: dict[str, set[tuple[str, str, str, str]]] = {}
         self._lock = threading.Lock()
 
@@ -224,59 +279,32 @@ class ControllerMetrics:
     def set_job(self, job: str, **values: float | None) -> None:
         """Set ``job``'s gauges; a value of None (not known this tick) becomes NaN.
 
-        Keys are gauge names without ``kale_job_`` (``arrival_samples_per_second``…),
-        ``recommended_<proactive|reactive|final>``, ``forecast_lead_<p10|p50|p90>``, and
-        ``condition_<Type>`` (True/False/None).
+        Keys are the gauge names without ``kale_job_`` (``arrival_samples_per_second``…), or
+        a :data:`LABELLED` prefix and the label's value (``recommended_final``,
+        ``forecast_lead_p90``, ``condition_Ready``).
         """
-        children = self._children.get(job)
-        if children is None:  # label lookups cost more than the sets: do them once per job
-            labels = job_labels(job)
-            children = self._children[job] = {
-                name.removeprefix("kale_job_"): g.labels(*labels) for name, g in self.job.items()
-            }
-        for key, value in values.items():
-            key = _OLD_NAMES.get(key, key)
-            child = children.get(key) or self._child(job, children, key)
-            if child is None:
-                raise KeyError(f"no per-job metric {key!r}")
-            child.set(math.nan if value is None else float(value))
+        self.job.set(job, values)
 
-    def _child(self, job: str, children: dict[str, Any], key: str) -> Any:
-        """The labelled child behind a ``recommended_*``/``forecast_lead_*``/``condition_*``
-        key, created on first use and remembered for :meth:`forget`."""
-        labels = job_labels(job)
-        kind, _, which = key.partition("_")
-        if key.startswith("recommended_") and key[12:] in RECOMMENDATIONS:
-            metric, extra = self.recommended, key[12:]
-        elif key.startswith("forecast_lead_p"):
-            metric, extra = self.forecast_lead, f"{int(key[15:]) / 100:g}"
-        elif kind == "condition" and which:
-            metric, extra = self.condition, which
-        else:
-            return None
-        child = children[key] = metric.labels(*labels, extra)
-        with self._lock:
-            self._labelled.setdefault(job, set()).add((metric, (*labels, extra)))
-        return child
+    def decided(self, job: str, action: str) -> None:
+        """Count one decision (the labelled child is looked up once per job and action)."""
+        child = self._decided.get((job, action))
+        if child is None:
+            child = self._decided[(job, action)] = self.decisions.labels(job=job, action=action)
+        child.inc()
 
     def forget(self, job: str) -> None:
         """Drop every series of ``job`` (it is no longer managed)."""
-        self._children.pop(job, None)
+        self.job.remove(job)
+        for key in [k for k in self._decided if k[0] == job]:
+            del self._decided[key]
         labels = job_labels(job)
+        self.decisions.drop(labels)
+        self.resizes.drop(labels)
         with self._lock:
             errors = self._job_error_labels.pop(job, set())
-            labelled = self._labelled.pop(job, set())
         for values in errors:
             with contextlib.suppress(KeyError):
                 self.job_errors.remove(*values)
-        for metric, values in labelled:
-            with contextlib.suppress(KeyError):
-                metric.remove(*values)
-        for gauge in self.job.values():
-            with contextlib.suppress(KeyError):
-                gauge.remove(*labels)
-        self.decisions.drop(labels)
-        self.resizes.drop(labels)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

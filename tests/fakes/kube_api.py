@@ -29,6 +29,7 @@ import datetime as dt
 import json
 import re
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -112,6 +113,8 @@ class Request:
     """Wall time the request arrived (requests overlapping in time ran concurrently)."""
     clock: float | None = None
     """The client's own (fake) time, when it sends an ``X-Test-Clock`` header."""
+    query: str = ""
+    """The query string (``watch=true&resourceVersion=…`` marks a watch)."""
 
 
 class ApiError(Exception):
@@ -199,6 +202,14 @@ class FakeKubeApi:
         self.auto_ready = True
         """Whether status.replicas follows spec.replicas at once (the StatefulSet controller)."""
         self._rv = 1000
+        self.changes = threading.Condition(self.lock)
+        """Notified on every change (watches wait on it)."""
+        self.log: list[tuple[int, str, Key, dict]] = []
+        """(resourceVersion, ADDED/MODIFIED/DELETED, key, object): what watches replay."""
+        self.log_limit = 20_000
+        self.compacted = 0
+        """Watches from a resourceVersion at or below this get 410 Gone (history compacted)."""
+        self._stopping = False
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -207,8 +218,9 @@ class FakeKubeApi:
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> FakeKubeApi:
+        self._stopping = False
         handler = type("Handler", (_Handler,), {"api": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self._server = _QuietServer(("127.0.0.1", self.port), handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
@@ -219,6 +231,9 @@ class FakeKubeApi:
 
     def stop(self) -> None:
         """Stop answering (clients then see connection errors); ``start()`` resumes."""
+        with self.lock:
+            self._stopping = True
+            self.changes.notify_all()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -309,6 +324,7 @@ class FakeKubeApi:
             self._stamp(obj, old)
             self.objects[key] = copy.deepcopy(obj)
             self._settle(key)
+            self._changed(key, "ADDED" if old is None else "MODIFIED")
             return copy.deepcopy(self.objects[key])
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict | None:
@@ -320,8 +336,11 @@ class FakeKubeApi:
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         group, version = _stored(api_version)
+        key = (group, version, _plural(group, version, kind), namespace, name)
         with self.lock:
-            self.objects.pop((group, version, _plural(group, version, kind), namespace, name), None)
+            old = self.objects.pop(key, None)
+            if old is not None:
+                self._changed(key, "DELETED", old)
 
     def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict]:
         group, version = _stored(api_version)
@@ -337,8 +356,17 @@ class FakeKubeApi:
         """Bump an object's resourceVersion, as another writer would (forces a 409)."""
         group, version = _stored(api_version)
         with self.lock:
-            obj = self.objects[(group, version, _plural(group, version, kind), namespace, name)]
+            key = (group, version, _plural(group, version, kind), namespace, name)
+            obj = self.objects[key]
             obj["metadata"]["resourceVersion"] = self._next_rv()
+            self._changed(key, "MODIFIED")
+
+    def compact(self) -> None:
+        """Forget the change history, as etcd compaction does: watches resuming from an
+        older resourceVersion get 410 Gone and must list again."""
+        with self.lock:
+            self.compacted = self._rv
+            self.log.clear()
 
     def max_concurrent(self, method: str | None = None, contains: str = "") -> int:
         """Most matching requests that were being served at the same moment."""
@@ -362,6 +390,51 @@ class FakeKubeApi:
             ]
 
     # -- internals -----------------------------------------------------------------------
+    def _changed(self, key: Key, kind: str, obj: dict | None = None) -> None:
+        """Log a change for watches (call with the lock held)."""
+        current = obj if obj is not None else self.objects[key]
+        rv = int(current["metadata"]["resourceVersion"])
+        if kind == "DELETED":
+            rv = int(self._next_rv())
+            current = copy.deepcopy(current)
+            current["metadata"]["resourceVersion"] = str(rv)
+        self.log.append((rv, kind, key, copy.deepcopy(current)))
+        if len(self.log) > self.log_limit:
+            drop = len(self.log) - self.log_limit
+            self.compacted = self.log[drop - 1][0]
+            del self.log[:drop]
+        self.changes.notify_all()
+
+    def watch_events(
+        self, group: str, version: str, res: str, ns: str | None, since: int, timeout_s: float
+    ) -> Any:
+        """Yield watch events after resourceVersion ``since`` until ``timeout_s`` passes or
+        the server stops; first an ERROR 410 when ``since`` is older than the history."""
+        if since and since <= self.compacted:
+            yield {
+                "type": "ERROR",
+                "object": status_body(410, "Expired", f"too old resource version: {since}"),
+            }
+            return
+        deadline = time.monotonic() + timeout_s
+        sent = since
+        while True:
+            with self.lock:
+                batch = [
+                    e
+                    for e in self.log
+                    if e[0] > sent and e[2][:3] == (group, version, res) and ns in (None, e[2][3])
+                ]
+                if not batch:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._stopping:
+                        return
+                    self.changes.wait(timeout=min(left, 0.2))
+                    continue
+            for rv, kind, _, obj in batch:
+                sent = max(sent, rv)
+                yield {"type": kind, "object": obj}
+
     def _next_rv(self) -> str:
         self._rv += 1
         return str(self._rv)
@@ -552,6 +625,7 @@ class FakeKubeApi:
         self._stamp(obj, None)
         self.objects[key] = obj
         self._settle(key)
+        self._changed(key, "ADDED")
         return copy.deepcopy(obj)
 
     def _check_rv(self, current: dict, given: Any, key: Key) -> None:
@@ -594,6 +668,7 @@ class FakeKubeApi:
         self._stamp(new, old)
         self.objects[key] = new
         self._settle(key)
+        self._changed(key, "MODIFIED")
         return copy.deepcopy(new)
 
     def _item(
@@ -612,6 +687,7 @@ class FakeKubeApi:
             return 200, copy.deepcopy(current), {}
         if method == "DELETE":
             del self.objects[key]
+            self._changed(key, "DELETED", current)
             return 200, status_body(200, "", "deleted", {"name": key[4]}), {}
         if method == "PUT":
             if not isinstance(body, dict):
@@ -652,6 +728,7 @@ class FakeKubeApi:
             new["status"] = new_status
         new["metadata"]["resourceVersion"] = self._next_rv()
         self.objects[key] = new
+        self._changed(key, "MODIFIED")
         return 200, copy.deepcopy(new), {}
 
     def _scale_of(self, obj: dict) -> dict:
@@ -805,6 +882,16 @@ def _plural(group: str, version: str, kind: str) -> str:
     raise KeyError(f"the fake does not serve {group}/{version} {kind}")
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that drops its connection (one killed with SIGKILL) is no server error."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
+
+
 class _Handler(BaseHTTPRequestHandler):
     api: FakeKubeApi
     protocol_version = "HTTP/1.1"
@@ -818,7 +905,47 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
+    def _watch(self, query: dict) -> bool:
+        """Serve a watch (chunked JSON lines) if this GET is one; returns whether it was."""
+        if query.get("watch", [""])[0] not in ("true", "1"):
+            return False
+        api = self.api
+        path = urlsplit(self.path).path
+        started = time.time()
+        m = _PATH.match(path)
+        if m is None or CoreStore.serves(m["g"] or "", m["v"] or m["cv"], m["res"]):
+            return False  # pods and nodes: the core store serves their watches
+        injected = api._injected("GET", path)
+        if injected is not None and injected.status is not None:
+            return False  # answered as a plain request (an error)
+        group, version = m["g"] or "", m["v"] or m["cv"]
+        since = int(query.get("resourceVersion", ["0"])[0] or 0)
+        timeout_s = float(query.get("timeoutSeconds", ["30"])[0])
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for event in api.watch_events(group, version, m["res"], m["ns"], since, timeout_s):
+                line = json.dumps(event).encode() + b"\n"
+                self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass  # the client went away
+        with api.lock:
+            api.requests.append(
+                Request("GET", path, 200, None, None, time.time(), started, None, self._query())
+            )
+        self.close_connection = True
+        return True
+
+    def _query(self) -> str:
+        return urlsplit(self.path).query
+
     def _serve(self, method: str) -> None:
+        if method == "GET" and self._watch(parse_qs(urlsplit(self.path).query)):
+            return
         started = time.time()
         stamp = self.headers.get("X-Test-Clock")
         clock = float(stamp) if stamp else None
@@ -841,6 +968,7 @@ class _Handler(BaseHTTPRequestHandler):
                         time.time(),
                         started,
                         clock,
+                        self._query(),
                     )
                 )
             self.close_connection = True
@@ -866,6 +994,7 @@ class _Handler(BaseHTTPRequestHandler):
                     time.time(),
                     started,
                     clock,
+                    self._query(),
                 )
             )
         if isinstance(payload, WatchStream):

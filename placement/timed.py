@@ -28,7 +28,7 @@ from placement.faults import FaultClock, FaultModel
 from placement.pool import ProcessorPool, ResourcePool
 from placement.queue.base import MachineView, QueuePolicy, QueueView, order
 from placement.queue.rlscheduler import ScheduleRun
-from placement.workloads.batch import BatchJobs
+from placement.workloads.batch import BatchJobs, nodes_needed
 
 
 @dataclass
@@ -332,12 +332,19 @@ def _usage(pool: ResourcePool) -> dict[str, float]:
 
 
 def simulate_batch(
-    jobs: BatchJobs, *, processors: int, policy: QueuePolicy, backfill: bool
+    jobs: BatchJobs,
+    *,
+    processors: int,
+    policy: QueuePolicy,
+    backfill: bool,
+    nodes: int | None = None,
 ) -> ScheduleRun:
-    """The ``kale`` protocol's engine: one sequence on an empty, fault-free processor pool."""
+    """The ``kale`` protocol's engine: one sequence on an empty, fault-free processor pool
+    (of whole nodes when ``nodes`` is given; see :func:`nodes_needed`)."""
+    need = nodes_needed(jobs.size, processors=processors, nodes=nodes)
     run = simulate_timed(
         jobs,
-        ProcessorPool(processors, jobs.size),
+        ProcessorPool(nodes if nodes is not None else processors, need),
         policy=policy,
         backfill=backfill,
         record_timeline=False,

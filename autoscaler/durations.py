@@ -56,6 +56,8 @@ def parse_duration(value: str | int | float) -> float:
     text = value.strip().lower()
     if not text:
         raise ValueError(f"expected {ACCEPTED}, got an empty string")
+    if text.startswith("-") and _FULL.fullmatch(text[1:]):
+        raise ValueError(f"must not be negative, got {value!r}")
     if not _FULL.fullmatch(text):
         hint = ""
         if re.search(r"inf|nan", text):

@@ -66,12 +66,13 @@ BALANCE = {
     "overrides": {"env.node_share": 0.15, "env.alpha": 0.5, "env.beta": 1.0, "gamma": 0.5},
 }
 TR = {
-    "episodes": 60,
+    "episodes": 80,
     "seed": 0,
     "overrides": {
         "env.window": 8,
         "explore": EpsilonSchedule(1.0, 0.05, 0.99985),
-        "train_every": 4,
+        "train_every": 2,
+        "gamma": 0.7,
     },
 }
 NODE_BASELINES = ("random", "dotprod", "bestfit", "fgd")
@@ -115,6 +116,45 @@ def node_latency(nodes, pods, name: str, *, warm: int = 4000, samples: int = 300
         times.append(time.perf_counter() - started)
         place(pod, cluster, policy, rank=rank)
     return float(np.median(times))
+
+
+class RewardGreedy:
+    """Ablation: the node with the best *one-step* reward of balance_dqn's environment (α·
+    uniformity gain − β·stranded change), no learning. If the agent only matched this, the
+    DQN would have learned nothing beyond its reward."""
+
+    name = "reward_greedy"
+
+    def __init__(self, context: PolicyContext) -> None:
+        from placement.env.node_features import NODE_FEATURES, Tolerance
+
+        self.tolerance = Tolerance.of(context.typical) if context.typical else Tolerance()
+        self.gain = NODE_FEATURES.index("uniformity_gain")
+        self.before, self.after = (NODE_FEATURES.index(n) for n in ("stranded", "stranded_after"))
+
+    def score(self, pod, cluster, nodes):
+        from placement.env.node_env import observe
+
+        rows, _ = observe(cluster, pod, nodes, self.tolerance)
+        alpha, beta = BALANCE["overrides"]["env.alpha"], BALANCE["overrides"]["env.beta"]
+        stranded = (rows[:, self.after] - rows[:, self.before]) * 8.0  # in GPUs (1000 milli)
+        reward = alpha * rows[:, self.gain] - beta * stranded
+        return np.unique(reward, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+    def choose_gpus(self, pod, cluster, node):
+        from placement.cluster import default_gpus
+
+        return default_gpus(cluster, pod, node)
+
+
+def ablation(nodes, pods, seeds) -> dict[str, object]:
+    """balance_dqn beside its own one-step reward used greedily (seeds as given)."""
+    from placement.policies.registry import POLICIES
+
+    POLICIES.setdefault("reward_greedy", RewardGreedy)  # benchmark-only entry
+    settings = InflationSettings(track_fragmentation=False)
+    agent = f"agent:{OUT / 'balance_dqn.pt'}"
+    return run_experiment(nodes, pods, ["reward_greedy", agent], seeds, settings)["policies"]
 
 
 def judge_nodes(nodes, pods, seeds, agent_name) -> dict[str, object]:
@@ -241,6 +281,7 @@ def main() -> int:
     parser.add_argument("--skip-nodes", action="store_true")
     parser.add_argument("--skip-queue", action="store_true")
     parser.add_argument("--skip-timed", action="store_true")
+    parser.add_argument("--ablation", action="store_true", help="balance_dqn vs its reward")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
     nodes = load_nodes(DATA / "openb_node_list_gpu_node.csv")
@@ -253,6 +294,9 @@ def main() -> int:
         result["training_seconds"] = train(nodes, pods, jobs, processors, names)
     agent_node, agent_queue = f"agent:{OUT / 'balance_dqn.pt'}", f"agent:{OUT / 'tr_dqn.pt'}"
     for name in ("balance_dqn", "tr_dqn"):
+        if not (OUT / f"{name}.pt").exists():
+            print(f"{name}: no shipped agent at {OUT / f'{name}.pt'} (run with --train)")
+            continue
         agent = load_agent(OUT / f"{name}.pt")
         result[f"{name}_training"] = {
             "seconds": agent.curve.seconds,
@@ -267,6 +311,13 @@ def main() -> int:
         result["nodes"] = judge_nodes(nodes, pods, parse_seeds(args.seeds), agent_node)
     if not args.skip_queue:
         result["queue"] = judge_queue(jobs, processors, agent_queue)
+    if args.ablation:
+        result["ablation"] = ablation(nodes, pods, parse_seeds(args.seeds))
+        for name, s in result["ablation"].items():
+            print(
+                f"ablation {name}: final {s['final']:.2f} at100 {s['at100']:.2f} "
+                f"failed {s['failed_pods']:.1f}"
+            )
     if not args.skip_timed:
         result["timed"] = judge_timed(agent_node, agent_queue)
     print_tables(result, agent_node, agent_queue)

@@ -6,12 +6,11 @@ start now?", and :class:`NodePool` answers by running the node policy's scheduli
 the job. A job is a *gang* of one or more pods placed all-or-nothing: if one member fits
 nowhere, the members already placed are released and the job stays queued. Units are the
 individual GPUs (what fails); a failed GPU is taken out of service through the cluster's
-own ``disable_gpu``.
-
-A fault-aware node policy (``uses_faults``, :class:`placement.policies.fault_aware.FaultAware`)
-sees what the Kubernetes scheduler would show it: every node's and GPU's failures within
-``fault_window_s`` before now (the simulator reports them through :meth:`NodePool.note_fault`
-and the clock through :meth:`NodePool.note_time`), fed before each placement.
+own ``disable_gpu``. A fault-aware policy (``fault-bestfit``, ``agent:`` fault_aware) sees
+what the Kubernetes scheduler would show it: every GPU's and node's failures within
+``fault_window_s`` before now (a unit counts when it goes down, or when the simulator reports
+a failure from before the run through :meth:`NodePool.note_fault`; the clock arrives through
+:meth:`NodePool.note_time`), handed over before each placement.
 
 openb pods become jobs by :func:`openb_jobs`: arrival = creation time, run = deletion −
 scheduled time, estimate = the run time (the trace has no user estimates; like Lublin's
@@ -70,50 +69,55 @@ class NodePool:
         self._frag_model = frag_model(self.cluster, typical) if typical is not None else None
         self._version = 0  # bumped on every change; usage and fragmentation are cached on it
         self._cached: dict[str, tuple[int, object]] = {}
+        self.unit_failures = np.zeros(len(self.unit_node), np.int64)
+        """Failures of each unit within the window (what fault-aware policies see)."""
         self.fault_window_s = fault_window_s
         self.fault_log: deque[tuple[float, int]] = deque()
-        self.unit_faults = np.zeros(len(self.unit_names), np.int64)
-        """Failures of each unit within the window (what fault-aware policies see)."""
-        self._faults_fed = -1
+        self._now = 0.0
+        self._fault_policy = policy if isinstance(policy, FaultAware) else None
         self._fault_version = 0
-        self.uses_faults = isinstance(policy, FaultAware) and bool(policy.uses_faults)
+        self._faults_seen = -1  # the version the policy last saw
 
     # --- fault history (fault-aware policies) --------------------------------------------
     def note_fault(self, unit: int, time_s: float) -> None:
-        """The simulator saw ``unit`` fail at ``time_s``."""
+        """``unit`` failed at ``time_s`` (the simulator's history from before the run)."""
         self.fault_log.append((time_s, unit))
-        self.unit_faults[unit] += 1
+        self.unit_failures[unit] += 1
         self._fault_version += 1
 
     def note_time(self, now: float) -> None:
-        """Forget failures older than the window."""
+        """The clock moved on: failures older than the window are forgotten."""
+        self._now = now
         while self.fault_log and self.fault_log[0][0] < now - self.fault_window_s:
-            self.unit_faults[self.fault_log.popleft()[1]] -= 1
+            self.unit_failures[self.fault_log.popleft()[1]] -= 1
             self._fault_version += 1
 
     def fault_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """``(node_faults[N], gpu_faults[N, G])`` within the window, in the cluster's order."""
         c = self.cluster
-        gpu = np.zeros((len(c), max(c.max_gpus, 1)), np.int64)
-        gpu[self.unit_node, np.arange(len(self.unit_node)) - self.offset[self.unit_node]] = (
-            self.unit_faults
-        )
-        return gpu.sum(axis=1), gpu
+        gpu_faults = np.zeros((len(c), max(c.max_gpus, 1)), np.int64)
+        gpu_index = np.arange(len(self.unit_node)) - self.offset[self.unit_node]
+        gpu_faults[self.unit_node, gpu_index] = self.unit_failures
+        return gpu_faults.sum(axis=1), gpu_faults
 
-    def _feed_faults(self) -> None:
-        if self.uses_faults and self._faults_fed != self._fault_version:
-            self.policy.observe_faults(*self.fault_counts())  # type: ignore[attr-defined]
-            self._faults_fed = self._fault_version
+    def _show_faults(self, policy: FaultAware) -> None:
+        """Hand the failure counts to the fault-aware policy when they changed."""
+        if self._fault_version == self._faults_seen:
+            return
+        self._faults_seen = self._fault_version
+        policy.observe_faults(*self.fault_counts())
 
     # --- the ResourcePool interface ------------------------------------------------------
     def fit_mask(self, jobs: np.ndarray) -> np.ndarray:
         c = self.cluster
-        return (self.gpu_milli[jobs] <= c.gpu_free_total.sum()) & (
+        mask: np.ndarray = (self.gpu_milli[jobs] <= c.gpu_free_total.sum()) & (
             self.cpu_milli[jobs] <= c.cpu_free.sum()
         )
+        return mask
 
     def try_start(self, job: int) -> bool:
-        self._feed_faults()
+        if self._fault_policy is not None and self._fault_policy.uses_faults:
+            self._show_faults(self._fault_policy)
         placed: list[Allocation] = []
         for pod in self.gangs[job]:
             alloc = place(pod, self.cluster, self.policy, rank=self.rank)
@@ -202,6 +206,7 @@ class NodePool:
         gpu = unit - int(self.offset[node])
         if down:
             self.cluster.disable_gpu(node, gpu)
+            self.note_fault(unit, self._now)
         else:
             self.cluster.enable_gpu(node, gpu)
         self._version += 1
@@ -249,20 +254,22 @@ def _gang_fits(cluster: Cluster, gang: Sequence[Pod]) -> bool:
 
 def openb_jobs(pods: Sequence[Pod]) -> tuple[BatchJobs, list[Pod], int]:
     """(jobs, the pod of each job, pods left out) for a timed run of an openb pod list."""
-    kept = [
-        p
-        for p in pods
-        if p.creation_time is not None
-        and p.scheduled_time is not None
-        and p.deletion_time is not None
-    ]
-    run = np.array([max(p.deletion_time - p.scheduled_time, 0.0) for p in kept], float)  # type: ignore[operator]
+    kept: list[Pod] = []
+    submit: list[float] = []
+    runs: list[float] = []
+    for p in pods:
+        if p.creation_time is None or p.scheduled_time is None or p.deletion_time is None:
+            continue
+        kept.append(p)
+        submit.append(p.creation_time)
+        runs.append(max(p.deletion_time - p.scheduled_time, 0.0))
+    run = np.array(runs, np.float64)
     jobs = BatchJobs(
         job_id=np.arange(len(kept), dtype=np.int64),
-        submit_s=np.array([p.creation_time for p in kept], float),
+        submit_s=np.array(submit, np.float64),
         run_s=run,
         estimate_s=run.copy(),
-        size=np.array([p.total_gpu_milli / MILLI for p in kept], float),
+        size=np.array([p.total_gpu_milli / MILLI for p in kept], np.float64),
         dropped=len(pods) - len(kept),
     )
     return jobs, kept, len(pods) - len(kept)

@@ -28,7 +28,7 @@ from placement.faults import FaultClock, FaultModel
 from placement.pool import ProcessorPool, ResourcePool
 from placement.queue.base import MachineView, QueuePolicy, QueueView, order
 from placement.queue.rlscheduler import ScheduleRun
-from placement.workloads.batch import BatchJobs
+from placement.workloads.batch import BatchJobs, nodes_needed
 
 
 @dataclass
@@ -100,9 +100,11 @@ class _Engine:
         self.clock = FaultClock(faults, start_s=first - history, seed=seed) if faults else None
         self.down: set[int] = set()
         self.note_fault = getattr(pool, "note_fault", None)
-        """Optional pool hook ``note_fault(unit, time_s)``: fault history for the policies."""
+        """Optional pool hook ``note_fault(unit, time_s)``: a failure from before the run (a
+        failure during the run reaches the pool as ``set_down``)."""
         self.note_time = getattr(pool, "note_time", None)
-        """Optional pool hook ``note_time(now)``, called before each scheduling pass."""
+        """Optional pool hook ``note_time(now)``: the clock, before a failure and before each
+        scheduling pass (fault-aware policies count failures over a window)."""
         self.start_delay = getattr(pool, "start_delay_s", None)
         """Optional pool hook ``start_delay_s(job)``: seconds a (re)started job spends before
         its work proceeds (loading its data, ``placement.locality``)."""
@@ -122,13 +124,15 @@ class _Engine:
         assert self.clock is not None and self.faults is not None
         while self.clock.peek() < first:
             time_s, unit = self.clock.pop()
-            if self.note_fault is not None:
-                self.note_fault(unit, time_s)
+            if self.note_time is not None:
+                self.note_time(time_s)
             back = time_s + self.faults.settings.repair_s
-            if back > first and unit not in self.down:
+            if back > first and unit not in self.down:  # still under repair at the start
                 self.down.add(unit)
                 heapq.heappush(self.repairs, (back, unit))
                 self.pool.set_down(unit, True)
+            elif self.note_fault is not None:
+                self.note_fault(unit, time_s)
 
     # --- events -------------------------------------------------------------------------
     def work_left(self) -> bool:
@@ -189,8 +193,8 @@ class _Engine:
             return  # a scripted failure of a unit already under repair
         settings = self.faults.settings
         self.failures += 1
-        if self.note_fault is not None:
-            self.note_fault(unit, now)
+        if self.note_time is not None:
+            self.note_time(now)
         self.down.add(unit)
         heapq.heappush(self.repairs, (now + settings.repair_s, unit))
         for job in self.pool.jobs_on(unit):
@@ -368,12 +372,19 @@ def _usage(pool: ResourcePool) -> dict[str, float]:
 
 
 def simulate_batch(
-    jobs: BatchJobs, *, processors: int, policy: QueuePolicy, backfill: bool
+    jobs: BatchJobs,
+    *,
+    processors: int,
+    policy: QueuePolicy,
+    backfill: bool,
+    nodes: int | None = None,
 ) -> ScheduleRun:
-    """The ``kale`` protocol's engine: one sequence on an empty, fault-free processor pool."""
+    """The ``kale`` protocol's engine: one sequence on an empty, fault-free processor pool
+    (of whole nodes when ``nodes`` is given; see :func:`nodes_needed`)."""
+    need = nodes_needed(jobs.size, processors=processors, nodes=nodes)
     run = simulate_timed(
         jobs,
-        ProcessorPool(processors, jobs.size),
+        ProcessorPool(nodes if nodes is not None else processors, need),
         policy=policy,
         backfill=backfill,
         record_timeline=False,

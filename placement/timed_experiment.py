@@ -26,11 +26,17 @@ from placement.errors import PlacementInputError
 from placement.faults import FaultModel, FaultSettings, default_fault_model, load_fault_table
 from placement.locality import LocalityNodePool, LocalitySettings
 from placement.pool import ProcessorPool, ResourcePool
+from placement.queue.base import QueuePolicy
 from placement.queue.metrics import TAU_S, bounded_slowdown
 from placement.queue.priorities import parse_queue_policies
 from placement.queue.protocol import PROTOCOLS, ProtocolSettings, run_protocol
 from placement.timed import TimedRun, simulate_timed
-from placement.workloads.batch import BatchJobs, batch_jobs_from_swf, compress_arrivals
+from placement.workloads.batch import (
+    BatchJobs,
+    batch_jobs_from_swf,
+    compress_arrivals,
+    nodes_needed,
+)
 from placement.workloads.swf import load_swf
 
 Progress = Callable[[str, int], Callable[[int], None]]
@@ -154,7 +160,9 @@ def run_timed(config: TimedConfig, *, progress: Progress | None = None) -> Timed
     return _run_openb(config, queues, progress)
 
 
-def _run_swf(config: TimedConfig, queues: list, progress: Progress | None) -> TimedReport:
+def _run_swf(
+    config: TimedConfig, queues: list[QueuePolicy], progress: Progress | None
+) -> TimedReport:
     assert config.swf is not None
     trace = load_swf(config.swf)
     processors = config.processors or trace.processors
@@ -162,10 +170,13 @@ def _run_swf(config: TimedConfig, queues: list, progress: Progress | None) -> Ti
         raise PlacementInputError(
             "the log states neither MaxProcs nor MaxNodes; give --processors", path=config.swf
         )
+    # Whole-node allocation only when the log states both sizes (and no override is given).
+    nodes = trace.max_nodes if config.processors is None and trace.max_procs else None
     jobs = compress_arrivals(batch_jobs_from_swf(trace), config.arrival_speedup)
     settings: dict[str, Any] = {
         "input": config.swf,
         "processors": processors,
+        "nodes": nodes or processors,
         "backfill": config.backfill,
         "protocol": config.protocol,
         "dropped_jobs": jobs.dropped,
@@ -183,9 +194,10 @@ def _run_swf(config: TimedConfig, queues: list, progress: Progress | None) -> Ti
                 backfill=config.backfill,
                 settings=ProtocolSettings(name=config.protocol),
                 path=config.swf,
+                nodes=nodes,
             )
             continue
-        run = _run_whole_log(jobs, processors, policy, config, settings, progress)
+        run = _run_whole_log(jobs, (processors, nodes), policy, config, settings, progress)
         policies[policy.name] = summarise_timed(run)
         timelines[policy.name] = run.timeline
     return TimedReport(policies=policies, timelines=timelines, settings=settings)
@@ -193,15 +205,17 @@ def _run_swf(config: TimedConfig, queues: list, progress: Progress | None) -> Ti
 
 def _run_whole_log(
     jobs: BatchJobs,
-    processors: int,
+    machine: tuple[int, int | None],
     policy: Any,
     config: TimedConfig,
     settings: dict[str, Any],
     progress: Progress | None,
 ) -> TimedRun:
-    too_big = int(np.count_nonzero(jobs.size > processors))
-    settings["larger_than_machine"] = too_big
-    pool = ProcessorPool(processors, jobs.size)
+    processors, nodes = machine
+    need = nodes_needed(jobs.size, processors=processors, nodes=nodes)
+    capacity = nodes if nodes is not None else processors
+    settings["larger_than_machine"] = int(np.count_nonzero(need > capacity))
+    pool = ProcessorPool(capacity, need)
     faults = _faults(config, pool)
     if faults is not None:
         settings["faults"] = {"source": faults.source, **asdict(faults.settings)}
@@ -242,7 +256,9 @@ def _node_pool(
     return NodePool(nodes, gangs, scorer, rank=rank, typical=typical, fault_window_s=window)
 
 
-def _run_openb(config: TimedConfig, queues: list, progress: Progress | None) -> TimedReport:
+def _run_openb(
+    config: TimedConfig, queues: list[QueuePolicy], progress: Progress | None
+) -> TimedReport:
     from placement.frag import typical_pods
     from placement.node_pool import openb_jobs
     from placement.placer import tie_order

@@ -190,6 +190,7 @@ class App:
     server: MetricsServer | None
     kube: LazyKube
     background: DaemonPool | None = None
+    informer: Any = None
 
     def run(self, *, max_ticks: int | None = None) -> int:
         if self.server is not None:
@@ -200,6 +201,8 @@ class App:
             self.close()
 
     def close(self) -> None:
+        if self.informer is not None:
+            self.informer.stop()
         if self.background is not None:
             self.background.close()
         self.controller.close()
@@ -259,15 +262,23 @@ def build(
     state_dir.mkdir(parents=True, exist_ok=True)
     me = identity(cfg)
     jobs: JobsSource
+    informer: Any = None
     status_sink: Any
     event_sink: Any
     if cfg.cluster_mode:
+        from autoscaler.actuators.configmaps import ConfigMaps
         from autoscaler.actuators.crd_status import ElasticTrainingJobs
         from autoscaler.actuators.events import EventRecorder
+        from autoscaler.actuators.job_watch import JobInformer
 
         crs = ElasticTrainingJobs(kube.get(), namespaces=cfg.jobs.namespaces or [])
+        # A watch keeps the jobs current; the tick reads its cache instead of listing.
+        informer = JobInformer(kube.get(), namespaces=cfg.jobs.namespaces or []).start()
         jobs = ClusterJobs(
-            crs.list, models_dir=cfg.jobs.models_dir or ".", policy=cfg.admission_policy()
+            informer.list,
+            models_dir=cfg.jobs.models_dir or ".",
+            policy=cfg.admission_policy(),
+            config_maps=ConfigMaps(kube.get()).read,
         )
         status_sink, event_sink = crs, EventRecorder(kube.get(), instance=me, clock=clock)
     else:
@@ -336,6 +347,11 @@ def build(
                 f"metrics.port: cannot listen on {cfg.metrics.address}:{cfg.metrics.port}: {exc}"
             ) from exc
     runner = Runner(
-        controller, interval_s=cfg.interval, elector=elector, health=health, clock=clock
+        controller,
+        interval_s=cfg.interval,
+        elector=elector,
+        health=health,
+        clock=clock,
+        settle=True,
     )
-    return App(controller, runner, server, kube, background)
+    return App(controller, runner, server, kube, background, informer)

@@ -13,15 +13,13 @@ status, and the status summary.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-import numpy as np
-
 from autoscaler.controller.metering import ArrivalHistory
+from autoscaler.controller.timefmt import iso
 from autoscaler.controller.workers import DaemonPool
 from autoscaler.forecast_feed import FeedSettings, ForecastFeed, History, refresh
 from autoscaler.policy.forecasts import ForecastWindow
@@ -208,18 +206,14 @@ class ForecastCache:
             "model": f"{self.feed.interim_name} (interim)" if self.interim_active else self.name
         }
         if self.fitted_at is not None:
-            out["fittedAt"] = dt.datetime.fromtimestamp(self.fitted_at, dt.UTC).strftime(
-                "%Y-%m-%dT%H:%M:%SZ"
-            )
+            out["fittedAt"] = iso(self.fitted_at)
         if self.reason:
             out["note"] = self.reason
         if self.fitting():
             out["fitting"] = True
         w = self.last_window
         if w is not None and len(w):
-            out.update(
-                next=float(w.mean[0]),
-                peak=float(np.max(w.high)),
-                horizonSeconds=len(w) * self.interval_s,
-            )
+            out["next"] = float(w.mean[0])
+            out["peak"] = float(w.high.max())
+            out["horizonSeconds"] = len(w) * self.interval_s
         return out

@@ -110,6 +110,11 @@ _CHECKS: dict[str, Any] = {
 }
 
 
+_ENCODER = json.JSONEncoder(default=float, check_circular=False, separators=(",", ":"))
+"""States are trees of dicts and lists (no cycles): skip the cycle check, every tick, for
+every job."""
+
+
 class StateStore(Protocol):
     def load(self, key: str) -> dict[str, Any] | None: ...
 
@@ -164,7 +169,7 @@ class SqliteStateStore:
     def save_many(self, states: dict[str, dict[str, Any]]) -> None:
         if not states:
             return
-        rows = [(k, json.dumps(v, default=float)) for k, v in states.items()]
+        rows = [(k, _ENCODER.encode(v)) for k, v in states.items()]
         with self._lock, self._conn:
             self._conn.executemany(
                 "INSERT OR REPLACE INTO job_state (key, state) VALUES (?, ?)", rows

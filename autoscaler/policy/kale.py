@@ -97,6 +97,7 @@ class KalePolicy:
         # Candidate windows a new size must keep the SLO over: the shortest is this resize plus
         # its drain plus the next resize and its drain (one step when resizes are free), then a
         # few longer holds.
+        self._allowed_memo: tuple[np.ndarray, np.ndarray, dict[Any, np.ndarray]] | None = None
         self.windows = sorted(
             {min(self.n, 4 * math.ceil(self.d_steps) + 1)}
             | {min(self.n, math.ceil(self.d_steps + h / dt)) for h in self.settings.hold_windows_s}
@@ -184,15 +185,34 @@ class KalePolicy:
         return out
 
     def _allowed(self, past: np.ndarray, load: np.ndarray, resize_at: int | None) -> np.ndarray:
-        """Backlog allowed at the end of each step: steady limit, relaxed around a resize."""
+        """Backlog allowed at the end of each step: steady limit, relaxed around a resize.
+
+        One decision asks this for the same ``past`` and ``load`` once per candidate window;
+        the two limits are computed once per (past, load) and the result is not to be
+        modified by callers (it may be shared).
+        """
+        memo = self._allowed_memo
+        if memo is None or memo[0] is not past or memo[1] is not load:
+            memo = self._allowed_memo = (past, load, {})
+        cache: dict[Any, np.ndarray] = memo[2]
+        hit = cache.get(resize_at)
+        if hit is not None:
+            return hit
         dt = self.sizing.interval_s
-        steady = allowed_backlog(past, load, dt, self.steady_threshold_s)
+        steady = cache.get("steady")
+        if steady is None:
+            steady = cache["steady"] = allowed_backlog(past, load, dt, self.steady_threshold_s)
         if resize_at is None:
+            cache[None] = steady
             return steady
-        relaxed = allowed_backlog(past, load, dt, self.threshold_s)
+        relaxed = cache.get("relaxed")
+        if relaxed is None:
+            relaxed = cache["relaxed"] = allowed_backlog(past, load, dt, self.threshold_s)
         end = self.n if resize_at < 0 else min(self.n, resize_at + self.settle_steps)
-        steady[:end] = relaxed[:end]
-        return steady
+        out = steady.copy()
+        out[:end] = relaxed[:end]
+        cache[resize_at] = out
+        return out
 
     def _violation(
         self,

@@ -13,6 +13,7 @@ restarted scheduler makes the same decisions (policies break ties by node positi
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -94,6 +95,9 @@ class ClusterView:
         """Bumped when the node set, a node's capacity or its eligibility changes."""
         self.freed_version = 0
         """Bumped when resources are freed (a pod left, a node was added or grew)."""
+        self.state_version = 0
+        """Bumped on every change of what is free (for caches of answers about it)."""
+        self._diagnosis: tuple[int, object, str] | None = None
         self.listeners: list[Callable[[str, str | None], None]] = []
         """``listener(what, node)``: ``("nodes", None)`` or ``("free", name)`` after changes."""
 
@@ -179,12 +183,31 @@ class ClusterView:
         return p
 
     def _notify(self, what: str, node: str | None) -> None:
+        self.state_version += 1
         for listener in self.listeners:
             listener(what, node)
 
     # -- questions ------------------------------------------------------------------------
     def diagnose(self, pod: PodInfo) -> str:
-        """Why no node takes ``pod``, in the default scheduler's words."""
+        """Why no node takes ``pod``, in the default scheduler's words.
+
+        The last answer is kept while nothing changed: a full cluster turns away a run of
+        pods of the same shape, and each answer walks every node.
+        """
+        key = (
+            pod.demand,
+            json.dumps(pod.tolerations, sort_keys=True),
+            sorted(pod.node_selector.items()),
+            pod.node_affinity,
+        )
+        cached = self._diagnosis
+        if cached is not None and cached[0] == self.state_version and cached[1] == key:
+            return cached[2]
+        message = self._diagnose(pod)
+        self._diagnosis = (self.state_version, key, message)
+        return message
+
+    def _diagnose(self, pod: PodInfo) -> str:
         reasons: Counter[str] = Counter()
         d = pod.demand
         for name in self.order:

@@ -36,6 +36,7 @@ from placement.agents.common import (
     ReplayBuffer,
     TrainingCurve,
     configure,
+    enable_determinism,
     load_checkpoint,
     load_weights,
     mlp,
@@ -78,7 +79,9 @@ class BalanceDQNSettings:
     """Nodes the proposing net passes to the scoring net (half of the stored candidates
     are the proposer's, half random)."""
     explore: EpsilonSchedule = field(default_factory=lambda: EpsilonSchedule(1.0, 0.02, 0.999))
-    env: NodeEnvSettings = field(default_factory=lambda: NodeEnvSettings(node_share=0.25))
+    env: NodeEnvSettings = field(
+        default_factory=lambda: NodeEnvSettings(node_share=0.15, alpha=0.5, beta=1.0)
+    )
 
 
 class RowNet(nn.Module):
@@ -106,9 +109,10 @@ class BalanceDQN:
         *,
         device: str = "cpu",
         tolerance: Tolerance | None = None,
+        deterministic: bool = True,
     ) -> None:
         self.settings = settings or BalanceDQNSettings()
-        self.device = configure(self.settings.seed, device)
+        self.device = configure(self.settings.seed, device, deterministic=deterministic)
         self.tolerance = tolerance or Tolerance()
         h = self.settings.hidden
         self.proposer, self.scorer = RowNet(h).to(self.device), RowNet(h).to(self.device)
@@ -226,6 +230,7 @@ class BalanceDQN:
     ) -> TrainingCurve:
         """Run ``episodes`` ε-greedy episodes of ``env``, learning from replay as it goes."""
         s = self.settings
+        enable_determinism(self.device.type)
         self.tolerance = env.tolerance
         rng = np.random.default_rng(s.seed)
         buffer = self._buffer()
@@ -286,7 +291,12 @@ class BalanceDQN:
     def from_payload(cls, payload: dict[str, Any], *, path: str, device: str = "cpu") -> BalanceDQN:
         settings = settings_from_dict(BalanceDQNSettings, payload["settings"])
         cpu_milli, gpu_milli = payload.get("extra", {}).get("tolerance", [4000.0, 500.0])
-        agent = cls(settings, device=device, tolerance=Tolerance(cpu_milli, gpu_milli))
+        agent = cls(
+            settings,
+            device=device,
+            tolerance=Tolerance(cpu_milli, gpu_milli),
+            deterministic=False,
+        )
         for name in ("proposer", "scorer"):
             load_weights(getattr(agent, name), payload["networks"].get(name), path=path, name=name)
         sync_target(agent.proposer, agent.target_proposer)

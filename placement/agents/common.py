@@ -44,8 +44,12 @@ class AgentFileError(PlacementInputError):
     """A checkpoint that cannot be read as a Kale agent."""
 
 
-def configure(seed: int, device: str = "cpu") -> torch.device:
-    """Seed everything and make CPU runs deterministic (see the module docstring)."""
+def configure(seed: int, device: str = "cpu", *, deterministic: bool = True) -> torch.device:
+    """Seed everything and make CPU runs deterministic (see the module docstring).
+
+    ``deterministic=False`` skips ``torch.use_deterministic_algorithms`` (its first call
+    costs seconds), for agents loaded only to decide: inference here is deterministic on CPU
+    anyway."""
     if device not in DEVICES:
         raise PlacementInputError(f"device must be one of {DEVICES}, not {device!r}")
     if device == "cuda" and not torch.cuda.is_available():
@@ -54,10 +58,17 @@ def configure(seed: int, device: str = "cpu") -> torch.device:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True, warn_only=device == "cuda")
+    if deterministic:
+        enable_determinism(device)
     if device == "cuda":
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     return torch.device(device)
+
+
+def enable_determinism(device: str = "cpu") -> None:
+    """``torch.use_deterministic_algorithms(True)`` once per process (training needs it)."""
+    if not torch.are_deterministic_algorithms_enabled():
+        torch.use_deterministic_algorithms(True, warn_only=device == "cuda")
 
 
 class ReplayBuffer:

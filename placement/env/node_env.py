@@ -63,7 +63,7 @@ class NodeEnvSettings:
     """Inflation: arrived GPU demand to reach, × the episode cluster's GPU capacity."""
     node_share: float = 1.0
     """Share of the nodes each episode draws (1.0 = the whole cluster)."""
-    alpha: float = 0.1
+    alpha: float = 0.5
     """Weight α of the uniformity term."""
     beta: float = 1.0
     """Weight β of the saturation (stranded GPU milli) term."""

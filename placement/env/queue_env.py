@@ -166,7 +166,7 @@ class QueueEnv(Env[QueueObservation | None]):
         index = (options or {}).get("sequence", int(rng.integers(len(self.sequences))))
         jobs = self.sequences[index]
         jobs = jobs.take(np.nonzero(jobs.size <= self.processors)[0])
-        self._sim = _Sim(jobs, self.processors)
+        self._sim = _Sim(jobs, jobs.size, self.processors)
         self._reward = 0.0
         self._run = self._episode(self._sim)
         self._obs = next(self._run, None)
@@ -213,7 +213,7 @@ class QueueEnv(Env[QueueObservation | None]):
         sim.arrive()
         while sim.queue:
             q = np.asarray(sim.queue, dtype=np.int64)
-            grid, mask, positions = head_input(sim.view(q), sim.machine(), s.rank, s.window)
+            grid, mask, positions = head_input(sim.view(q), sim.machine(q), s.rank, s.window)
             slot = yield QueueObservation(1, grid, mask, q[positions])
             head = int(q[positions[slot]])
             self._util_reward(sim, head)
@@ -248,7 +248,7 @@ class QueueEnv(Env[QueueObservation | None]):
                 if candidates.size == 0:
                     break
                 grid = backfill_input(
-                    sim.view(q), candidates, sim.machine(), self.settings.rank, shadow_s=shadow
+                    sim.view(q), candidates, sim.machine(q), self.settings.rank, shadow_s=shadow
                 )
                 pick = yield QueueObservation(
                     2, grid, np.ones(len(candidates), bool), q[candidates]

@@ -88,7 +88,8 @@ def job_blocks(
 ) -> np.ndarray:
     """``[len(positions), 2, 3]`` job blocks (module docstring); ``shadow_s`` is the head's
     reservation when backfilling (``inf``: no reservation, nothing is backfill-eligible)."""
-    size = view.size[positions].astype(np.float64)
+    units = view.size if machine.job_units is None else machine.job_units
+    size = units[positions].astype(np.float64)
     est = view.estimate_s[positions].astype(np.float64)
     fits = size <= machine.free
     eligible = fits & (view.now_s + est < shadow_s)

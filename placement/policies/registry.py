@@ -18,14 +18,12 @@ POLICIES: dict[str, Callable[[PolicyContext], ScorePolicy]] = {
     "packing": GpuPackingPolicy,
     "bestfit": BestFitPolicy,
     "fgd": FGDPolicy,
-}
-"""In the order of the published comparison (weakest first)."""
-
-EXTRA: dict[str, Callable[[PolicyContext], ScorePolicy]] = {
     "fault-bestfit": FaultAwareBestFitPolicy,
 }
-"""Policies beyond the published comparison: valid wherever a policy name goes, not in the
-default lists (the inflation experiment has no faults)."""
+"""The published comparison's policies in its order (weakest first), then Kale's own."""
+
+PUBLISHED = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
+"""The six of the inflation experiment (what ``kale place simulate`` compares by default)."""
 
 NEEDS_TYPICAL = frozenset({"fgd"})
 AGENT_PREFIX = "agent:"
@@ -45,9 +43,8 @@ def parse_policy_names(text: str) -> list[str]:
     for name in names:
         if name.startswith(AGENT_PREFIX):
             _check_agent_name(name)
-        elif name not in POLICIES and name not in EXTRA:
-            known = ", ".join([*POLICIES, *EXTRA])
-            raise PlacementInputError(f"unknown policy {name!r}; known: {known}")
+        elif name not in POLICIES:
+            raise PlacementInputError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
     if len(set(names)) != len(names):
         raise PlacementInputError(f"a policy is named twice in {text!r}")
     return names
@@ -62,8 +59,7 @@ def make_policy(name: str, context: PolicyContext | None = None) -> ScorePolicy:
         from placement.agents import node_policy
 
         return node_policy(name[len(AGENT_PREFIX) :], context or PolicyContext())
-    factory = POLICIES.get(name) or EXTRA.get(name)
+    factory = POLICIES.get(name)
     if factory is None:
-        known = ", ".join([*POLICIES, *EXTRA])
-        raise PlacementInputError(f"unknown policy {name!r}; known: {known}")
+        raise PlacementInputError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
     return factory(context or PolicyContext())

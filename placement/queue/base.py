@@ -34,6 +34,9 @@ class MachineView:
     """Estimated end (start + estimate) of each running job."""
     running_size: np.ndarray
     """Units each running job holds."""
+    job_units: np.ndarray | None = None
+    """Units each waiting job of the view would hold, where they differ from its ``size``
+    (whole nodes of a multi-processor node); None: the size."""
 
 
 @dataclass(frozen=True)
@@ -64,8 +67,10 @@ class QueueView:
 class QueuePolicy(Protocol):
     """Orders waiting jobs; the job with the smallest keys starts first."""
 
-    name: str
-    """The name the CLI and JSON use (``fcfs``, ``sjf``, …)."""
+    @property
+    def name(self) -> str:
+        """The name the CLI and JSON use (``fcfs``, ``sjf``, …); read-only, so frozen
+        dataclasses qualify."""
 
     def keys(self, view: QueueView) -> tuple[np.ndarray, ...]:
         """Sort keys for every waiting job, most significant first (lower = sooner)."""

@@ -2,9 +2,9 @@
 
 ``rlscheduler`` reproduces RLScheduler's published baselines (PLACEMENT.md): the ten
 sequences of 1,024 consecutive jobs starting at fixed indices, each on an empty machine
-(the log's MaxProcs, else MaxNodes), run by :mod:`placement.queue.rlscheduler`; bounded
-slowdown averaged over each sequence's jobs, then over the sequences; RLScheduler's
-utilisation likewise.
+(the log's MaxProcs, else MaxNodes; allocated by whole nodes when it states both), run by
+:mod:`placement.queue.rlscheduler`; bounded slowdown averaged over each sequence's jobs,
+then over the sequences; RLScheduler's utilisation likewise.
 
 ``kale`` keeps the same sequences (so the numbers sit side by side) but runs them with sounder
 rules (:mod:`placement.timed` on a processor pool): the head job is chosen afresh at every
@@ -77,12 +77,13 @@ def run_protocol(
     backfill: bool,
     settings: ProtocolSettings,
     path: str = "<jobs>",
+    nodes: int | None = None,
 ) -> dict[str, object]:
     """Every metric of :func:`summarise`, averaged over the sequences, plus ``per_sequence``."""
     engine = _engine(settings.name)
     per_sequence = []
     for seq in sequences(jobs, settings, path=path):
-        run = engine(seq, processors=processors, policy=policy, backfill=backfill)
+        run = engine(seq, processors=processors, policy=policy, backfill=backfill, nodes=nodes)
         metrics = summarise(run, processors)
         if settings.name == "kale":
             metrics["util_rlscheduler"] = metrics["util"]

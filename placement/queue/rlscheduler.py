@@ -4,8 +4,9 @@ RLScheduler (Zhang et al., SC'20) reports its baselines from a simple simulator 
 are part of the numbers (PLACEMENT.md states them). This module follows them exactly and
 nothing else:
 
-* The machine is a pool of identical processors; a sequence starts on an empty machine at
-  its first job's submit time.
+* The machine is a pool of identical processors (or of whole nodes, when the log states
+  both MaxProcs and MaxNodes: a job then holds ⌈n / processors-per-node⌉ nodes); a
+  sequence starts on an empty machine at its first job's submit time.
 * A *head* job is chosen from the whole queue by the priority, and is **not reconsidered**:
   the simulator moves from event to event (one arrival or one job end at a time; an arrival
   at the same instant as an end comes first) until the head fits, then starts it. Jobs
@@ -34,7 +35,7 @@ import numpy as np
 
 from placement.queue.base import MachineView, QueuePolicy, QueueView, order
 from placement.queue.easy import may_backfill, reserve
-from placement.workloads.batch import BatchJobs
+from placement.workloads.batch import BatchJobs, nodes_needed
 
 
 @dataclass(frozen=True)
@@ -56,14 +57,15 @@ class ScheduleRun:
 class _Sim:
     """One sequence under RLScheduler's rules; indices are positions in the sequence."""
 
-    def __init__(self, jobs: BatchJobs, processors: int) -> None:
-        self.processors = processors
+    def __init__(self, jobs: BatchJobs, need: np.ndarray, capacity: int) -> None:
         self.submit = jobs.submit_s.astype(np.float64)
         self.run = jobs.run_s.astype(np.float64)
         self.est = jobs.estimate_s.astype(np.float64)
-        self.size = jobs.size.astype(np.int64)
+        self.procs = jobs.size  # what the priorities see
+        self.size = need  # whole nodes held (processors when a node is a processor)
         self.start = np.full(len(jobs), np.nan)
-        self.free = processors
+        self.capacity = capacity
+        self.free = capacity
         self.queue: list[int] = []
         self.running: list[int] = []
         self.next_arrival = 0
@@ -96,18 +98,20 @@ class _Sim:
         self.running.append(j)
         self.queue.remove(j)
 
-    def machine(self) -> MachineView:
-        """The processors as a learned policy sees them (estimated ends of running jobs)."""
+    def machine(self, q: np.ndarray) -> MachineView:
+        """The machine as a learned policy sees it (estimated ends of running jobs), with
+        the units each job of ``q`` would hold."""
         running = np.asarray(self.running, dtype=np.int64)
         return MachineView(
-            capacity=float(self.processors),
+            capacity=float(self.capacity),
             free=float(self.free),
             running_end_s=self.start[running] + self.est[running],
             running_size=self.size[running].astype(np.float64),
+            job_units=self.size[q].astype(np.float64),
         )
 
     def view(self, q: np.ndarray) -> QueueView:
-        return QueueView(self.submit[q], self.est[q], self.size[q], self.now, self.machine())
+        return QueueView(self.submit[q], self.est[q], self.procs[q], self.now, self.machine(q))
 
     def pick_head(self, policy: QueuePolicy) -> int:
         q = np.asarray(self.queue, dtype=np.int64)
@@ -164,16 +168,24 @@ class _Sim:
 
 
 def simulate(
-    jobs: BatchJobs, *, processors: int, policy: QueuePolicy, backfill: bool
+    jobs: BatchJobs,
+    *,
+    processors: int,
+    policy: QueuePolicy,
+    backfill: bool,
+    nodes: int | None = None,
 ) -> ScheduleRun:
-    """Run one sequence (``jobs`` in submit order) on an empty machine of ``processors``.
+    """Run one sequence (``jobs`` in submit order) on an empty machine of ``processors``
+    (in ``nodes`` whole nodes when the log says so; see :func:`nodes_needed`).
 
     Jobs larger than the machine are left out before the run (they would wait forever) and
     counted in ``failed``.
     """
-    fits = jobs.size <= processors
+    need = nodes_needed(jobs.size, processors=processors, nodes=nodes)
+    capacity = nodes if nodes is not None else processors
+    fits = need <= capacity
     runnable = jobs.take(np.nonzero(fits)[0])
-    sim = _Sim(runnable, processors)
+    sim = _Sim(runnable, need[fits], capacity)
     if len(runnable):
         sim.arrive()
     while sim.queue:

@@ -54,6 +54,18 @@ class BatchJobs:
         )
 
 
+def nodes_needed(size: np.ndarray, *, processors: int, nodes: int | None) -> np.ndarray:
+    """Whole nodes each job occupies on a machine of ``processors`` in ``nodes`` nodes.
+
+    SWF logs that state both MaxProcs and MaxNodes describe a machine allocated by whole
+    nodes (RLScheduler's cluster: ⌈n / (MaxProcs / MaxNodes)⌉ nodes for n processors); with
+    one of them only, a node is a processor.
+    """
+    if nodes is None or nodes == processors:
+        return np.asarray(size, dtype=np.int64)
+    return np.ceil(np.asarray(size, dtype=np.float64) / (processors / nodes)).astype(np.int64)
+
+
 def compress_arrivals(jobs: BatchJobs, factor: float) -> BatchJobs:
     """The same jobs arriving ``factor`` times faster (inter-arrival gaps divided by it, run
     times unchanged), so the offered load grows by ``factor``: the usual way to study a log

@@ -5,9 +5,11 @@ mock. This server speaks HTTP/1.1 JSON on 127.0.0.1 and serves exactly what Kale
 
 * ``apps/v1`` statefulsets, with the ``scale`` and ``status`` subresources (a stand-in for the
   StatefulSet controller sets ``status.replicas``/``readyReplicas`` to ``spec.replicas``);
-* ``kubeflow.org/v1`` tfjobs, ``kale.dev/v1`` elastictrainingjobs (``status`` subresource:
-  writes to the main resource leave status alone and vice versa; list across namespaces);
-* ``coordination.k8s.io/v1`` leases and ``core/v1`` events;
+* ``kubeflow.org/v1`` tfjobs; ``kale.dev/v1alpha1`` elastictrainingjobs (also served as the
+  deprecated ``v1``, stored once; ``scale`` subresource on the CRD's replica paths; ``status``
+  subresource: writes to the main resource leave status alone and vice versa; list across
+  namespaces);
+* ``coordination.k8s.io/v1`` leases, ``core/v1`` events and configmaps;
 * ``core/v1`` pods and nodes with watches and ``pods/binding`` (:mod:`tests.fakes.kube_core`,
   reached as ``api.core``).
 
@@ -27,6 +29,7 @@ import datetime as dt
 import json
 import re
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -45,10 +48,22 @@ Key = tuple[str, str, str, str, str]  # group, version, resource, namespace, nam
 KINDS: dict[tuple[str, str, str], tuple[str, bool]] = {
     # (group, version, plural) -> (kind, has a status subresource)
     ("", "v1", "events"): ("Event", False),
+    ("", "v1", "configmaps"): ("ConfigMap", False),
     ("apps", "v1", "statefulsets"): ("StatefulSet", True),
     ("kubeflow.org", "v1", "tfjobs"): ("TFJob", True),
+    ("kale.dev", "v1alpha1", "elastictrainingjobs"): ("ElasticTrainingJob", True),
     ("kale.dev", "v1", "elastictrainingjobs"): ("ElasticTrainingJob", True),
     ("coordination.k8s.io", "v1", "leases"): ("Lease", False),
+}
+
+STORAGE_VERSION: dict[tuple[str, str], str] = {("kale.dev", "v1"): "v1alpha1"}
+"""Served versions stored as another one (the CRD's ``conversion: None``: same schema, the
+API server rewrites ``apiVersion`` only); objects are kept once, under the storage version."""
+
+CRD_SCALE: dict[str, tuple[str, str, str, int]] = {
+    # plural -> (specReplicasPath, statusReplicasPath, labelSelectorPath, spec maximum),
+    # as manifests/crd/elastictrainingjobs.yaml declares them.
+    "elastictrainingjobs": (".spec.replicas", ".status.replicas", ".status.labelSelector", 10000),
 }
 
 _PATH = re.compile(
@@ -98,6 +113,8 @@ class Request:
     """Wall time the request arrived (requests overlapping in time ran concurrently)."""
     clock: float | None = None
     """The client's own (fake) time, when it sends an ``X-Test-Clock`` header."""
+    query: str = ""
+    """The query string (``watch=true&resourceVersion=…`` marks a watch)."""
 
 
 class ApiError(Exception):
@@ -185,6 +202,14 @@ class FakeKubeApi:
         self.auto_ready = True
         """Whether status.replicas follows spec.replicas at once (the StatefulSet controller)."""
         self._rv = 1000
+        self.changes = threading.Condition(self.lock)
+        """Notified on every change (watches wait on it)."""
+        self.log: list[tuple[int, str, Key, dict]] = []
+        """(resourceVersion, ADDED/MODIFIED/DELETED, key, object): what watches replay."""
+        self.log_limit = 20_000
+        self.compacted = 0
+        """Watches from a resourceVersion at or below this get 410 Gone (history compacted)."""
+        self._stopping = False
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -193,8 +218,9 @@ class FakeKubeApi:
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> FakeKubeApi:
+        self._stopping = False
         handler = type("Handler", (_Handler,), {"api": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self._server = _QuietServer(("127.0.0.1", self.port), handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
@@ -205,6 +231,9 @@ class FakeKubeApi:
 
     def stop(self) -> None:
         """Stop answering (clients then see connection errors); ``start()`` resumes."""
+        with self.lock:
+            self._stopping = True
+            self.changes.notify_all()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -284,7 +313,8 @@ class FakeKubeApi:
 
     def put(self, obj: dict) -> dict:
         """Create or overwrite an object directly (no checks), as an admin would."""
-        group, version = _split_api_version(obj["apiVersion"])
+        group, version = _stored(obj["apiVersion"])
+        obj["apiVersion"] = f"{group}/{version}" if group else version
         plural = _plural(group, version, obj["kind"])
         md = obj.setdefault("metadata", {})
         md.setdefault("namespace", "default")
@@ -294,22 +324,26 @@ class FakeKubeApi:
             self._stamp(obj, old)
             self.objects[key] = copy.deepcopy(obj)
             self._settle(key)
+            self._changed(key, "ADDED" if old is None else "MODIFIED")
             return copy.deepcopy(self.objects[key])
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict | None:
-        group, version = _split_api_version(api_version)
+        group, version = _stored(api_version)
         key = (group, version, _plural(group, version, kind), namespace, name)
         with self.lock:
             obj = self.objects.get(key)
             return copy.deepcopy(obj) if obj is not None else None
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
-        group, version = _split_api_version(api_version)
+        group, version = _stored(api_version)
+        key = (group, version, _plural(group, version, kind), namespace, name)
         with self.lock:
-            self.objects.pop((group, version, _plural(group, version, kind), namespace, name), None)
+            old = self.objects.pop(key, None)
+            if old is not None:
+                self._changed(key, "DELETED", old)
 
     def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict]:
-        group, version = _split_api_version(api_version)
+        group, version = _stored(api_version)
         plural = _plural(group, version, kind)
         with self.lock:
             return [
@@ -320,10 +354,19 @@ class FakeKubeApi:
 
     def touch(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         """Bump an object's resourceVersion, as another writer would (forces a 409)."""
-        group, version = _split_api_version(api_version)
+        group, version = _stored(api_version)
         with self.lock:
-            obj = self.objects[(group, version, _plural(group, version, kind), namespace, name)]
+            key = (group, version, _plural(group, version, kind), namespace, name)
+            obj = self.objects[key]
             obj["metadata"]["resourceVersion"] = self._next_rv()
+            self._changed(key, "MODIFIED")
+
+    def compact(self) -> None:
+        """Forget the change history, as etcd compaction does: watches resuming from an
+        older resourceVersion get 410 Gone and must list again."""
+        with self.lock:
+            self.compacted = self._rv
+            self.log.clear()
 
     def max_concurrent(self, method: str | None = None, contains: str = "") -> int:
         """Most matching requests that were being served at the same moment."""
@@ -347,6 +390,51 @@ class FakeKubeApi:
             ]
 
     # -- internals -----------------------------------------------------------------------
+    def _changed(self, key: Key, kind: str, obj: dict | None = None) -> None:
+        """Log a change for watches (call with the lock held)."""
+        current = obj if obj is not None else self.objects[key]
+        rv = int(current["metadata"]["resourceVersion"])
+        if kind == "DELETED":
+            rv = int(self._next_rv())
+            current = copy.deepcopy(current)
+            current["metadata"]["resourceVersion"] = str(rv)
+        self.log.append((rv, kind, key, copy.deepcopy(current)))
+        if len(self.log) > self.log_limit:
+            drop = len(self.log) - self.log_limit
+            self.compacted = self.log[drop - 1][0]
+            del self.log[:drop]
+        self.changes.notify_all()
+
+    def watch_events(
+        self, group: str, version: str, res: str, ns: str | None, since: int, timeout_s: float
+    ) -> Any:
+        """Yield watch events after resourceVersion ``since`` until ``timeout_s`` passes or
+        the server stops; first an ERROR 410 when ``since`` is older than the history."""
+        if since and since <= self.compacted:
+            yield {
+                "type": "ERROR",
+                "object": status_body(410, "Expired", f"too old resource version: {since}"),
+            }
+            return
+        deadline = time.monotonic() + timeout_s
+        sent = since
+        while True:
+            with self.lock:
+                batch = [
+                    e
+                    for e in self.log
+                    if e[0] > sent and e[2][:3] == (group, version, res) and ns in (None, e[2][3])
+                ]
+                if not batch:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._stopping:
+                        return
+                    self.changes.wait(timeout=min(left, 0.2))
+                    continue
+            for rv, kind, _, obj in batch:
+                sent = max(sent, rv)
+                yield {"type": kind, "object": obj}
+
     def _next_rv(self) -> str:
         self._rv += 1
         return str(self._rv)
@@ -436,6 +524,34 @@ class FakeKubeApi:
             return self.core.handle(method, res, ns, name, sub, query, body, content_type)
         if (group, version, res) not in KINDS:
             raise ApiError(404, "NotFound", f"the server could not find the resource {res}")
+        storage = STORAGE_VERSION.get((group, version), version)
+        if storage != version:  # served as `version`, stored as `storage`
+            code, payload, headers = self._dispatch_at(
+                method, parts, body, content_type, group, storage, res, ns, name, sub
+            )
+            return code, _served_as(payload, f"{group}/{version}", f"{group}/{storage}"), headers
+        return self._dispatch_at(
+            method, parts, body, content_type, group, version, res, ns, name, sub
+        )
+
+    def _dispatch_at(
+        self,
+        method: str,
+        parts: Any,
+        body: Any,
+        content_type: str | None,
+        group: str,
+        version: str,
+        res: str,
+        ns: str | None,
+        name: str | None,
+        sub: str | None,
+    ) -> tuple[int, dict, dict[str, str]]:
+        if isinstance(body, dict) and isinstance(body.get("apiVersion"), str):
+            served = body["apiVersion"]
+            stored = STORAGE_VERSION.get(_split_api_version(served))
+            if stored is not None:
+                body = {**body, "apiVersion": f"{_split_api_version(served)[0]}/{stored}"}
         kind, has_status = KINDS[(group, version, res)]
         query = parse_qs(parts.query)
         with self.lock:
@@ -456,6 +572,8 @@ class FakeKubeApi:
                 return self._status(key, kind, method, body, content_type)
             if sub == "scale" and res == "statefulsets":
                 return self._scale(key, method, body, content_type)
+            if sub == "scale" and res in CRD_SCALE:
+                return self._crd_scale(key, kind, method, body, content_type)
             raise ApiError(404, "NotFound", f"no subresource {sub} on {res}")
 
     def _missing(self, key: Key, kind: str) -> ApiError:
@@ -507,6 +625,7 @@ class FakeKubeApi:
         self._stamp(obj, None)
         self.objects[key] = obj
         self._settle(key)
+        self._changed(key, "ADDED")
         return copy.deepcopy(obj)
 
     def _check_rv(self, current: dict, given: Any, key: Key) -> None:
@@ -549,6 +668,7 @@ class FakeKubeApi:
         self._stamp(new, old)
         self.objects[key] = new
         self._settle(key)
+        self._changed(key, "MODIFIED")
         return copy.deepcopy(new)
 
     def _item(
@@ -567,6 +687,7 @@ class FakeKubeApi:
             return 200, copy.deepcopy(current), {}
         if method == "DELETE":
             del self.objects[key]
+            self._changed(key, "DELETED", current)
             return 200, status_body(200, "", "deleted", {"name": key[4]}), {}
         if method == "PUT":
             if not isinstance(body, dict):
@@ -607,6 +728,7 @@ class FakeKubeApi:
             new["status"] = new_status
         new["metadata"]["resourceVersion"] = self._next_rv()
         self.objects[key] = new
+        self._changed(key, "MODIFIED")
         return 200, copy.deepcopy(new), {}
 
     def _scale_of(self, obj: dict) -> dict:
@@ -650,6 +772,96 @@ class FakeKubeApi:
         self._write(key, new, current)
         return 200, self._scale_of(self.objects[key]), {}
 
+    def _crd_scale(
+        self, key: Key, kind: str, method: str, body: Any, content_type: str | None
+    ) -> tuple[int, dict, dict]:
+        """A custom resource's ``scale`` subresource, as the apiextensions server serves it:
+        GET fails while ``specReplicasPath`` holds nothing; PUT/PATCH write that field
+        (and only it), bounded by the schema; ``status`` comes from the status paths."""
+        spec_path, status_path, selector_path, maximum = CRD_SCALE[key[2]]
+        current = self.objects.get(key)
+        if current is None:
+            raise self._missing(key, kind)
+        found = _at(current, spec_path)
+        scale = self._crd_scale_of(current, spec_path, status_path, selector_path)
+        if method == "GET":
+            if found is None:
+                raise ApiError(
+                    500, "InternalError", f'the spec replicas field "{spec_path}" does not exist'
+                )
+            return 200, scale, {}
+        if found is None:
+            scale["spec"]["replicas"] = -2147483648  # "not set before", as the server does
+        if method == "PUT":
+            self._check_rv(current, body, key)
+            new_scale = body
+        elif method == "PATCH":
+            new_scale = self._patched(scale, body, content_type, key)
+        else:
+            raise ApiError(405, "MethodNotAllowed", method)
+        replicas = (new_scale or {}).get("spec", {}).get("replicas")
+        if replicas == -2147483648 or replicas is None:
+            raise ApiError(
+                400, "BadRequest", f'the spec replicas field "{spec_path}" cannot be empty'
+            )
+        if not isinstance(replicas, int) or not 0 <= replicas <= maximum:
+            raise ApiError(
+                422,
+                "Invalid",
+                f'{kind}.kale.dev "{key[4]}" is invalid: spec.replicas: Invalid value: '
+                f"{replicas}: spec.replicas in body should be between 0 and {maximum}",
+            )
+        new = copy.deepcopy(current)
+        parent = new
+        parts = spec_path.strip(".").split(".")
+        for part in parts[:-1]:
+            parent = parent.setdefault(part, {})
+        parent[parts[-1]] = replicas
+        self._write(key, new, current)
+        return 200, self._crd_scale_of(self.objects[key], spec_path, status_path, selector_path), {}
+
+    def _crd_scale_of(
+        self, obj: dict, spec_path: str, status_path: str, selector_path: str
+    ) -> dict:
+        md = obj["metadata"]
+        selector = _at(obj, selector_path)
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                k: md[k]
+                for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            },
+            "spec": {"replicas": _at(obj, spec_path) or 0},
+            "status": {
+                "replicas": _at(obj, status_path) or 0,
+                "selector": selector if isinstance(selector, str) else "",
+            },
+        }
+
+
+def _at(obj: dict, path: str) -> Any:
+    """The value at a dotted JSON path (``.spec.replicas``), or None."""
+    node: Any = obj
+    for part in path.strip(".").split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _served_as(payload: Any, served: str, stored: str) -> Any:
+    """An answer as the requested version shows it (apiVersion rewritten, as conversion
+    ``None`` does)."""
+    if not isinstance(payload, dict):
+        return payload
+    out = dict(payload)
+    if out.get("apiVersion") == stored:
+        out["apiVersion"] = served
+    if isinstance(out.get("items"), list):
+        out["items"] = [_served_as(i, served, stored) for i in out["items"]]
+    return out
+
 
 def _split_api_version(api_version: str) -> tuple[str, str]:
     if "/" in api_version:
@@ -658,11 +870,26 @@ def _split_api_version(api_version: str) -> tuple[str, str]:
     return "", api_version
 
 
+def _stored(api_version: str) -> tuple[str, str]:
+    group, version = _split_api_version(api_version)
+    return group, STORAGE_VERSION.get((group, version), version)
+
+
 def _plural(group: str, version: str, kind: str) -> str:
     for (g, v, plural), (k, _) in KINDS.items():
         if (g, v, k) == (group, version, kind):
             return plural
     raise KeyError(f"the fake does not serve {group}/{version} {kind}")
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that drops its connection (one killed with SIGKILL) is no server error."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -678,7 +905,47 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
+    def _watch(self, query: dict) -> bool:
+        """Serve a watch (chunked JSON lines) if this GET is one; returns whether it was."""
+        if query.get("watch", [""])[0] not in ("true", "1"):
+            return False
+        api = self.api
+        path = urlsplit(self.path).path
+        started = time.time()
+        m = _PATH.match(path)
+        if m is None or CoreStore.serves(m["g"] or "", m["v"] or m["cv"], m["res"]):
+            return False  # pods and nodes: the core store serves their watches
+        injected = api._injected("GET", path)
+        if injected is not None and injected.status is not None:
+            return False  # answered as a plain request (an error)
+        group, version = m["g"] or "", m["v"] or m["cv"]
+        since = int(query.get("resourceVersion", ["0"])[0] or 0)
+        timeout_s = float(query.get("timeoutSeconds", ["30"])[0])
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for event in api.watch_events(group, version, m["res"], m["ns"], since, timeout_s):
+                line = json.dumps(event).encode() + b"\n"
+                self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass  # the client went away
+        with api.lock:
+            api.requests.append(
+                Request("GET", path, 200, None, None, time.time(), started, None, self._query())
+            )
+        self.close_connection = True
+        return True
+
+    def _query(self) -> str:
+        return urlsplit(self.path).query
+
     def _serve(self, method: str) -> None:
+        if method == "GET" and self._watch(parse_qs(urlsplit(self.path).query)):
+            return
         started = time.time()
         stamp = self.headers.get("X-Test-Clock")
         clock = float(stamp) if stamp else None
@@ -701,6 +968,7 @@ class _Handler(BaseHTTPRequestHandler):
                         time.time(),
                         started,
                         clock,
+                        self._query(),
                     )
                 )
             self.close_connection = True
@@ -726,6 +994,7 @@ class _Handler(BaseHTTPRequestHandler):
                     time.time(),
                     started,
                     clock,
+                    self._query(),
                 )
             )
         if isinstance(payload, WatchStream):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import sqlite3
 import threading
 
@@ -305,3 +306,70 @@ def test_isolation_holds_with_thread_pools_too(tmp_path):
         rig.points[point].exc = None
     assert threading.active_count() < 40
     rig.controller.close()
+
+
+def test_a_job_that_never_answers_costs_the_tick_its_deadline_and_health_stays_up(tmp_path):
+    from autoscaler.controller.metrics import Health
+
+    gate = threading.Event()
+    settings = ControllerSettings(identity="test", observe_threads=3, observe_deadline_s=0.5)
+    rig = HostileRig(tmp_path, settings=settings)
+    rig.tick()
+    rig.controller.runtimes[HOSTILE].meter.sample = lambda: gate.wait(60)  # never answers
+    health = Health(stale_after_s=180, clock=rig.clock)
+    runner = Runner(
+        rig.controller, interval_s=60, clock=rig.clock, wait=lambda s: False, health=health
+    )
+    try:
+        for _ in range(3):
+            runner.next_tick = rig.clock()
+            runner.step()
+            rig.clock.advance(60)
+            assert health.alive()
+        assert runner.ticks == 3
+        rt = rig.controller.runtimes[HOSTILE]
+        assert "deadline" in str(rt.metric_error)
+        assert rt.state.last_decision["action"] == "hold_metrics_unavailable"
+    finally:
+        gate.set()
+        rig.controller.close()
+
+
+def test_kale_controller_once_exits_0_with_hostile_job_files(tmp_path, capsys):
+    import shlex
+
+    import yaml
+
+    from autoscaler.cli.main import main
+
+    jobs = tmp_path / "jobs"
+    write_job(jobs, job_doc("good", target={"kind": "DryRun"}))
+    deep = "a: " + "[" * 600 + "]" * 600 + "\n"
+    (jobs / "deep.yaml").write_text("kind: ElasticTrainingJob\n" + deep)
+    bad = job_doc("inf")
+    bad["spec"]["slo"]["maxDelay"] = float("inf")
+    write_job(jobs, bad)
+    for name in ("good", "inf"):  # a broker nobody listens on: refused at once
+        path = jobs / f"{name}.yaml"
+        path.write_text(path.read_text().replace("kafka.kafka.svc:9092", "127.0.0.1:9"))
+    cfg = tmp_path / "controller.yaml"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "jobs": {"directory": str(jobs)},
+                "metrics": {"port": 0},
+                "forecasting": {"model": "seasonal_naive"},
+                "stateDir": str(tmp_path / "state"),
+            }
+        )
+    )
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        code = main(shlex.split(f"controller --config {cfg} --once"))
+    finally:  # the CLI set up logging for a process; give the test session its own back
+        root.handlers[:], _ = handlers, root.setLevel(level)
+    capsys.readouterr()
+    assert code == 0
+    status = json.loads((tmp_path / "state" / "status" / "ml_good.status.json").read_text())
+    assert status["lastDecision"]["action"] == "hold_metrics_unavailable"

@@ -42,7 +42,7 @@ def _fill(agent, env, episodes=1):
 
 def test_balance_dqn_learning_step_lowers_its_loss_on_a_fixed_batch():
     agent = _balance(target_sync=10_000, lr=3e-3)
-    env = NodePlacementEnv(NODES, PODS, agent.settings.env)
+    env = NodePlacementEnv(NODES[:10], PODS[:60], agent.settings.env)
     buffer, rng = agent._buffer(), np.random.default_rng(0)
     obs, _ = env.reset(seed=0)
     cand = agent._candidates(obs, rng)
@@ -61,9 +61,9 @@ def test_balance_dqn_learning_step_lowers_its_loss_on_a_fixed_batch():
             next_ctx=after[2],
         )
         obs, cand = nxt, after
-    batch = buffer.sample(64, np.random.default_rng(1))
-    losses = [agent.learn(batch) for _ in range(150)]
-    assert losses[-1] < 0.6 * losses[0]
+    batch = buffer.sample(32, np.random.default_rng(1))
+    losses = [agent.learn(batch) for _ in range(80)]
+    assert losses[-1] < 0.6 * losses[0], losses[::10]
 
 
 def test_tr_dqn_learning_step_lowers_its_loss_on_a_fixed_batch():
@@ -84,9 +84,9 @@ def test_tr_dqn_learning_step_lowers_its_loss_on_a_fixed_batch():
             **agent._next_fields(nxt, rng),
         )
         obs = nxt
-    batch = buffer.sample(64, np.random.default_rng(1))
-    losses = [agent.learn(batch) for _ in range(150)]
-    assert losses[-1] < 0.6 * losses[0]
+    batch = buffer.sample(32, np.random.default_rng(1))
+    losses = [agent.learn(batch) for _ in range(80)]
+    assert losses[-1] < 0.6 * losses[0], losses[::10]
 
 
 def test_balance_dqn_only_ever_picks_feasible_nodes():

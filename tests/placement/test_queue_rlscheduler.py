@@ -12,7 +12,8 @@ from placement.queue.metrics import bounded_slowdown, summarise, true_utilisatio
 from placement.queue.priorities import QUEUE_POLICIES
 from placement.queue.protocol import ProtocolSettings, run_protocol, sequences
 from placement.queue.rlscheduler import simulate
-from placement.workloads.batch import BatchJobs, batch_jobs_from_swf
+from placement.timed import simulate_batch
+from placement.workloads.batch import BatchJobs, batch_jobs_from_swf, nodes_needed
 from placement.workloads.swf import load_swf
 
 
@@ -142,3 +143,15 @@ def test_protocol_averages_per_sequence_and_refuses_a_short_log() -> None:
         PlacementInputError, match="x: the rlscheduler protocol needs at least 13 jobs"
     ):
         sequences(data, ProtocolSettings(starts=(0, 7), length=6), path="x")
+
+
+def test_a_log_stating_nodes_and_processors_is_allocated_by_whole_nodes() -> None:
+    # MaxProcs 4 in MaxNodes 2: a one-processor job holds a whole 2-processor node, so the
+    # third one-processor job waits for a node although only 2 of 4 processors are busy.
+    data = jobs([(0, 10, 1), (0, 10, 1), (0, 10, 1), (0, 10, 3)])
+    assert nodes_needed(data.size, processors=4, nodes=2).tolist() == [1, 1, 1, 2]
+    for engine in (simulate, simulate_batch):
+        run = engine(data, processors=4, nodes=2, policy=QUEUE_POLICIES["fcfs"], backfill=False)
+        assert run.start_s.tolist() == [0, 0, 10, 20]
+    # Utilisation still counts processors: 60 processor-seconds over 30 s × 4.
+    assert true_utilisation(run, 4) == pytest.approx(60 / 120)

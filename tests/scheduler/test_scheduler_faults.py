@@ -61,6 +61,8 @@ def test_fault_bestfit_on_the_cluster_avoids_a_node_with_recent_faults(tmp_path)
         wait_for(lambda: node_of(api, "p"))
         assert node_of(api, "p") == "b"
         api.core.put_node(node_doc("b", gpus=8, unschedulable=True))  # only "a" is left
+        # the node watch is asynchronous: let the scheduler see the cordon before the pod
+        wait_for(lambda: run.scheduler.view.nodes["b"].info.unschedulable, what="b cordoned")
         api.core.put_pod(pod_doc("q", gpus=1))
         wait_for(lambda: node_of(api, "q"))
         assert (node_of(api, "q"), gpus_of(api, "q")) == ("a", "1")  # its healthy GPU

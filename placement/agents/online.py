@@ -8,11 +8,13 @@
   its weights, so tests can check that every decision used exactly a published snapshot.
 * :class:`ExperienceBuffer` — the experience store both threads share (a lock around short
   appends and copies), with the document's duplicate removal.
-* :class:`TrainerThread` — trains a step whenever ``train_every`` new experiences arrived
-  and publishes when the decision side asked for a copy (every ``copy_every`` decisions).
-  ``synchronous`` runs the same steps inline in the deciding thread instead: deterministic,
-  for tests and reproducible training; the threaded mode is not (steps land at decisions
-  that depend on the machine's timing).
+* :class:`TrainerThread` — trains a step whenever the decision side says enough new
+  experience arrived, and publishes when it asked for a copy (every ``copy_every``
+  decisions). A trainer slower than the decisions does not build a backlog: requests that
+  arrive while it trains fold into one next step (it trains on the freshest data, as fast as
+  it can). ``synchronous`` runs every requested step inline in the deciding thread instead:
+  deterministic, for tests and reproducible training; the threaded mode is not (which steps
+  run, and when, depends on the machine's timing).
 
 Torch threads: every agent configures ``torch.set_num_threads(1)``. The intra-op pool is
 process-wide, so with one thread each Python thread's ops run on its own core: on a 2-core
@@ -165,7 +167,7 @@ class TrainerThread:
                 self.publish()
             return
         with self._cond:
-            self._due += steps
+            self._due = min(self._due + steps, 1)  # no backlog: one step on the latest data
             self._copy = self._copy or copy_weights
             self._cond.notify()
 

@@ -4,7 +4,7 @@ camelCase keys, unknown keys are errors, durations as ``90s``/``24h``; every pro
 line ``FILE: field.path: reason``; a missing file is an error; relative paths resolve
 against the file. Example::
 
-    apiVersion: kale.dev/v1
+    apiVersion: kale.dev/v1alpha1
     kind: SchedulerConfig
     schedulerName: kale          # pods with spec.schedulerName: kale are ours
     policy: fgd                  # first-fit, a placement/ policy, or agent:PATH
@@ -94,7 +94,7 @@ class SchedulerLeaderElection(LeaderElection):
 
 
 class SchedulerConfig(_Model):
-    api_version: Literal["kale.dev/v1"] = "kale.dev/v1"
+    api_version: Literal["kale.dev/v1alpha1", "kale.dev/v1"] = "kale.dev/v1alpha1"
     kind: Literal["SchedulerConfig"] = "SchedulerConfig"
     scheduler_name: str = Field(default="kale", pattern=DNS_LABEL)
     policy: str = Field(default="fgd", min_length=1)

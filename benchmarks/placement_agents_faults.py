@@ -64,9 +64,19 @@ DATA = Path(os.environ.get("KALE_PLACEMENT_DATA", "/work/shared/data/placement")
 OUT = _HERE.parent / "examples" / "placement" / "agents"
 TRAIN_PATTERNS = PatternRange(flaky_share=(0.05, 0.2), flaky_rate=(0.05, 0.5))
 BATCH = FaultBatchSettings(
-    nodes=(8, 16), jobs_per_gpu=2.0, max_run_s=4 * 3600, patterns=TRAIN_PATTERNS
+    nodes=(32, 64),
+    jobs_per_gpu=1.0,
+    offered_load=(0.5, 1.0),
+    multi_gpu_share=0.1,
+    max_run_s=24 * 3600,
+    random_placements=2,
+    patterns=TRAIN_PATTERNS,
 )
-SHIPPED = {"episodes": 500, "seed": 0, "overrides": {"env": BATCH}}
+SHIPPED = {
+    "episodes": 300,
+    "seed": 0,
+    "overrides": {"env": BATCH, "imitation_batches": 20, "imitation_steps": 800},
+}
 """The shipped agent's training (chosen on training batches only; decision 0152)."""
 JUDGED_PATTERNS = {
     "flaky-gpus": FaultPattern(flaky_share=0.08, flaky_rate=0.1, name="flaky-gpus"),

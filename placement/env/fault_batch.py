@@ -49,7 +49,11 @@ class FaultBatchSettings:
     nodes: tuple[int, int] = (16, 32)
     """Cluster size range (nodes drawn at random from the node list)."""
     jobs_per_gpu: float = 0.8
-    """Jobs in a batch per GPU of its cluster (the batch oversubscribes the cluster)."""
+    """Jobs in a batch per GPU of its cluster."""
+    offered_load: tuple[float, float] | None = None
+    """None: every job is submitted at 0 (the document's batch, which oversubscribes the
+    cluster). A range: each batch draws a load ρ in it and its jobs arrive uniformly over
+    ``work / (GPUs · ρ)`` seconds (a scheduling period's submissions as they come in)."""
     multi_gpu_share: float | None = 0.3
     """Share of jobs drawn from the multi-GPU pods (seed 000's distributed jobs are what
     faults hurt most); None keeps the pod list's own mix."""
@@ -92,16 +96,20 @@ class BatchResult:
     run: TimedRun
 
 
-def batch_jobs(pods: Sequence[Pod], run_s: np.ndarray) -> tuple[BatchJobs, list[Pod]]:
-    """Jobs all submitted at 0 (each the given pod, running ``run_s``), and their pods."""
+def batch_jobs(
+    pods: Sequence[Pod], run_s: np.ndarray, submit_s: np.ndarray | None = None
+) -> tuple[BatchJobs, list[Pod]]:
+    """Jobs (each the given pod, running ``run_s``, submitted at ``submit_s`` or 0) and
+    their pods."""
+    submit = np.zeros(len(pods)) if submit_s is None else np.asarray(submit_s, float)
     clones = [  # a pod may be drawn twice: each job gets its own name
         Pod(f"{p.name}#{i}", p.cpu_milli, p.memory_mib, p.num_gpu, p.gpu_milli, p.gpu_models,
-            0.0, float(r), 0.0)
-        for i, (p, r) in enumerate(zip(pods, run_s.tolist(), strict=True))
+            t, t + r, t)
+        for i, (p, r, t) in enumerate(zip(pods, run_s.tolist(), submit.tolist(), strict=True))
     ]  # fmt: skip
     jobs = BatchJobs(
         job_id=np.arange(len(clones), dtype=np.int64),
-        submit_s=np.zeros(len(clones)),
+        submit_s=submit,
         run_s=run_s.astype(float),
         estimate_s=run_s.astype(float),
         size=np.array([p.total_gpu_milli / 1000 for p in clones], float),
@@ -147,7 +155,15 @@ class FaultBatchEnv:
         fits = np.array([bool(empty.feasible(p).any()) for p in self.pods])
         want = max(1, round(s.jobs_per_gpu * gpus))
         index = self._draw_jobs(rng, fits, want)
-        jobs, pods = batch_jobs([self.pods[i] for i in index], self.run_s[index])
+        run = self.run_s[index]
+        submit = None
+        if s.offered_load is not None:
+            load = float(rng.uniform(*s.offered_load))
+            size = np.array([self.pods[i].total_gpu_milli / 1000 for i in index])
+            span = float(np.sum(size * run)) / (gpus * load)
+            submit = np.sort(rng.uniform(0.0, span, len(index))).round()
+            submit[0] = 0.0
+        jobs, pods = batch_jobs([self.pods[i] for i in index], run, submit)
         pattern = pattern or s.patterns.draw(rng)
         unit_node = np.repeat(np.arange(count), empty.gpu_count)
         model = pattern_model(pattern, unit_node, seed=seed, settings=s.faults)

@@ -314,3 +314,46 @@ def test_kale_place_train_then_timed_and_simulate_with_the_agent(files, capsys):
         ]
     )
     assert code == 0 and f"agent:{out}" in json.loads(capsys.readouterr().out)["policies"]
+
+
+def test_kale_scheduler_places_with_the_saved_agent_where_the_simulator_does(tmp_path):
+    from autoscaler.scheduler.adapter import make_placer
+    from autoscaler.scheduler.faults import FaultCounts
+    from autoscaler.scheduler.objects import Demand, NodeInfo, PodInfo
+    from autoscaler.scheduler.view import ClusterView
+
+    path = tmp_path / "fault_aware.pt"
+    _agent().save(path)
+    specs = generate_nodes(12, seed=3)
+    # as Kubernetes shows them: no run time on the pod
+    pods = [
+        Pod(p.name, p.cpu_milli, p.memory_mib, p.num_gpu, p.gpu_milli, p.gpu_models)
+        for p in generate_pods(120, seed=4)
+    ]
+    counts = FaultCounts(3600.0, per_node={specs[0].name: 2, specs[3].name: 1},
+                         per_gpu={specs[0].name: {0: 2}, specs[3].name: {1: 1}})  # fmt: skip
+    cluster = Cluster(specs)
+    gpu_faults = np.zeros((len(cluster), max(cluster.max_gpus, 1)), np.int64)
+    gpu_faults[0, 0], gpu_faults[3, 1] = 2, 1
+    policy = load_agent(path, kind="node").policy()
+    policy.observe_faults(gpu_faults.sum(axis=1), gpu_faults)
+    rank = tie_order(len(cluster), np.random.default_rng(7))
+    expected = []
+    for pod in pods:
+        alloc = place(pod, cluster, policy, rank=rank)
+        expected.append(None if alloc is None else (cluster.names[alloc.node], alloc.gpus))
+    view = ClusterView()
+    for s in specs:
+        view.set_node(NodeInfo(s.name, s.cpu_milli, s.memory_mib, s.gpus, s.model, max_pods=1001))
+    placer = make_placer(f"agent:{path}", seed=7)
+    placer.attach(view)
+    got = []
+    for pod in pods:
+        demand = Demand(pod.cpu_milli, pod.memory_mib, pod.num_gpu, pod.gpu_milli,
+                        pod.gpu_models or None)  # fmt: skip
+        info = PodInfo(uid=pod.name, namespace="ml", name=pod.name, demand=demand)
+        choice = placer.place(info, view.order, counts)
+        got.append(None if choice is None else (choice.node, choice.gpus))
+        if choice is not None:
+            view.hold(info.uid, choice.node, choice.gpus, info.demand)
+    assert got == expected and any(g is not None for g in got)

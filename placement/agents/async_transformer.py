@@ -75,8 +75,8 @@ class AsyncTransformerSettings:
     layers: int = 2
     ffn: int = 128
     dropout: float = 0.25
-    slots: int = 32
-    """Size of the preset action set (candidate nodes per decision)."""
+    slots: int = 8
+    """Size of the preset action set (candidate nodes per decision; decision 0158)."""
     gamma: float = 0.9
     lr: float = 1e-3
     epsilon: float = 0.05
@@ -85,7 +85,7 @@ class AsyncTransformerSettings:
     batches_per_step: int = 8
     warmup: int = 1024
     """Experiences in the buffer before the first training step."""
-    train_every: int = 128
+    train_every: int = 512
     """Decisions between training steps."""
     copy_every: int = 1024
     """Decisions between weight copies into the inference network."""
@@ -93,7 +93,8 @@ class AsyncTransformerSettings:
     rho: float = 0.1
     """Weight of the utilisation term of the reward."""
     latency_norm_s: float = 100.0
-    synchronous: bool = False
+    synchronous: bool = True
+    """Train inline at fixed decision counts (repeatable); False: the training thread."""
     env: SequenceSettings = field(default_factory=SequenceSettings)
 
     def __post_init__(self) -> None:

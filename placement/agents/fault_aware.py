@@ -82,9 +82,9 @@ class FaultAwareSettings:
     """Weight of each decision's own loss term: minus the GPU-hours its job lost when a GPU
     it was given failed, per ``lost_norm_gpu_h`` (0: the document's makespan term only)."""
     lost_norm_gpu_h: float = 8.0
-    imitation_batches: int = 0
+    imitation_batches: int = 20
     """Training batches run under BestFit whose node choices warm-start the actor."""
-    imitation_steps: int = 0
+    imitation_steps: int = 800
     """Gradient steps of that warm start (0: random initial weights, as the document)."""
     env: FaultBatchSettings = field(default_factory=FaultBatchSettings)
 

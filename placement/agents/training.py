@@ -31,6 +31,23 @@ SETTINGS = {
 """Agent name → its settings dataclass (in the agent's module)."""
 
 
+def parse_assignments(assignments: Sequence[str]) -> dict[str, Any]:
+    """``["lr=0.001", "env.nodes=[8, 16]"]`` → overrides (JSON values, else text)."""
+    import json
+
+    out: dict[str, Any] = {}
+    for item in assignments:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise PlacementInputError(f"--set {item!r}: expected KEY=VALUE")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        out[key.strip()] = tuple(value) if isinstance(value, list) else value
+    return out
+
+
 def _with_overrides(settings: Any, overrides: dict[str, Any]) -> Any:
     """``settings`` with top-level fields, or ``env.FIELD`` fields, replaced."""
     top = {k: v for k, v in overrides.items() if "." not in k}

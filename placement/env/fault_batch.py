@@ -46,20 +46,20 @@ DAY_S = 86_400.0
 class FaultBatchSettings:
     """How batches are drawn and run."""
 
-    nodes: tuple[int, int] = (16, 32)
+    nodes: tuple[int, int] = (32, 64)
     """Cluster size range (nodes drawn at random from the node list)."""
-    jobs_per_gpu: float = 0.8
+    jobs_per_gpu: float = 1.0
     """Jobs in a batch per GPU of its cluster."""
-    offered_load: tuple[float, float] | None = None
+    offered_load: tuple[float, float] | None = (0.5, 1.0)
     """None: every job is submitted at 0 (the document's batch, which oversubscribes the
     cluster). A range: each batch draws a load ρ in it and its jobs arrive uniformly over
     ``work / (GPUs · ρ)`` seconds (a scheduling period's submissions as they come in)."""
-    multi_gpu_share: float | None = 0.3
+    multi_gpu_share: float | None = 0.1
     """Share of jobs drawn from the multi-GPU pods (seed 000's distributed jobs are what
     faults hurt most); None keeps the pod list's own mix."""
     min_run_s: float = 600.0
-    max_run_s: float = 6 * 3600.0
-    random_placements: int = 4
+    max_run_s: float = 24 * 3600.0
+    random_placements: int = 2
     """K: random placements whose best makespan is the reward's reference."""
     patterns: PatternRange = field(default_factory=PatternRange)
     faults: FaultSettings = field(

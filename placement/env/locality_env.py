@@ -35,11 +35,11 @@ from placement.workloads.batch import BatchJobs, compress_arrivals
 class SequenceSettings:
     """How sequences are cut and run."""
 
-    window: int = 1500
+    window: int = 1000
     """Consecutive pods (by creation time) per sequence."""
-    node_share: float = 0.1
+    node_share: float = 0.05
     """Share of the nodes each sequence runs on (a seeded subset)."""
-    arrival_speedup: float = 100.0
+    arrival_speedup: float = 300.0
     """Arrival gaps divided by this: the trace's own load is 0.2 % (docs/placement.md)."""
     train_share: float = 0.7
     """The first share of the trace (by creation time) is for training; the rest judges."""

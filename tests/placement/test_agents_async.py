@@ -153,7 +153,7 @@ def test_synchronous_training_is_deterministic():
 
 
 def test_decisions_go_on_while_the_trainer_is_busy():
-    agent = _agent(warmup=16)
+    agent = _agent(warmup=16, synchronous=False)
     _experience(agent)
     entered, release = threading.Event(), threading.Event()
     original = agent._step
@@ -186,7 +186,7 @@ def test_decisions_go_on_while_the_trainer_is_busy():
 
 
 def test_every_decision_runs_on_one_whole_published_copy_of_the_weights():
-    agent = _agent(warmup=32, train_every=4, copy_every=4, lr=1e-2)
+    agent = _agent(warmup=32, train_every=4, copy_every=4, lr=1e-2, synchronous=False)
     agent.publisher = SnapshotPublisher(agent.net, keep_history=True)
     used: list[tuple[str, str]] = []
     current = agent.publisher.current
@@ -219,7 +219,8 @@ def test_kale_place_train_then_timed_with_locality(files, capsys):
     out = root / "async.pt"
     code = cli_main.main(
         ["place", "train", "--agent", "async_transformer", "--nodes", str(nodes),
-         "--pods", str(pods), "--episodes", "1", "-o", str(out), "--json"]
+         "--pods", str(pods), "--episodes", "1", "-o", str(out), "--json",
+         "--set", "env.node_share=1.0", "--set", "env.window=60", "--set", "d_model=16"]
     )  # fmt: skip
     summary = json.loads(capsys.readouterr().out)
     assert code == 0 and summary["agent"] == "async_transformer" and out.exists()

@@ -44,7 +44,8 @@ TINY = FaultBatchSettings(
 
 
 def _agent(**kw) -> FaultAwareAgent:
-    return FaultAwareAgent(FaultAwareSettings(seed=3, hidden=16, env=TINY, **kw))
+    values = {"imitation_batches": 1, "imitation_steps": 10, **kw}
+    return FaultAwareAgent(FaultAwareSettings(seed=3, hidden=16, env=TINY, **values))
 
 
 def _busy_cluster(seed: int) -> tuple[Cluster, np.ndarray]:
@@ -268,6 +269,12 @@ def test_kale_place_train_then_timed_and_simulate_with_the_agent(files, capsys):
             "-o",
             str(out),
             "--json",
+            "--set",
+            "imitation_batches=1",
+            "--set",
+            "imitation_steps=5",
+            "--set",
+            "env.nodes=[4, 8]",
         ]
     )
     summary = json.loads(capsys.readouterr().out)

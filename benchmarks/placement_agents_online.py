@@ -61,6 +61,9 @@ SHIPPED = {"episodes": 40, "seed": 0, "overrides": {}}
 """The shipped agent's training: ``kale place train --agent async_transformer --episodes 40``
 with the defaults (synchronous: repeatable; chosen on training windows only; decision 0158)."""
 JUDGED_SEED = 910_000
+ONLINE = {"warmup": 256, "train_every": 64, "copy_every": 256}
+"""The online mode's pace (fixed before judging): the document's 1,024-decision warm-up and
+copies would not publish once within a 1,000-pod sequence."""
 POLICIES = ("random", "bestfit", "fgd", "agent-frozen", "agent-online")
 
 
@@ -87,6 +90,7 @@ def run_policy(name, agent, seq, typical):  # type: ignore[no-untyped-def]
     if name == "agent-frozen":
         factory = agent.policy
     elif name == "agent-online":
+        agent.go_online(**ONLINE)
         agent.start()
 
         def factory(ctx):  # type: ignore[no-untyped-def]
@@ -120,7 +124,9 @@ def run_policy(name, agent, seq, typical):  # type: ignore[no-untyped-def]
 def judge(path: str, nodes, held, count: int, typical) -> dict:  # type: ignore[no-untyped-def]
     rows: dict[str, list[dict]] = {p: [] for p in POLICIES}
     online_latency: list[float] = []
+    online_cpu: list[float] = []
     online_steps = 0
+    online_copies = 0
     for k in range(count):
         seq = draw_sequence(nodes, held, SEQUENCES, seed=JUDGED_SEED + k)
         for name in POLICIES:
@@ -128,7 +134,9 @@ def judge(path: str, nodes, held, count: int, typical) -> dict:  # type: ignore[
             rows[name].append(run_policy(name, agent, seq, typical))
             if name == "agent-online":
                 online_latency += agent.latency_s
+                online_cpu += agent.cpu_s
                 online_steps += agent.trainer.steps
+                online_copies += agent.publisher.current().version
         print(f"  sequence {k} done", file=sys.stderr, flush=True)
     out = {}
     for name, runs in rows.items():
@@ -136,7 +144,9 @@ def judge(path: str, nodes, held, count: int, typical) -> dict:  # type: ignore[
         out[name]["per_sequence_wait_s"] = [r["mean_wait_s"] for r in runs]
     lat = np.array(online_latency) * 1000.0
     out["agent-online"]["trainer_steps"] = online_steps
+    out["agent-online"]["weight_copies"] = online_copies
     out["agent-online"]["decision_ms"] = _latency(lat)
+    out["agent-online"]["decision_cpu_ms"] = _latency(np.array(online_cpu) * 1000.0)
     return out
 
 
@@ -161,7 +171,7 @@ def latency_on_full_cluster(path: str, nodes, held) -> dict:  # type: ignore[no-
     for mode in ("trainer running", "trainer idle"):
         agent = load_agent(path, kind="node")
         if mode == "trainer running":  # train continuously on the run's own experience
-            agent.settings = replace(agent.settings, train_every=8, warmup=256)
+            agent.go_online(train_every=8, warmup=256, copy_every=256)
             agent.start()
         seq = draw_sequence(nodes, held, full, seed=JUDGED_SEED + 999)
         started = time.perf_counter()
@@ -173,7 +183,9 @@ def latency_on_full_cluster(path: str, nodes, held) -> dict:  # type: ignore[no-
                 agent.stop()
         out[mode] = {
             **_latency(np.array(agent.latency_s) * 1000.0),
+            "cpu_ms": _latency(np.array(agent.cpu_s) * 1000.0),
             "trainer_steps": agent.trainer.steps,
+            "weight_copies": agent.publisher.current().version,
             "seconds": time.perf_counter() - started,
             "load_average": os.getloadavg()[0],
         }

@@ -150,7 +150,10 @@ class AsyncTransformerAgent:
         self.pending: _Pending | None = None
         self.trainer = TrainerThread(self._step, self._publish, synchronous=s.synchronous)
         self.latency_s: list[float] = []
-        """Seconds per decision (observation excluded), recorded while learning."""
+        """Wall seconds per decision (observation, inference, choice, recording)."""
+        self.cpu_s: list[float] = []
+        """The deciding thread's CPU seconds per decision (what a loaded machine adds to the
+        wall time is waiting for a core)."""
         self.used_versions: list[int] = []
         """Snapshot version behind each decision (recorded while learning)."""
 
@@ -184,14 +187,12 @@ class AsyncTransformerAgent:
 
     def decide(self, cands: Candidates, *, explore: bool, learn: bool) -> tuple[int, np.ndarray]:
         """(index of the chosen candidate, every candidate's Q); learning records it."""
-        started = time.perf_counter()
         q, version = self.q_values(cands)
         index = int(np.argmax(q))
         if explore and len(q) > 1 and self.rng.random() < self.settings.epsilon:
             others = np.delete(np.arange(len(q)), index)  # "another action than the best"
             index = int(self.rng.choice(others))
         if learn:
-            self.latency_s.append(time.perf_counter() - started)
             self.used_versions.append(version)
             self._record(cands, index)
         return index, q
@@ -277,6 +278,16 @@ class AsyncTransformerAgent:
     def start(self) -> None:
         """Start the training thread (threaded mode; a no-op when synchronous)."""
         self.trainer.start()
+
+    def go_online(self, **changes: Any) -> AsyncTransformerAgent:
+        """Switch to the threaded trainer (and apply setting ``changes``, e.g. how often to
+        train and copy): the document's online mode, for a deployed agent."""
+        from dataclasses import replace
+
+        self.trainer.stop()
+        self.settings = replace(self.settings, synchronous=False, **changes)
+        self.trainer = TrainerThread(self._step, self._publish, synchronous=False)
+        return self
 
     def stop(self) -> None:
         """Finish requested steps, copy the weights one last time, end the thread."""
@@ -397,9 +408,12 @@ class AsyncTransformerPolicy(ScorePolicy):
             self.agent.observe_reward(self.agent.reward(access, util))
 
     def score(self, pod: Pod, cluster: Cluster, nodes: np.ndarray) -> np.ndarray:
+        wall, cpu = time.perf_counter(), time.thread_time()
         self._cluster = cluster
         cands = candidate_tokens(pod, cluster, nodes, self.caches, slots=self.agent.settings.slots)
         index, q = self.agent.decide(cands, explore=self.explore, learn=self.learn)
+        self.agent.latency_s.append(time.perf_counter() - wall)
+        self.agent.cpu_s.append(time.thread_time() - cpu)
         order = np.argsort(nodes, kind="stable")
         position = order[np.searchsorted(nodes[order], cands.nodes)]
         scores = np.zeros(len(nodes), np.int64)

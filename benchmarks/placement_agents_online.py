@@ -12,8 +12,8 @@ list (by creation time) on random 5 % node shares, arrivals 300× faster, sequen
 from 300,000 up, with data locality (``placement.locality``). Judged on windows of the
 *last* 30 % (seeds from 910,000 up, their own node shares) — pods it never saw.
 
-Every sequence runs under FCFS (no backfilling) with data locality, for Random, BestFit,
-FGD, the agent *frozen* (its shipped weights: what ``agent:PATH`` runs, deterministic) and
+Every sequence runs under FCFS (no backfilling) with data locality, for Random, first-fit,
+BestFit, FGD, the agent *frozen* (its shipped weights: what ``agent:PATH`` runs, deterministic) and
 the agent *online* (the document's mode: it keeps learning from the judged run itself, its
 trainer on a second thread; not deterministic). Reported: mean wait, mean JCT (the
 document's "response": submit to completion), Kale's mean response (submit to first
@@ -49,7 +49,7 @@ from placement.env.locality_env import (  # noqa: E402
     split_pods,
 )
 from placement.frag import typical_pods  # noqa: E402
-from placement.policies import make_policy  # noqa: E402
+from placement.policies import PolicyContext, ScorePolicy, make_policy  # noqa: E402
 from placement.timed_experiment import summarise_timed  # noqa: E402
 from placement.workloads.openb import load_nodes, load_pods  # noqa: E402
 
@@ -64,7 +64,19 @@ JUDGED_SEED = 910_000
 ONLINE = {"warmup": 256, "train_every": 64, "copy_every": 256}
 """The online mode's pace (fixed before judging): the document's 1,024-decision warm-up and
 copies would not publish once within a 1,000-pod sequence."""
-POLICIES = ("random", "bestfit", "fgd", "agent-frozen", "agent-online")
+POLICIES = ("random", "first-fit", "bestfit", "fgd", "agent-frozen", "agent-online")
+
+
+class FirstFitPolicy(ScorePolicy):
+    """The first feasible node in the node list's order."""
+
+    name = "first-fit"
+
+    def __init__(self, context: PolicyContext | None = None) -> None:
+        pass
+
+    def score(self, pod, cluster, nodes):  # type: ignore[no-untyped-def]
+        return -np.asarray(nodes, np.int64)
 
 
 def window_utilisation(run, pool) -> tuple[float, float]:  # type: ignore[no-untyped-def]
@@ -95,6 +107,8 @@ def run_policy(name, agent, seq, typical):  # type: ignore[no-untyped-def]
 
         def factory(ctx):  # type: ignore[no-untyped-def]
             return agent.policy(ctx, learn=True)
+    elif name == "first-fit":
+        factory = FirstFitPolicy
     else:
 
         def factory(ctx):  # type: ignore[no-untyped-def]

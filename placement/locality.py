@@ -122,13 +122,6 @@ class DataCaches:
         cap = self.capacity[nodes]
         return np.where(cap > 0, 1.0 - self.used[nodes] / np.maximum(cap, 1e-9), 0.0)
 
-    def would_evict_mib(self, pod: Pod, nodes: np.ndarray) -> np.ndarray:
-        """MiB each node would evict to cache ``pod``'s dataset (0 where it is cached)."""
-        size = self.size_mib(pod)
-        need = np.maximum(self.used[nodes] + size - self.capacity[nodes], 0.0)
-        need[self.tiers(pod, nodes) == 0] = 0.0
-        return np.minimum(need, self.used[nodes])
-
     def access(self, pod: Pod, node: int) -> Access:
         """Read ``pod``'s dataset on ``node`` (tier by where it is cached) and cache it there."""
         s = self.settings

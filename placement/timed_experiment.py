@@ -232,8 +232,8 @@ def _run_whole_log(
 
 def _node_pool(
     config: TimedConfig,
-    nodes: list,
-    pods: list,
+    nodes: list[Any],
+    pods: list[Any],
     scorer: Any,
     rank: np.ndarray,
     typical: Any,

@@ -61,7 +61,7 @@ class PodBinder:
         self.attempts = attempts
 
     def _read(self, namespace: str, name: str) -> dict[str, Any]:
-        resp = self.kube.call(
+        resp: Any = self.kube.call(  # the raw HTTP answer (``_preload_content=False``)
             f"pod {namespace}/{name}",
             self.kube.core.read_namespaced_pod,
             name,

@@ -37,7 +37,7 @@ class TFJobActuator:
         self.what = f"tfjob {namespace}/{name}"
 
     def _read(self) -> dict[str, Any]:
-        return self.kube.call(
+        return self.kube.call_json(
             self.what,
             self.kube.custom.get_namespaced_custom_object,
             GROUP,

@@ -536,7 +536,7 @@ class ActingStages:
             )
         level = logging.INFO if rep.resized or rep.error else logging.DEBUG
         if log.isEnabledFor(level):
-            fields = {
+            fields: dict[str, Any] = {  # the log line's JSON
                 "event": "decision",
                 "job": rt.key,
                 "action": rep.action,

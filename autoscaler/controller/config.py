@@ -20,6 +20,7 @@ Example (local mode over a directory of job files)::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -235,9 +236,9 @@ class ControllerConfig(_Model):
     def admission_policy(self) -> AdmissionPolicy:
         """The policy jobs are admitted by: the mode's defaults, overridden by ``policy:``."""
         pol, cluster = self.policy, self.cluster_mode
-        kinds = pol.allowed_target_kinds
+        kinds: Sequence[str] | None = pol.allowed_target_kinds
         if kinds is None:
-            kinds = list(CLUSTER_TARGET_KINDS if cluster else TARGET_KINDS)
+            kinds = CLUSTER_TARGET_KINDS if cluster else TARGET_KINDS
         hosts = pol.kafka.allowed_hosts
         cidrs = pol.kafka.allowed_cidrs
         if cluster and hosts is None and cidrs is None:

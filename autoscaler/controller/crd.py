@@ -226,10 +226,10 @@ def _structural(
         resolved = [_structural(b, defs, path, spec=spec) for b in branches]
         if len(resolved) != 1:
             raise SchemaError(f"{path}: a union of {len(resolved)} types is not structural")
-        out = _structural({**resolved[0], **rest}, defs, path, spec=spec)
+        one = _structural({**resolved[0], **rest}, defs, path, spec=spec)
         if nullable and not spec:
-            out["nullable"] = True
-        return out
+            one["nullable"] = True
+        return one
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "const":

@@ -237,7 +237,7 @@ class Controller(ActingStages):
         if first:
             rt.failure = failure
         self.metrics.job_error(rt.key, stage, failure.error)
-        seen = getattr(rt, "_logged_failures", set())
+        seen: set[tuple[str, str]] = getattr(rt, "_logged_failures", set())
         known = (stage, failure.error) in seen
         seen.add((stage, failure.error))
         rt._logged_failures = seen  # type: ignore[attr-defined]

@@ -243,7 +243,8 @@ class TimelineStore:
         self, job: str | None = None, *, since: float | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """Rows in time order (the newest ``limit`` when given)."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[str | float] = []
         if job is not None:
             where.append("job = ?")
             args.append(job)

@@ -116,12 +116,6 @@ def actuator_factory(
     return make
 
 
-#: Resize and status writes of different jobs run on this many threads at once.
-WRITE_THREADS = 8
-#: Backfills (rebuilding a new topic's history from the broker) run on this many threads.
-BACKFILL_THREADS = 2
-
-
 @dataclass(frozen=True)
 class Deadlines:
     """How long a tick waits for each kind of slow work, from the configuration.
@@ -132,18 +126,17 @@ class Deadlines:
     """
 
     observe_s: float
-    """Measurements and target reads: a few request timeouts, at most a third of a tick."""
+    """Measurements and target reads (``tick.observeDeadline``)."""
     act_s: float
-    """Resize and status writes: at most a third of a tick."""
+    """Resize and status writes (``tick.writeDeadline``)."""
     backfill_s: float
     """One topic's backfill (off the tick): two intervals, at least 30 s."""
 
     @classmethod
     def of(cls, cfg: ControllerConfig) -> Deadlines:
-        third = cfg.interval / 3
         return cls(
-            observe_s=min(max(2 * cfg.meter.timeout, 5.0), third),
-            act_s=third,
+            observe_s=cfg.observe_deadline,
+            act_s=cfg.write_deadline,
             backfill_s=max(30.0, 2 * cfg.interval),
         )
 
@@ -285,7 +278,7 @@ def build(
         status_sink, event_sink = NullSink(), LogEventSink()
     metrics = ControllerMetrics()
     deadlines = Deadlines.of(cfg)
-    background = None if once else DaemonPool(BACKFILL_THREADS, name="kale-backfill")
+    background = None if once else DaemonPool(cfg.tick.backfill_threads, name="kale-backfill")
     actuators = actuator_factory(kube, log_dir=state_dir / "workers", dry_run=dry_run)
     wrap = options.wrap_actuator
     controller = Controller(
@@ -308,7 +301,7 @@ def build(
             fit_threads=cfg.forecasting.fit_threads,
             observe_threads=cfg.meter.threads,
             observe_deadline_s=deadlines.observe_s,
-            act_threads=WRITE_THREADS,
+            act_threads=cfg.tick.write_threads,
             act_deadline_s=deadlines.act_s,
             identity=me,
             forecast_model=cfg.forecasting.model,

@@ -14,7 +14,7 @@ Every problem comes back as ``(dotted.field.path, reason)`` so the CLI can print
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -53,7 +53,9 @@ from autoscaler.jobtypes import (
     Topic,
     _bounded,
     _kind,
+    _pattern,
 )
+from autoscaler.overrides import problems as override_problems
 from autoscaler.yamldoc import DEFAULT_LIMITS as DOCUMENT_LIMITS
 from autoscaler.yamldoc import DocumentLimits, load_file
 
@@ -73,7 +75,10 @@ __all__ = [
     "validate_file",
 ]
 
-API_VERSION = "kale.dev/v1"
+API_VERSION = "kale.dev/v1alpha1"
+"""The version Kale writes and the API server stores (docs/decisions/0130-api-version.md)."""
+DEPRECATED_API_VERSIONS = ("kale.dev/v1",)
+"""Still read (the same schema; the CRD serves it, deprecated), with a warning."""
 KIND = "ElasticTrainingJob"
 FORECAST_MODELS = ("kale", "seasonal_naive", "ets", "stl_ets", "dlinear")
 TARGET_KINDS = ("StatefulSet", "TFJob", "Local", "DryRun")
@@ -151,8 +156,63 @@ class Rescale(_Model):
     )
 
 
+ConfigMapName = _pattern(
+    r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?",
+    "a ConfigMap name (a DNS-1123 subdomain)",
+    max_length=253,
+)
+ConfigMapKey = _pattern(r"[-._a-zA-Z0-9]{1,253}", "a ConfigMap key", max_length=253)
+
+
+class ConfigMapKeyRef(_Model):
+    name: ConfigMapName = Field(description="A ConfigMap in the job's own namespace.")
+    key: ConfigMapKey = Field(default="model.json", description="The key holding the model JSON.")
+
+
+class InlineThroughput(_Model):
+    """The fitted coefficients themselves: the job needs no file and no ConfigMap."""
+
+    family: Literal["general", "fixed-ratio", "linear", "optimus"] = Field(
+        description="Throughput family (docs/throughput.md)."
+    )
+    mode: Literal["sync", "async"] = Field(description="Training mode the model was fitted for.")
+    theta: list[Annotated[float, Field(ge=0)]] = Field(
+        min_length=1, max_length=6, description="Non-negative coefficients θ0, θ1, …"
+    )
+    global_batch: float = Field(
+        gt=0, le=2**31 - 1, description="Global batch M the model was fitted with."
+    )
+    ratio: PositiveInt | None = Field(
+        default=None, le=1000, description="w/p of the fit; default spec.training.workersPerPS."
+    )
+
+    def as_model_dict(self, workers_per_ps: int) -> dict[str, Any]:
+        """The ``kale.throughput/v1`` JSON these coefficients stand for."""
+        return {
+            "format": "kale.throughput/v1",
+            "family": self.family,
+            "mode": self.mode,
+            "theta": list(self.theta),
+            "global_batch": self.global_batch,
+            "ratio": self.ratio or workers_per_ps,
+        }
+
+
 class ThroughputRef(_Model):
-    model: ModelPath = Field(description="Throughput model JSON (from `kale throughput fit`).")
+    """Exactly one of: a model file, a ConfigMap in the job's namespace, the coefficients."""
+
+    model: ModelPath | None = Field(
+        default=None,
+        description="Throughput model JSON file (from `kale throughput fit`); in cluster mode "
+        "relative to the controller's models directory.",
+    )
+    config_map_ref: ConfigMapKeyRef | None = Field(
+        default=None,
+        description="A ConfigMap in the job's namespace holding the model JSON (cluster mode).",
+    )
+    inline: InlineThroughput | None = Field(
+        default=None, description="The model's coefficients, inline."
+    )
 
 
 MIN_INTERVAL_S = 0.1
@@ -204,10 +264,19 @@ class Spec(_Model):
         le=1_000_000_000,
         description="Higher wins when GPUs are short.",
     )
+    replicas: int | None = Field(
+        default=None,
+        strict=True,
+        ge=0,
+        le=MAX_WORKERS,
+        description="Pinned worker count, written by `kubectl scale etj` (the scale "
+        "subresource): Kale holds the job there (within minWorkers..maxWorkers) instead of "
+        "planning, until the field is removed. Leave it out of manifests.",
+    )
 
 
 class ElasticTrainingJob(_Model):
-    api_version: Literal["kale.dev/v1"]
+    api_version: Literal["kale.dev/v1alpha1", "kale.dev/v1"]
     kind: Literal["ElasticTrainingJob"]
     metadata: Metadata
     spec: Spec
@@ -286,7 +355,7 @@ def parse_job(data: Any) -> tuple[ElasticTrainingJob | None, list[Problem]]:
     except ValidationError as exc:
         problems = [_format_error(e) for e in exc.errors()]  # type: ignore[arg-type]
         return None, _dedupe(problems)
-    return job, cross_check(job)
+    return job, cross_check(job) + override_problems(job.metadata.annotations)
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:
@@ -348,7 +417,42 @@ class LoadedJob:
 
     @property
     def throughput_model_path(self) -> Path:
-        return self.resolve(self.job.spec.throughput.model)
+        """The model file (a job whose model is inline or in a ConfigMap has none)."""
+        model = self.job.spec.throughput.model
+        if model is None:
+            raise UserError(
+                f"{self.path or self.name}: spec.throughput: the model is "
+                f"{'inline' if self.job.spec.throughput.inline else 'in a ConfigMap'}, "
+                "not a file"
+            )
+        return self.resolve(model)
+
+    def throughput_model(self, config_map_data: Any = None) -> Any:
+        """The job's :class:`throughput.model.ThroughputModel`, from whichever source the
+        spec names (``config_map_data``: the JSON read from the ConfigMap, cluster mode)."""
+        from throughput.errors import ThroughputError
+        from throughput.model import ThroughputModel
+
+        ref = self.job.spec.throughput
+        where = f"{self.path or self.name}: spec.throughput"
+        try:
+            if ref.inline is not None:
+                data = ref.inline.as_model_dict(self.job.spec.training.workers_per_ps)
+                return ThroughputModel.from_dict(data, source=f"{where}.inline")
+            if ref.config_map_ref is not None:
+                if config_map_data is None:
+                    raise UserError(
+                        f"{where}.configMapRef: the model is read from a ConfigMap in the "
+                        "job's namespace, which only the controller in cluster mode can read; "
+                        "here use spec.throughput.model (a file) or spec.throughput.inline"
+                    )
+                cm = ref.config_map_ref
+                return ThroughputModel.from_dict(
+                    config_map_data, source=f"ConfigMap {cm.name} key {cm.key}"
+                )
+            return ThroughputModel.load(self.throughput_model_path)
+        except (ThroughputError, OSError, ValueError) as exc:
+            raise UserError(f"{where}: {exc}") from None
 
     def rescale_seconds(self) -> float:
         """``spec.rescale.duration``, or the measured median when it is ``auto``.
@@ -409,6 +513,14 @@ def validate_file(
         if job is None
         else [_line(str(path), loc, f"warning: {msg}") for loc, msg in advisories(job)]
     )
+    if job is not None and job.api_version in DEPRECATED_API_VERSIONS:
+        warnings.append(
+            _line(
+                str(path),
+                "apiVersion",
+                f"warning: {job.api_version} is deprecated; write {API_VERSION} (the same schema)",
+            )
+        )
     return (LoadedJob(job, p) if job is not None and not errors else None), errors, warnings
 
 

@@ -66,8 +66,11 @@ def file_problems(loaded: LoadedJob, *, root: Path | None = None) -> list[Proble
     """The model and measurement files must exist, be what they claim, and stay in ``root``."""
     job = loaded.job
     out: list[Problem] = []
-    model = loaded.throughput_model_path
-    if root is not None and outside_root(model, root):
+    # No file when the model is inline or in a ConfigMap (the controller reads that).
+    model = None if job.spec.throughput.model is None else loaded.throughput_model_path
+    if model is None:
+        pass
+    elif root is not None and outside_root(model, root):
         out.append(
             (
                 "spec.throughput.model",

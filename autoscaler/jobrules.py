@@ -179,6 +179,58 @@ def _local_command(job: ElasticTrainingJob) -> list[Problem]:
     return []
 
 
+THETA_COUNT: dict[tuple[str, str], int] = {
+    ("sync", "general"): 6,
+    ("sync", "fixed-ratio"): 3,
+    ("sync", "linear"): 1,
+    ("sync", "optimus"): 5,
+    ("async", "general"): 4,
+    ("async", "fixed-ratio"): 3,
+    ("async", "linear"): 1,
+    ("async", "optimus"): 4,
+}
+"""Coefficients per (mode, family), as :mod:`throughput.families` defines them (a test keeps
+the two equal; this copy spares ``kale validate`` importing numpy)."""
+
+
+def _one_throughput_source(job: ElasticTrainingJob) -> list[Problem]:
+    ref = job.spec.throughput
+    given = [
+        n
+        for n, v in (
+            ("model", ref.model),
+            ("configMapRef", ref.config_map_ref),
+            ("inline", ref.inline),
+        )
+        if v is not None
+    ]
+    if len(given) != 1:
+        return [
+            (
+                "spec.throughput",
+                "needs exactly one of model (a file), configMapRef (a ConfigMap in the job's "
+                f"namespace) or inline (the coefficients); got {', '.join(given) or 'none'}",
+            )
+        ]
+    return []
+
+
+def _inline_theta_count(job: ElasticTrainingJob) -> list[Problem]:
+    inline = job.spec.throughput.inline
+    if inline is None:
+        return []
+    want = THETA_COUNT[(inline.mode, inline.family)]
+    if len(inline.theta) != want:
+        return [
+            (
+                "spec.throughput.inline.theta",
+                f"has {len(inline.theta)} coefficients; spec.throughput.inline.family "
+                f"{inline.family} ({inline.mode}) has {want}",
+            )
+        ]
+    return []
+
+
 RULES: dict[str, Callable[[ElasticTrainingJob], list[Problem]]] = {
     "min-workers-le-max-workers": _min_max,
     "sync-batch-ge-max-workers": _sync_batch,
@@ -192,6 +244,8 @@ RULES: dict[str, Callable[[ElasticTrainingJob], list[Problem]]] = {
     "statefulset-needs-names": _statefulset_names,
     "tfjob-needs-name": _tfjob_name,
     "local-needs-command": _local_command,
+    "throughput-one-source": _one_throughput_source,
+    "inline-theta-count": _inline_theta_count,
 }
 """Every cross-field rule, by the name its CEL mirror in the CRD carries."""
 

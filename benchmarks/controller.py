@@ -65,7 +65,7 @@ INTERVAL = 60.0
 
 def job_doc(i: int) -> dict:
     return {
-        "apiVersion": "kale.dev/v1",
+        "apiVersion": "kale.dev/v1alpha1",
         "kind": "ElasticTrainingJob",
         "metadata": {"name": f"job-{i:04d}", "namespace": f"team-{i % 10}"},
         "spec": {

@@ -91,7 +91,7 @@ def named_cases() -> Iterator[tuple[str, bytes]]:
     }
     for name, (path, value) in fields.items():
         yield name, _dump(_set(BASE, path, value))
-    yield "nesting-500", b"apiVersion: kale.dev/v1\nspec: " + b"[" * 500 + b"]" * 500 + b"\n"
+    yield "nesting-500", b"apiVersion: kale.dev/v1alpha1\nspec: " + b"[" * 500 + b"]" * 500 + b"\n"
     yield "nesting-500-block", ("a:\n" + "".join(" " * i + "- \n" for i in range(1, 500))).encode()
     yield "flow-list-1MB", b"spec: [" + b"1, " * 349_525 + b"1]\n"
     yield "flow-list-10MB", b"spec: [" + b"1, " * 3_495_253 + b"1]\n"

@@ -16,7 +16,7 @@ from typing import Any
 
 from autoscaler.actuators.kube import Kube
 
-GROUP, VERSION, PLURAL = "kale.dev", "v1", "elastictrainingjobs"
+GROUP, VERSION, PLURAL = "kale.dev", "v1alpha1", "elastictrainingjobs"
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 

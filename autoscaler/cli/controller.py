@@ -12,6 +12,17 @@ from autoscaler.terminal.flags import json_option
 from autoscaler.terminal.output import emit_json
 
 
+def _namespaces(values: tuple[str, ...]) -> tuple[str, ...]:
+    import re
+
+    from autoscaler.jobtypes import DNS_LABEL
+
+    for v in values:
+        if not re.fullmatch(DNS_LABEL, v):
+            raise click.BadParameter(f"{v!r} is not a namespace name (a DNS-1123 label)")
+    return values
+
+
 @click.command()
 @click.option(
     "--config",
@@ -28,13 +39,37 @@ from autoscaler.terminal.output import emit_json
     show_default=True,
     type=click.Choice(["debug", "info", "warning", "error"]),
 )
-def controller(config_path: str, dry_run: bool, once: bool, log_level: str) -> None:
+@click.option(
+    "--watch-namespace",
+    "watch_namespaces",
+    multiple=True,
+    callback=lambda ctx, param, value: _namespaces(value),
+    help="Cluster mode: manage jobs in this namespace only (repeatable; overrides "
+    "jobs.namespaces).",
+)
+@click.option(
+    "--leader-election/--no-leader-election",
+    default=None,
+    help="Override leaderElection.enabled.",
+)
+def controller(
+    config_path: str,
+    dry_run: bool,
+    once: bool,
+    log_level: str,
+    watch_namespaces: tuple[str, ...],
+    leader_election: bool | None,
+) -> None:
     """Run the autoscaler: every interval, measure, forecast, plan, approve and resize."""
     from autoscaler.controller.app import build
-    from autoscaler.controller.config import load_controller_config
+    from autoscaler.controller.config import load_controller_config, with_overrides
     from autoscaler.controller.logs import setup_logging
 
-    cfg = load_controller_config(config_path)
+    cfg = with_overrides(
+        load_controller_config(config_path),
+        watch_namespaces=list(watch_namespaces),
+        leader_election=leader_election,
+    )
     setup_logging(cfg.log_format, getattr(logging, log_level.upper()))
     app = build(cfg, dry_run=dry_run, once=once)
     if once:

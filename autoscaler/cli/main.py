@@ -110,15 +110,28 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except ModuleNotFoundError as exc:
+        from autoscaler.extras import missing_extra
+
+        hint = missing_extra(exc)
+        if hint is None:
+            return _internal(exc)
+        click.echo(f"kale: error: {hint}", err=True)  # an optional install is missing
+        return EXIT_USER
     except Exception as exc:
-        if os.environ.get("KALE_DEBUG"):
-            traceback.print_exc()
-        click.echo(
-            f"kale: internal error: {type(exc).__name__}: {exc} (set KALE_DEBUG=1 for a traceback)",
-            err=True,
-        )
-        return EXIT_INTERNAL
+        return _internal(exc)
     return EXIT_OK
+
+
+def _internal(exc: BaseException) -> int:
+    """A bug: one line, the traceback only with KALE_DEBUG=1."""
+    if os.environ.get("KALE_DEBUG"):
+        traceback.print_exc()
+    click.echo(
+        f"kale: internal error: {type(exc).__name__}: {exc} (set KALE_DEBUG=1 for a traceback)",
+        err=True,
+    )
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

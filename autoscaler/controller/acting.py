@@ -30,7 +30,9 @@ import numpy as np
 
 from autoscaler.actuators.base import Size
 from autoscaler.actuators.errors import ActuatorError, TargetGone, TargetRejected
+from autoscaler.controller import overrides
 from autoscaler.controller.isolation import JobFailure, safe_text
+from autoscaler.controller.job_metrics import job_gauges
 from autoscaler.controller.metering import Backfilling, WarmingUp
 from autoscaler.controller.runtime import JobRuntime
 from autoscaler.controller.status import (
@@ -40,6 +42,7 @@ from autoscaler.controller.status import (
     iso,
     jsonable,
     resize_message,
+    selector_of,
 )
 from autoscaler.controller.workers import wait_until
 from autoscaler.policy.types import Decision
@@ -202,6 +205,10 @@ class ActingStages:
                 log.info("%s: the target is gone; dropping the unfinished resize", rt.key)
                 state.pending = None
         action = self._observed_conditions(rt, cond) or action
+        ov = rt.override
+        overrides.mark(cond, ov)
+        if ov is not None and cur is not None:
+            action = str(reason.get("action", ov.kind))  # paused/pinned, metrics or not
         planned = Size(plan.workers, plan.ps) if plan is not None else None
         desired = approved if approved is not None else planned
         if planned is not None and desired is not None and cur is not None:
@@ -221,6 +228,8 @@ class ActingStages:
         pending = state.pending
         if cur is None or desired is None:
             return act
+        if overrides.is_paused(ov):
+            return act  # never resized; an unfinished resize waits for the unpause
         if pending is not None:
             act.action = "resize_resumed"
             if desired == cur:  # the writes had all landed (an earlier tick, or a crash)
@@ -230,7 +239,7 @@ class ActingStages:
                 pending["to"] = [desired.workers, desired.ps]  # what the quota allows now
                 pending["attempts"] = int(pending.get("attempts", 0)) + 1
                 self._save_marker(rt)
-        elif rt.sample is not None and desired != cur:
+        elif (rt.sample is not None or overrides.is_pinned(ov)) and desired != cur:
             state.pending = {
                 "from": [cur.workers, cur.ps],
                 "to": [desired.workers, desired.ps],
@@ -512,27 +521,17 @@ class ActingStages:
         st = rt.state
         m = self.metrics
         m.decided(rt.key, rep.action)
-        w = rt.window
         s = rep.sample
-        m.set_job(
-            rt.key,
-            predicted_rate=float(w.mean[0]) if w is not None and len(w) else None,
-            forecast_peak_rate=float(np.max(w.high)) if w is not None and len(w) else None,
-            actual_rate=s.arrival_rate if s else None,
-            consumption_rate=s.consumption_rate if s else None,
-            backlog_records=s.lag if s else None,
-            oldest_age_seconds=s.oldest_age_s if s else None,
-            current_workers=rep.current.workers if rep.current else None,
-            current_ps=rep.current.ps if rep.current else None,
-            desired_workers=rep.desired.workers if rep.desired else None,
-            desired_ps=rep.desired.ps if rep.desired else None,
-            planned_workers=rep.planned.workers if rep.planned else None,
-        )
+        m.set_job(rt.key, **job_gauges(rt, rep))
         st.saved_at = now
         status = None
         if self._writes_status:
             status = build_status(
-                rep, st, generation=rt.entry.generation, identity=self.settings.identity
+                rep,
+                st,
+                generation=rt.entry.generation,
+                identity=self.settings.identity,
+                selector=selector_of(rt.actuator),
             )
         level = logging.INFO if rep.resized or rep.error else logging.DEBUG
         if log.isEnabledFor(level):

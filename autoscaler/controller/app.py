@@ -259,6 +259,7 @@ def build(
     status_sink: Any
     event_sink: Any
     if cfg.cluster_mode:
+        from autoscaler.actuators.configmaps import ConfigMaps
         from autoscaler.actuators.crd_status import ElasticTrainingJobs
         from autoscaler.actuators.events import EventRecorder
         from autoscaler.actuators.job_watch import JobInformer
@@ -267,7 +268,10 @@ def build(
         # A watch keeps the jobs current; the tick reads its cache instead of listing.
         informer = JobInformer(kube.get(), namespaces=cfg.jobs.namespaces or []).start()
         jobs = ClusterJobs(
-            informer.list, models_dir=cfg.jobs.models_dir or ".", policy=cfg.admission_policy()
+            informer.list,
+            models_dir=cfg.jobs.models_dir or ".",
+            policy=cfg.admission_policy(),
+            config_maps=ConfigMaps(kube.get()).read,
         )
         status_sink, event_sink = crs, EventRecorder(kube.get(), instance=me, clock=clock)
     else:

@@ -6,7 +6,7 @@ is a hard error (never silently defaults), and relative paths resolve against th
 
 Example (local mode over a directory of job files)::
 
-    apiVersion: kale.dev/v1
+    apiVersion: kale.dev/v1alpha1
     kind: ControllerConfig
     interval: 60s
     jobs:
@@ -240,7 +240,7 @@ class Policy(_Model):
 
 
 class ControllerConfig(_Model):
-    api_version: Literal["kale.dev/v1"] = "kale.dev/v1"
+    api_version: Literal["kale.dev/v1alpha1", "kale.dev/v1"] = "kale.dev/v1alpha1"
     kind: Literal["ControllerConfig"] = "ControllerConfig"
     interval: PositiveDuration = Field(
         default=60.0, le=DAY, description="Time between ticks (at most 1 day)."
@@ -371,3 +371,27 @@ def load_controller_config(path: str | Path) -> ControllerConfig:
             "state_dir": _resolve(base, cfg.state_dir),
         }
     )
+
+
+def with_overrides(
+    cfg: ControllerConfig,
+    *,
+    watch_namespaces: list[str] | None = None,
+    leader_election: bool | None = None,
+) -> ControllerConfig:
+    """The configuration with the command line's overrides (``--watch-namespace``,
+    ``--leader-election``): what a kustomize component changes by appending an argument,
+    so components compose without each carrying a copy of ``controller.yaml``."""
+    update: dict[str, Any] = {}
+    if watch_namespaces:
+        if not cfg.cluster_mode:
+            raise UserError(
+                "--watch-namespace: the configuration is in local mode (jobs.directory); "
+                "namespaces are for cluster mode (jobs.namespaces)"
+            )
+        update["jobs"] = cfg.jobs.model_copy(update={"namespaces": list(watch_namespaces)})
+    if leader_election is not None:
+        update["leader_election"] = cfg.leader_election.model_copy(
+            update={"enabled": leader_election}
+        )
+    return cfg.model_copy(update=update) if update else cfg

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import GenerateJsonSchema
 
-from autoscaler.config import API_VERSION, KIND, ElasticTrainingJob
+from autoscaler.config import API_VERSION, DEPRECATED_API_VERSIONS, KIND, ElasticTrainingJob
 from autoscaler.controller.crd_rules import CROSS_FIELD, CelRule, duration_range, floor
 from autoscaler.durations import GRAMMAR, MAX_LENGTH
 
@@ -51,19 +51,31 @@ class _Status(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
 
+_DATE_TIME = {"format": "date-time"}
+
+
 class Condition(_Status):
+    """One condition, shaped as Kubernetes' metav1.Condition."""
+
     type: str = Field(
         description="Ready, MetricsAvailable, TargetAvailable, "
-        "ForecastAvailable, QuotaLimited or Resizing."
+        "ForecastAvailable, QuotaLimited, Resizing or Paused."
     )
     status: Literal["True", "False", "Unknown"]
     reason: str = Field(description="CamelCase reason of the last transition.")
     message: str = ""
-    last_transition_time: str = Field(description="When status last changed (RFC 3339).")
+    last_transition_time: str = Field(
+        description="When status last changed (RFC 3339).", json_schema_extra=_DATE_TIME
+    )
+    observed_generation: int | None = Field(
+        default=None, description="The job's metadata.generation this condition was set for."
+    )
 
 
 class LastDecision(_Status):
-    time: str = Field(description="When the decision was made (RFC 3339).")
+    time: str = Field(
+        description="When the decision was made (RFC 3339).", json_schema_extra=_DATE_TIME
+    )
     action: str = Field(
         description="scale_up, scale_down, hold, hold_metrics_unavailable, "
         "hold_warming_up, hold_quota or resize_failed."
@@ -86,7 +98,9 @@ class ForecastSummary(_Status):
     )
     horizon_seconds: float | None = None
     fitted_at: str | None = Field(
-        default=None, description="When the model was last fitted (RFC 3339)."
+        default=None,
+        description="When the model was last fitted (RFC 3339).",
+        json_schema_extra=_DATE_TIME,
     )
     note: str | None = Field(
         default=None, description="Why there is no forecast, or which fallback is used."
@@ -104,6 +118,13 @@ class JobStatus(_Status):
     """What the Kale controller observed, decided and did for this job."""
 
     observed_generation: int | None = None
+    replicas: int | None = Field(
+        default=None,
+        description="Current workers, for the scale subresource (kubectl scale, HPA, KEDA).",
+    )
+    label_selector: str | None = Field(
+        default=None, description="Selector of the worker pods, for the scale subresource."
+    )
     current_workers: int | None = None
     current_ps: int | None = Field(default=None, alias="currentPS")
     desired_workers: int | None = Field(default=None, description="After quota approval.")
@@ -112,10 +133,16 @@ class JobStatus(_Status):
         default=None, description="The planner's wish before quota approval."
     )
     last_decision: LastDecision | None = None
-    last_resize_time: str | None = None
+    last_resize_time: str | None = Field(default=None, json_schema_extra=_DATE_TIME)
     forecast: ForecastSummary | None = None
     metrics: MeasuredTraffic | None = None
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+        },
+    )
     planner_state: dict[str, Any] = Field(
         default_factory=dict, description="Controller state that survives restarts and hand-overs."
     )
@@ -156,6 +183,8 @@ _KEEP = {
     "additionalProperties",
     "nullable",
     "format",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
 }
 _INT_OR_STRING = {
     "x-kubernetes-int-or-string": True,
@@ -284,6 +313,8 @@ _ORDER = (
     "maxItems",
     "required",
     "x-kubernetes-validations",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
     "properties",
     "items",
     "additionalProperties",
@@ -342,7 +373,10 @@ def build_crd() -> dict[str, Any]:
         },
     }
     _attach(schema, CROSS_FIELD)
-    version = API_VERSION.split("/")[1]
+    storage = API_VERSION.split("/")[1]
+    versions = [_version(storage, schema, storage=True)]
+    for old in DEPRECATED_API_VERSIONS:  # the same schema: no conversion webhook needed
+        versions.append(_version(old.split("/")[1], schema, storage=False))
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -361,40 +395,62 @@ def build_crd() -> dict[str, Any]:
                 "shortNames": SHORT_NAMES,
                 "categories": ["kale"],
             },
-            "versions": [
-                {
-                    "name": version,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [
-                        {
-                            "name": "Desired",
-                            "type": "integer",
-                            "jsonPath": ".status.desiredWorkers",
-                        },
-                        {
-                            "name": "Current",
-                            "type": "integer",
-                            "jsonPath": ".status.currentWorkers",
-                        },
-                        {
-                            "name": "Action",
-                            "type": "string",
-                            "jsonPath": ".status.lastDecision.action",
-                        },
-                        {
-                            "name": "Ready",
-                            "type": "string",
-                            "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
-                        },
-                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                    ],
-                    "schema": {"openAPIV3Schema": copy.deepcopy(schema)},
-                }
-            ],
+            # Every served version has the same schema, so the API server converts between
+            # them by rewriting apiVersion alone (docs/decisions/0130-api-version.md).
+            "conversion": {"strategy": "None"},
+            "versions": versions,
         },
     }
+
+
+SCALE = {
+    "specReplicasPath": ".spec.replicas",
+    "statusReplicasPath": ".status.replicas",
+    "labelSelectorPath": ".status.labelSelector",
+}
+"""``kubectl scale etj``, HPA and KEDA write ``spec.replicas`` (a pin, see
+:mod:`autoscaler.overrides`) and read ``status.replicas`` (the current workers)."""
+
+
+def _column(name: str, type_: str, path: str, description: str, priority: int = 0) -> dict:
+    col = {"name": name, "type": type_, "jsonPath": path, "description": description}
+    if priority:
+        col["priority"] = priority  # shown with `kubectl get -o wide`
+    return col
+
+
+PRINTER_COLUMNS = [
+    _column("Workers", "integer", ".status.currentWorkers", "Workers the target runs now."),
+    _column("Desired", "integer", ".status.desiredWorkers", "Workers Kale wants (after quota)."),
+    _column("PS", "integer", ".status.currentPS", "Parameter servers the target runs now."),
+    _column("Rate", "number", ".status.metrics.arrivalRate", "Measured arrival rate (samples/s)."),
+    _column("Action", "string", ".status.lastDecision.action", "The last decision."),
+    _column("Ready", "string", '.status.conditions[?(@.type=="Ready")].status', "Ready condition."),
+    _column(
+        "Paused",
+        "string",
+        '.status.conditions[?(@.type=="Paused")].reason',
+        "Why the planner is bypassed (pause annotation, pin, spec.replicas).",
+        priority=1,
+    ),
+    _column(
+        "Lag", "number", ".status.metrics.lag", "Unconsumed records (consumer lag).", priority=1
+    ),
+    _column("Age", "date", ".metadata.creationTimestamp", "Time since creation."),
+]
+
+
+def _version(name: str, schema: dict[str, Any], *, storage: bool) -> dict[str, Any]:
+    version: dict[str, Any] = {"name": name, "served": True, "storage": storage}
+    if not storage:
+        version["deprecated"] = True
+        version["deprecationWarning"] = (
+            f"{GROUP}/{name} ElasticTrainingJob is deprecated; use {API_VERSION} (the same schema)"
+        )
+    version["subresources"] = {"status": {}, "scale": dict(SCALE)}
+    version["additionalPrinterColumns"] = copy.deepcopy(PRINTER_COLUMNS)
+    version["schema"] = {"openAPIV3Schema": copy.deepcopy(schema)}
+    return version
 
 
 class _NoAliases(yaml.SafeDumper):

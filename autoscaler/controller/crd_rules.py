@@ -150,6 +150,22 @@ CROSS_FIELD: tuple[CelRule, ...] = (
         "name is required when kind is TFJob",
     ),
     CelRule(
+        "throughput-one-source",
+        ("spec", "throughput"),
+        "(has(self.model) ? 1 : 0) + (has(self.configMapRef) ? 1 : 0) "
+        "+ (has(self.inline) ? 1 : 0) == 1",
+        "needs exactly one of model, configMapRef or inline",
+    ),
+    CelRule(
+        "inline-theta-count",
+        ("spec", "throughput", "inline"),
+        "size(self.theta) == (self.family == 'general' ? (self.mode == 'sync' ? 6 : 4) "
+        ": self.family == 'fixed-ratio' ? 3 : self.family == 'linear' ? 1 "
+        ": (self.mode == 'sync' ? 5 : 4))",
+        "theta must have as many coefficients as the family has (general 6 sync / 4 async, "
+        "fixed-ratio 3, linear 1, optimus 5 sync / 4 async)",
+    ),
+    CelRule(
         "local-needs-command",
         ("spec", "target"),
         "self.kind != 'Local' || (has(self.command) && size(self.command) > 0)",

@@ -28,8 +28,13 @@ from autoscaler.controller.admission import (
     admit_object,
     cluster_policy,
 )
+from autoscaler.overrides import PAUSED, PAUSED_REPLICAS
 
 log = logging.getLogger(__name__)
+
+OVERRIDE_ANNOTATIONS = (PAUSED, PAUSED_REPLICAS)
+#: A fitted model is ~2 KB; a ConfigMap holds at most 1 MiB.
+MAX_MODEL_CHARS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,9 @@ class JobEntry:
     """The status as the cluster holds it (cluster mode), to resume after a restart."""
     origin: str = ""
     """File path or ``cluster``."""
+    model_data: Any = None
+    """The throughput model JSON read from the job's ConfigMap (``spec.throughput.
+    configMapRef``, cluster mode); None for a file or inline model."""
 
     @property
     def job(self) -> Any:
@@ -90,7 +98,26 @@ def _fingerprint(data: Any, *extra: str) -> str:
     return h.hexdigest()[:16]
 
 
+def _without_overrides(doc: Any) -> Any:
+    """The job document minus what pauses or pins it (``spec.replicas`` and the pause
+    annotations): those are read every tick, and changing them must not rebuild the job
+    (a rebuild refits its forecaster)."""
+    if not isinstance(doc, dict):
+        return doc
+    out = dict(doc)
+    spec = out.get("spec")
+    if isinstance(spec, dict) and "replicas" in spec:
+        out["spec"] = {k: v for k, v in spec.items() if k != "replicas"}
+    md = out.get("metadata")
+    if isinstance(md, dict) and isinstance(md.get("annotations"), dict):
+        notes = {k: v for k, v in md["annotations"].items() if k not in OVERRIDE_ANNOTATIONS}
+        out["metadata"] = {**md, "annotations": notes}
+    return out
+
+
 def _model_stamp(loaded: LoadedJob) -> str:
+    if loaded.job.spec.throughput.model is None:
+        return "inline-or-configmap"  # the spec (or the ConfigMap's version) says the rest
     path = loaded.throughput_model_path
     try:
         st = path.stat()
@@ -181,7 +208,9 @@ class DirectoryJobs:
                     key=key,
                     loaded=loaded,
                     origin=str(path),
-                    fingerprint=_fingerprint(read.digest, _model_stamp(loaded)),
+                    fingerprint=_fingerprint(
+                        _without_overrides(read.data), str(path), _model_stamp(loaded)
+                    ),
                 )
             )
         self._files = files
@@ -269,8 +298,14 @@ class ClusterJobs:
         *,
         models_dir: str | Path = ".",
         policy: AdmissionPolicy | None = None,
+        config_maps: Callable[[str, str, str], Any] | None = None,
     ) -> None:
         self.lister = lister
+        self.config_maps = config_maps
+        """``(namespace, name, key) -> value`` with ``.text`` and ``.resource_version``
+        (:class:`autoscaler.actuators.configmaps.ConfigMaps.read`); raises ``ValueError``
+        when the map or key is missing. None: a ConfigMap reference is an invalid job."""
+        self._models: dict[tuple[str, str, str], tuple[str, Any]] = {}
         self.models_dir = Path(models_dir)
         self.policy = policy or cluster_policy(models_root=self.models_dir)
         self._parsed: dict[str, tuple[str, Any, str, float, str | None]] = {}
@@ -304,7 +339,8 @@ class ClusterJobs:
                     else:
                         self.parses += 1
                         result = self._parse(key, doc, md)
-                        spec_fp, read_at = _fingerprint(doc.get("spec")), now
+                        spec = _without_overrides(doc).get("spec")
+                        spec_fp, read_at = _fingerprint(spec), now
             except Exception as exc:  # RecursionError, MemoryError, a bug: this job only
                 digest, spec_fp, read_at, quick = "", "", time.monotonic(), None
                 result = InvalidJob(
@@ -318,6 +354,11 @@ class ClusterJobs:
                 out.invalid.append(result)
                 continue
             loaded: LoadedJob = result
+            model = self._config_map_model(key, loaded)
+            if isinstance(model, InvalidJob):
+                out.invalid.append(model)
+                continue
+            stamp = _model_stamp(loaded) if model is None else f"configmap:{model[0]}"
             out.jobs.append(
                 JobEntry(
                     key=key,
@@ -326,11 +367,50 @@ class ClusterJobs:
                     generation=md.get("generation"),
                     status=obj.get("status"),
                     origin="cluster",
-                    fingerprint=_fingerprint(spec_fp, _model_stamp(loaded)),
+                    fingerprint=_fingerprint(spec_fp, stamp),
+                    model_data=None if model is None else model[1],
                 )
             )
         self._parsed = parsed
         return out
+
+    def _config_map_model(self, key: str, loaded: LoadedJob) -> tuple[str, Any] | InvalidJob | None:
+        """``(resourceVersion, model JSON)`` of the job's ConfigMap model (None: the job has
+        none); a missing map, key or bad JSON makes the job invalid; an API failure keeps
+        the last good read (a blip must not forget a job)."""
+        ref = loaded.job.spec.throughput.config_map_ref
+        if ref is None:
+            return None
+        ns = loaded.job.metadata.namespace
+        where = f"{key}: spec.throughput.configMapRef"
+        if self.config_maps is None:
+            return InvalidJob(key, [f"{where}: this controller cannot read ConfigMaps"])
+        ident = (ns, ref.name, ref.key)
+        try:
+            value = self.config_maps(ns, ref.name, ref.key)
+        except ValueError as exc:  # missing: the job's problem
+            self._models.pop(ident, None)
+            return InvalidJob(key, [f"{where}: {exc}"], origin="cluster")
+        except Exception as exc:  # the API server: transient
+            if ident in self._models:
+                return self._models[ident]
+            return InvalidJob(key, [f"{where}: cannot read it yet: {exc}"], origin="cluster")
+        hit = self._models.get(ident)
+        if hit is not None and hit[0] == value.resource_version:
+            return hit
+        text = value.text
+        try:
+            if len(text) > MAX_MODEL_CHARS:
+                raise ValueError(f"{len(text)} characters, more than {MAX_MODEL_CHARS}")
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            return InvalidJob(
+                key,
+                [f"{where}: ConfigMap {ns}/{ref.name} key {ref.key} is not a model JSON: {exc}"],
+                origin="cluster",
+            )
+        self._models[ident] = (value.resource_version, data)
+        return self._models[ident]
 
     def _parse(self, key: str, doc: dict[str, Any], md: dict[str, Any]) -> LoadedJob | InvalidJob:
         job_path = self.models_dir / f"{md.get('name', '_')}.yaml"

@@ -56,12 +56,14 @@ from autoscaler.controller.metering import (
     WarmingUp,
 )
 from autoscaler.controller.metrics import ControllerMetrics
+from autoscaler.controller.overrides import pinned_decision
 from autoscaler.controller.runtime import JobRuntime, Observed
 from autoscaler.controller.sinks import EventSink, NullSink, StatusSink
 from autoscaler.controller.state import JobState, MemoryStateStore, StateStore
 from autoscaler.controller.status import Conditions, JobReport
 from autoscaler.controller.workers import DaemonPool, wait_until
 from autoscaler.errors import KaleError, MetricUnavailable
+from autoscaler.overrides import override_of
 from autoscaler.policy.kale import KaleSettings
 from autoscaler.policy.types import Decision, JobSizing, Observation
 from autoscaler.resources import Request, ResourceManager
@@ -156,7 +158,7 @@ class Controller(ActingStages):
             models = ModelCache()
 
             def sizing_factory(entry: JobEntry) -> JobSizing:
-                return job_sizing(entry.loaded, models)
+                return job_sizing(entry.loaded, models, model_data=entry.model_data)
 
         self.sizing_factory = sizing_factory
         self.status_sink: StatusSink = status_sink or NullSink()
@@ -586,6 +588,9 @@ class Controller(ActingStages):
         cur = rt.current
         if cur is None or rt.applying is not None:
             return None
+        rt.override = override_of(rt.entry.job)
+        if rt.override is not None:  # paused or pinned: the planner is bypassed
+            return pinned_decision(rt.override, cur, rt.sizing)
         pending = self._pending_target(rt)
         if pending is not None:  # finish the resize under way before planning anew
             since = float(rt.state.pending.get("since", now))  # type: ignore[union-attr]

@@ -22,6 +22,7 @@ from autoscaler.controller.jobs import JobEntry
 from autoscaler.controller.metering import ArrivalHistory, MetricSource, Sample
 from autoscaler.controller.state import JobState
 from autoscaler.errors import MetricUnavailable
+from autoscaler.overrides import Override
 from autoscaler.policy.forecasts import CallbackSource, ForecastWindow
 from autoscaler.policy.kale import KalePolicy, KaleSettings
 from autoscaler.policy.types import JobSizing
@@ -90,6 +91,8 @@ class JobRuntime:
         self.target_error: ActuatorError | None = None
         self.metric_error: MetricUnavailable | None = None
         self.saved_policy: dict[str, Any] | None = None
+        self.override: Override | None = None
+        """A pause or pin in force this tick (:mod:`autoscaler.overrides`), set by the plan."""
         """The planner state before this tick's decision, restored if nothing was applied."""
         self.failure: JobFailure | None = None
         """The first unexpected exception of this tick (the job then holds)."""
@@ -113,6 +116,7 @@ class JobRuntime:
         self.problem = self.target_error = self.metric_error = None
         self.window = None
         self.saved_policy = None
+        self.override = None
         self.failure = None
         self.events = []
         self.tick_conditions = self.state.conditions

@@ -133,13 +133,36 @@ def resize_message(
     return "; ".join(parts)
 
 
+def selector_of(actuator: Any) -> str | None:
+    """The worker pods' label selector an actuator knows (a dry run asks its reader)."""
+    for part in (actuator, getattr(actuator, "reader", None)):
+        value = getattr(part, "selector", None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
 def build_status(
-    rep: JobReport, state: JobState, *, generation: int | None, identity: str
+    rep: JobReport,
+    state: JobState,
+    *,
+    generation: int | None,
+    identity: str,
+    selector: str | None = None,
 ) -> dict[str, Any]:
-    """The job's ``.status`` (keys with no value are left out)."""
+    """The job's ``.status`` (keys with no value are left out).
+
+    ``replicas`` and ``labelSelector`` serve the job's ``scale`` subresource; every condition
+    carries the ``observedGeneration`` it was computed for (API conventions).
+    """
     s = rep.sample
+    conditions = state.conditions
+    if generation is not None:
+        conditions = [{**c, "observedGeneration": generation} for c in conditions]
     status: dict[str, Any] = {
         "observedGeneration": generation,
+        "replicas": rep.current.workers if rep.current else None,
+        "labelSelector": selector,
         "currentWorkers": rep.current.workers if rep.current else None,
         "currentPS": rep.current.ps if rep.current else None,
         "desiredWorkers": rep.desired.workers if rep.desired else None,
@@ -158,7 +181,7 @@ def build_status(
         )
         if s
         else None,
-        "conditions": state.conditions,
+        "conditions": conditions,
         "plannerState": jsonable(state.to_dict() | {"conditions": []}),
         "controller": identity or None,
     }

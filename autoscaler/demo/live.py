@@ -311,7 +311,7 @@ class _Live:
         plan, state = self.plan, self.setup.state
         cfg = parse_controller_config(
             {
-                "apiVersion": "kale.dev/v1",
+                "apiVersion": "kale.dev/v1alpha1",
                 "kind": "ControllerConfig",
                 "interval": plan.tick_s,
                 "jobs": {"directory": str(state / "jobs")},

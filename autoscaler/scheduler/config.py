@@ -4,7 +4,7 @@ camelCase keys, unknown keys are errors, durations as ``90s``/``24h``; every pro
 line ``FILE: field.path: reason``; a missing file is an error; relative paths resolve
 against the file. Example::
 
-    apiVersion: kale.dev/v1
+    apiVersion: kale.dev/v1alpha1
     kind: SchedulerConfig
     schedulerName: kale          # pods with spec.schedulerName: kale are ours
     policy: fgd                  # first-fit, a placement/ policy, or agent:PATH
@@ -57,6 +57,16 @@ class Faults(_Model):
         default_factory=lambda: ["GPUUnhealthy"],
         description="Node condition types that count as a fault while True.",
     )
+    events: bool = Field(
+        default=True, description="Watch Events on Nodes (Xid-style, node-problem-detector)."
+    )
+    event_reasons: list[str] = Field(
+        default_factory=lambda: ["XidError", "GPUXid"],
+        description="Reasons of Node Events that count as a GPU fault.",
+    )
+    gpu_annotation: str = Field(
+        default="kale.dev/gpu", description="On a fault Event: the GPU index it concerns."
+    )
 
 
 class Backoff(_Model):
@@ -84,7 +94,7 @@ class SchedulerLeaderElection(LeaderElection):
 
 
 class SchedulerConfig(_Model):
-    api_version: Literal["kale.dev/v1"] = "kale.dev/v1"
+    api_version: Literal["kale.dev/v1alpha1", "kale.dev/v1"] = "kale.dev/v1alpha1"
     kind: Literal["SchedulerConfig"] = "SchedulerConfig"
     scheduler_name: str = Field(default="kale", pattern=DNS_LABEL)
     policy: str = Field(default="fgd", min_length=1)
@@ -127,6 +137,8 @@ class SchedulerConfig(_Model):
             gang_size_annotation=n.gang_size_annotation,
             faults_annotation=self.faults.annotation,
             fault_conditions=tuple(self.faults.conditions),
+            fault_event_reasons=tuple(self.faults.event_reasons),
+            fault_gpu_annotation=self.faults.gpu_annotation,
         )
 
 

@@ -107,13 +107,8 @@ def _forecaster_factory(
 
 def _sizing(loaded: LoadedJob, settings: SimSettings, dt: float) -> JobSizing:
     from autoscaler.policy.sizing import sizing_for
-    from throughput.errors import ThroughputError
-    from throughput.model import ThroughputModel
 
-    try:
-        model = ThroughputModel.load(loaded.throughput_model_path)
-    except ThroughputError as exc:
-        raise UserError(f"{loaded.path}: spec.throughput.model: {exc}") from None
+    model = loaded.throughput_model()  # a file or inline coefficients (UserError otherwise)
     return sizing_for(
         loaded, model, rescale_s=settings.rescale_s, slo_s=settings.slo_s, interval_s=dt
     )

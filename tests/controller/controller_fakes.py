@@ -131,7 +131,7 @@ def job_doc(
     gpus_per_worker: int = 1,
 ) -> dict:
     return {
-        "apiVersion": "kale.dev/v1",
+        "apiVersion": "kale.dev/v1alpha1",
         "kind": "ElasticTrainingJob",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {

@@ -237,7 +237,7 @@ def test_the_scale_follows_the_plan_ahead_of_the_load_across_a_leader_failover(
         assert b.runner.ticks == 0 and not b.runner.leader  # the standby stays passive
         lease = api.get("coordination.k8s.io/v1", "Lease", "kale-system", "kale-controller")
         assert lease["spec"]["holderIdentity"] == "kale-a"
-        status = api.get("kale.dev/v1", "ElasticTrainingJob", "ml", "ctr")["status"]
+        status = api.get("kale.dev/v1alpha1", "ElasticTrainingJob", "ml", "ctr")["status"]
         assert status["controller"] == "kale-a"
 
         a.kill()  # the leader dies holding the lease
@@ -271,7 +271,7 @@ def test_the_scale_follows_the_plan_ahead_of_the_load_across_a_leader_failover(
     assert lease["spec"]["holderIdentity"] == "kale-b"
     assert lease["spec"]["leaseTransitions"] == 1
     assert b.runner.ticks >= 3
-    status = api.get("kale.dev/v1", "ElasticTrainingJob", "ml", "ctr")["status"]
+    status = api.get("kale.dev/v1alpha1", "ElasticTrainingJob", "ml", "ctr")["status"]
     assert status["controller"] == "kale-b"
     assert {c["type"]: c["status"] for c in status["conditions"]}["MetricsAvailable"] == "True"
     assert status["metrics"]["arrivalRate"] > 0

@@ -10,7 +10,10 @@ from pathlib import Path
 import yaml
 from controller_fakes import SYNC_MODEL, T0, FakeClock, FakeKubeApi, Objects, TraceMetrics, job_doc
 
+from autoscaler.actuators.base import Size
+from autoscaler.actuators.configmaps import ConfigMaps
 from autoscaler.actuators.crd_status import ElasticTrainingJobs
+from autoscaler.actuators.dryrun import DryRunActuator
 from autoscaler.actuators.events import EventRecorder
 from autoscaler.actuators.job_watch import JobInformer
 from autoscaler.actuators.kube import RetryPolicy, connect
@@ -70,6 +73,17 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
             )
         )
         api.put(job_doc("tf", target={"kind": "TFJob", "name": "ctr-tf"}, model="ctr-sync.json"))
+        own = job_doc("own", target={"kind": "DryRun"})  # its model in its own namespace
+        own["spec"]["throughput"] = {"configMapRef": {"name": "own-model"}}
+        api.put(own)
+        api.put(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "own-model", "namespace": "ml"},
+                "data": {"model.json": SYNC_MODEL.read_text(encoding="utf-8")},
+            }
+        )
         kube = connect(
             kubeconfig=api.kubeconfig(tmp_path / "kc"), retry=RetryPolicy(sleep=lambda s: None)
         )
@@ -81,10 +95,14 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
             t = entry.job.spec.target
             if t.kind == "TFJob":
                 return TFJobActuator(kube, namespace=entry.namespace, name=t.name)
+            if t.kind == "DryRun":
+                return DryRunActuator(Size(1, 1))
             return StatefulSetActuator(kube, namespace=entry.namespace, workers=t.workers, ps=t.ps)
 
         controller = Controller(
-            jobs_source=ClusterJobs(informer.list, models_dir=SYNC_MODEL.parent),
+            jobs_source=ClusterJobs(
+                informer.list, models_dir=SYNC_MODEL.parent, config_maps=ConfigMaps(kube).read
+            ),
             meter_factory=lambda e: TraceMetrics(clock, lambda t: 100_000.0, history_start=T0),
             forecaster_factory=lambda e: make_forecaster("seasonal_naive"),
             actuator_factory=actuator,
@@ -98,6 +116,7 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
         for _ in range(3):
             runner.step()
             clock.advance(2)
+        assert set(controller.runtimes) == {"ml/ctr", "ml/tf", "ml/own"}, controller.invalid
         informer.stop()
         api.stop()  # ends the open watch, which is then logged
         deadline = time.monotonic() + 30

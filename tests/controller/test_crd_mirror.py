@@ -126,6 +126,8 @@ def _with(changes: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+_INLINE = {"family": "general", "mode": "sync", "theta": [0.1] * 6, "globalBatch": 4096}
+
 # (id, changes, CEL rule or schema keyword the CRD refuses it with)
 HOSTILE = [
     # cross-field rules (CEL)
@@ -176,6 +178,20 @@ HOSTILE = [
     ("group-control-char", {"spec.source.kafka.consumerGroup": "g\x07"}, "pattern"),
     ("target-name-upper", {"spec.target.workers": "Worker"}, "pattern"),
     ("long-command-arg", {"spec.target.command": ["x" * 5000]}, "maxLength"),
+    # throughput sources: exactly one; inline coefficients as many as the family has
+    ("no-throughput-source", {"spec.throughput": {}}, "cel"),
+    ("two-throughput-sources", {"spec.throughput.model": "m.json"}, "cel"),
+    ("inline-theta-count", {"spec.throughput": {"inline": {**_INLINE, "theta": [1.0]}}}, "cel"),
+    (
+        "inline-negative-theta",
+        {"spec.throughput": {"inline": {**_INLINE, "theta": [-1.0] * 6}}},
+        "minimum",
+    ),
+    ("inline-bad-family", {"spec.throughput": {"inline": {**_INLINE, "family": "magic"}}}, "enum"),
+    ("configmap-bad-key", {"spec.throughput.configMapRef": {"name": "m", "key": "a/b"}}, "pattern"),
+    # pins: the scale subresource's field is bounded like maxWorkers
+    ("replicas-negative", {"spec.replicas": -1}, "minimum"),
+    ("replicas-huge", {"spec.replicas": 10_001}, "maximum"),
 ]
 
 

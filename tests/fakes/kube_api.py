@@ -5,9 +5,11 @@ mock. This server speaks HTTP/1.1 JSON on 127.0.0.1 and serves exactly what Kale
 
 * ``apps/v1`` statefulsets, with the ``scale`` and ``status`` subresources (a stand-in for the
   StatefulSet controller sets ``status.replicas``/``readyReplicas`` to ``spec.replicas``);
-* ``kubeflow.org/v1`` tfjobs, ``kale.dev/v1`` elastictrainingjobs (``status`` subresource:
-  writes to the main resource leave status alone and vice versa; list across namespaces);
-* ``coordination.k8s.io/v1`` leases and ``core/v1`` events;
+* ``kubeflow.org/v1`` tfjobs; ``kale.dev/v1alpha1`` elastictrainingjobs (also served as the
+  deprecated ``v1``, stored once; ``scale`` subresource on the CRD's replica paths; ``status``
+  subresource: writes to the main resource leave status alone and vice versa; list across
+  namespaces);
+* ``coordination.k8s.io/v1`` leases, ``core/v1`` events and configmaps;
 * ``core/v1`` pods and nodes with watches and ``pods/binding`` (:mod:`tests.fakes.kube_core`,
   reached as ``api.core``).
 
@@ -46,10 +48,22 @@ Key = tuple[str, str, str, str, str]  # group, version, resource, namespace, nam
 KINDS: dict[tuple[str, str, str], tuple[str, bool]] = {
     # (group, version, plural) -> (kind, has a status subresource)
     ("", "v1", "events"): ("Event", False),
+    ("", "v1", "configmaps"): ("ConfigMap", False),
     ("apps", "v1", "statefulsets"): ("StatefulSet", True),
     ("kubeflow.org", "v1", "tfjobs"): ("TFJob", True),
+    ("kale.dev", "v1alpha1", "elastictrainingjobs"): ("ElasticTrainingJob", True),
     ("kale.dev", "v1", "elastictrainingjobs"): ("ElasticTrainingJob", True),
     ("coordination.k8s.io", "v1", "leases"): ("Lease", False),
+}
+
+STORAGE_VERSION: dict[tuple[str, str], str] = {("kale.dev", "v1"): "v1alpha1"}
+"""Served versions stored as another one (the CRD's ``conversion: None``: same schema, the
+API server rewrites ``apiVersion`` only); objects are kept once, under the storage version."""
+
+CRD_SCALE: dict[str, tuple[str, str, str, int]] = {
+    # plural -> (specReplicasPath, statusReplicasPath, labelSelectorPath, spec maximum),
+    # as manifests/crd/elastictrainingjobs.yaml declares them.
+    "elastictrainingjobs": (".spec.replicas", ".status.replicas", ".status.labelSelector", 10000),
 }
 
 _PATH = re.compile(
@@ -299,7 +313,8 @@ class FakeKubeApi:
 
     def put(self, obj: dict) -> dict:
         """Create or overwrite an object directly (no checks), as an admin would."""
-        group, version = _split_api_version(obj["apiVersion"])
+        group, version = _stored(obj["apiVersion"])
+        obj["apiVersion"] = f"{group}/{version}" if group else version
         plural = _plural(group, version, obj["kind"])
         md = obj.setdefault("metadata", {})
         md.setdefault("namespace", "default")
@@ -313,14 +328,14 @@ class FakeKubeApi:
             return copy.deepcopy(self.objects[key])
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict | None:
-        group, version = _split_api_version(api_version)
+        group, version = _stored(api_version)
         key = (group, version, _plural(group, version, kind), namespace, name)
         with self.lock:
             obj = self.objects.get(key)
             return copy.deepcopy(obj) if obj is not None else None
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
-        group, version = _split_api_version(api_version)
+        group, version = _stored(api_version)
         key = (group, version, _plural(group, version, kind), namespace, name)
         with self.lock:
             old = self.objects.pop(key, None)
@@ -328,7 +343,7 @@ class FakeKubeApi:
                 self._changed(key, "DELETED", old)
 
     def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict]:
-        group, version = _split_api_version(api_version)
+        group, version = _stored(api_version)
         plural = _plural(group, version, kind)
         with self.lock:
             return [
@@ -339,7 +354,7 @@ class FakeKubeApi:
 
     def touch(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         """Bump an object's resourceVersion, as another writer would (forces a 409)."""
-        group, version = _split_api_version(api_version)
+        group, version = _stored(api_version)
         with self.lock:
             key = (group, version, _plural(group, version, kind), namespace, name)
             obj = self.objects[key]
@@ -509,6 +524,34 @@ class FakeKubeApi:
             return self.core.handle(method, res, ns, name, sub, query, body, content_type)
         if (group, version, res) not in KINDS:
             raise ApiError(404, "NotFound", f"the server could not find the resource {res}")
+        storage = STORAGE_VERSION.get((group, version), version)
+        if storage != version:  # served as `version`, stored as `storage`
+            code, payload, headers = self._dispatch_at(
+                method, parts, body, content_type, group, storage, res, ns, name, sub
+            )
+            return code, _served_as(payload, f"{group}/{version}", f"{group}/{storage}"), headers
+        return self._dispatch_at(
+            method, parts, body, content_type, group, version, res, ns, name, sub
+        )
+
+    def _dispatch_at(
+        self,
+        method: str,
+        parts: Any,
+        body: Any,
+        content_type: str | None,
+        group: str,
+        version: str,
+        res: str,
+        ns: str | None,
+        name: str | None,
+        sub: str | None,
+    ) -> tuple[int, dict, dict[str, str]]:
+        if isinstance(body, dict) and isinstance(body.get("apiVersion"), str):
+            served = body["apiVersion"]
+            stored = STORAGE_VERSION.get(_split_api_version(served))
+            if stored is not None:
+                body = {**body, "apiVersion": f"{_split_api_version(served)[0]}/{stored}"}
         kind, has_status = KINDS[(group, version, res)]
         query = parse_qs(parts.query)
         with self.lock:
@@ -529,6 +572,8 @@ class FakeKubeApi:
                 return self._status(key, kind, method, body, content_type)
             if sub == "scale" and res == "statefulsets":
                 return self._scale(key, method, body, content_type)
+            if sub == "scale" and res in CRD_SCALE:
+                return self._crd_scale(key, kind, method, body, content_type)
             raise ApiError(404, "NotFound", f"no subresource {sub} on {res}")
 
     def _missing(self, key: Key, kind: str) -> ApiError:
@@ -727,12 +772,107 @@ class FakeKubeApi:
         self._write(key, new, current)
         return 200, self._scale_of(self.objects[key]), {}
 
+    def _crd_scale(
+        self, key: Key, kind: str, method: str, body: Any, content_type: str | None
+    ) -> tuple[int, dict, dict]:
+        """A custom resource's ``scale`` subresource, as the apiextensions server serves it:
+        GET fails while ``specReplicasPath`` holds nothing; PUT/PATCH write that field
+        (and only it), bounded by the schema; ``status`` comes from the status paths."""
+        spec_path, status_path, selector_path, maximum = CRD_SCALE[key[2]]
+        current = self.objects.get(key)
+        if current is None:
+            raise self._missing(key, kind)
+        found = _at(current, spec_path)
+        scale = self._crd_scale_of(current, spec_path, status_path, selector_path)
+        if method == "GET":
+            if found is None:
+                raise ApiError(
+                    500, "InternalError", f'the spec replicas field "{spec_path}" does not exist'
+                )
+            return 200, scale, {}
+        if found is None:
+            scale["spec"]["replicas"] = -2147483648  # "not set before", as the server does
+        if method == "PUT":
+            self._check_rv(current, body, key)
+            new_scale = body
+        elif method == "PATCH":
+            new_scale = self._patched(scale, body, content_type, key)
+        else:
+            raise ApiError(405, "MethodNotAllowed", method)
+        replicas = (new_scale or {}).get("spec", {}).get("replicas")
+        if replicas == -2147483648 or replicas is None:
+            raise ApiError(
+                400, "BadRequest", f'the spec replicas field "{spec_path}" cannot be empty'
+            )
+        if not isinstance(replicas, int) or not 0 <= replicas <= maximum:
+            raise ApiError(
+                422,
+                "Invalid",
+                f'{kind}.kale.dev "{key[4]}" is invalid: spec.replicas: Invalid value: '
+                f"{replicas}: spec.replicas in body should be between 0 and {maximum}",
+            )
+        new = copy.deepcopy(current)
+        parent = new
+        parts = spec_path.strip(".").split(".")
+        for part in parts[:-1]:
+            parent = parent.setdefault(part, {})
+        parent[parts[-1]] = replicas
+        self._write(key, new, current)
+        return 200, self._crd_scale_of(self.objects[key], spec_path, status_path, selector_path), {}
+
+    def _crd_scale_of(
+        self, obj: dict, spec_path: str, status_path: str, selector_path: str
+    ) -> dict:
+        md = obj["metadata"]
+        selector = _at(obj, selector_path)
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                k: md[k]
+                for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            },
+            "spec": {"replicas": _at(obj, spec_path) or 0},
+            "status": {
+                "replicas": _at(obj, status_path) or 0,
+                "selector": selector if isinstance(selector, str) else "",
+            },
+        }
+
+
+def _at(obj: dict, path: str) -> Any:
+    """The value at a dotted JSON path (``.spec.replicas``), or None."""
+    node: Any = obj
+    for part in path.strip(".").split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _served_as(payload: Any, served: str, stored: str) -> Any:
+    """An answer as the requested version shows it (apiVersion rewritten, as conversion
+    ``None`` does)."""
+    if not isinstance(payload, dict):
+        return payload
+    out = dict(payload)
+    if out.get("apiVersion") == stored:
+        out["apiVersion"] = served
+    if isinstance(out.get("items"), list):
+        out["items"] = [_served_as(i, served, stored) for i in out["items"]]
+    return out
+
 
 def _split_api_version(api_version: str) -> tuple[str, str]:
     if "/" in api_version:
         g, v = api_version.split("/", 1)
         return g, v
     return "", api_version
+
+
+def _stored(api_version: str) -> tuple[str, str]:
+    group, version = _split_api_version(api_version)
+    return group, STORAGE_VERSION.get((group, version), version)
 
 
 def _plural(group: str, version: str, kind: str) -> str:

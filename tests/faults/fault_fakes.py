@@ -275,7 +275,7 @@ class ClusterRig:
         self.names = [f"job{i}" for i in range(jobs)]
         objs = Objects("ml")
         for name in self.names if api is not None else ():
-            if api.get("kale.dev/v1", "ElasticTrainingJob", "ml", name) is None:
+            if api.get("kale.dev/v1alpha1", "ElasticTrainingJob", "ml", name) is None:
                 api.put(objs.statefulset(f"{name}-worker", 1, gpus=1))
                 api.put(objs.statefulset(f"{name}-ps", 1))
                 api.put(
@@ -345,7 +345,7 @@ class ClusterRig:
 
     def status(self, name: str) -> dict:
         assert self.api is not None
-        obj = self.api.get("kale.dev/v1", "ElasticTrainingJob", "ml", name) or {}
+        obj = self.api.get("kale.dev/v1alpha1", "ElasticTrainingJob", "ml", name) or {}
         return obj.get("status", {})
 
     def events(self, reason: str) -> list[dict]:

@@ -17,7 +17,7 @@ from autoscaler.cli.main import main
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 BASE: dict[str, Any] = {
-    "apiVersion": "kale.dev/v1",
+    "apiVersion": "kale.dev/v1alpha1",
     "kind": "ElasticTrainingJob",
     "metadata": {"name": "ctr-model", "namespace": "ml"},
     "spec": {
@@ -130,7 +130,11 @@ FAILURES = [
         "spec.source.kafka.bootstrapServers.1: 'nohost' is not host:port",
     ),
     # wrong apiVersion
-    ("bad-api-version", {"apiVersion": "kale.dev/v2"}, "apiVersion: Input should be 'kale.dev/v1'"),
+    (
+        "bad-api-version",
+        {"apiVersion": "kale.dev/v2"},
+        "apiVersion: Input should be 'kale.dev/v1alpha1' or 'kale.dev/v1'",
+    ),
     # StatefulSet target needs its names
     (
         "statefulset-without-ps",
@@ -234,7 +238,7 @@ FILE_FAILURES = [
     # YAML syntax error, with its line number
     (
         "syntax",
-        "apiVersion: kale.dev/v1\nkind: [ElasticTrainingJob\nspec: {}\n",
+        "apiVersion: kale.dev/v1alpha1\nkind: [ElasticTrainingJob\nspec: {}\n",
         "syntax error at line 3",
     ),
     # a list at the top

@@ -28,7 +28,7 @@ def files(tmp_path):
         max_workers=64,
     ).save(tmp_path / "m.json")
     job = {
-        "apiVersion": "kale.dev/v1",
+        "apiVersion": "kale.dev/v1alpha1",
         "kind": "ElasticTrainingJob",
         "metadata": {"name": "ctr"},
         "spec": {

@@ -156,12 +156,12 @@ class Rescale(_Model):
     )
 
 
-ConfigMapName = _pattern(
+ConfigMapName: Any = _pattern(  # a type (Annotated), built at run time
     r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?",
     "a ConfigMap name (a DNS-1123 subdomain)",
     max_length=253,
 )
-ConfigMapKey = _pattern(r"[-._a-zA-Z0-9]{1,253}", "a ConfigMap key", max_length=253)
+ConfigMapKey: Any = _pattern(r"[-._a-zA-Z0-9]{1,253}", "a ConfigMap key", max_length=253)
 
 
 class ConfigMapKeyRef(_Model):

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
-from pydantic.json_schema import GenerateJsonSchema
+from pydantic.json_schema import GenerateJsonSchema, JsonDict
 
 from autoscaler.config import API_VERSION, DEPRECATED_API_VERSIONS, KIND, ElasticTrainingJob
 from autoscaler.controller.crd_rules import CROSS_FIELD, CelRule, duration_range, floor
@@ -51,7 +51,7 @@ class _Status(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
 
-_DATE_TIME = {"format": "date-time"}
+_DATE_TIME: JsonDict = {"format": "date-time"}
 
 
 class Condition(_Status):
@@ -413,7 +413,12 @@ SCALE = {
 
 
 def _column(name: str, type_: str, path: str, description: str, priority: int = 0) -> dict:
-    col = {"name": name, "type": type_, "jsonPath": path, "description": description}
+    col: dict[str, str | int] = {
+        "name": name,
+        "type": type_,
+        "jsonPath": path,
+        "description": description,
+    }
     if priority:
         col["priority"] = priority  # shown with `kubectl get -o wide`
     return col

@@ -23,6 +23,7 @@ from pydantic import (
     ValidationError,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails
 
 from autoscaler.errors import UserError
 from autoscaler.jobfiles import file_problems, read_json_file
@@ -297,7 +298,7 @@ def _brief(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _format_error(err: dict[str, Any]) -> Problem:
+def _format_error(err: ErrorDetails) -> Problem:
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     # Union branches (e.g. 'auto' | duration) add their own tag to the location: drop it.
     loc = tuple(p for p in loc if p not in ("literal['auto']", "float"))
@@ -353,7 +354,7 @@ def parse_job(data: Any) -> tuple[ElasticTrainingJob | None, list[Problem]]:
     try:
         job = ElasticTrainingJob.model_validate(data)
     except ValidationError as exc:
-        problems = [_format_error(e) for e in exc.errors()]  # type: ignore[arg-type]
+        problems = [_format_error(e) for e in exc.errors()]
         return None, _dedupe(problems)
     return job, cross_check(job) + override_problems(job.metadata.annotations)
 

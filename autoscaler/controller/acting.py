@@ -35,6 +35,7 @@ from autoscaler.controller.isolation import JobFailure, safe_text
 from autoscaler.controller.job_metrics import job_gauges
 from autoscaler.controller.metering import Backfilling, WarmingUp
 from autoscaler.controller.runtime import JobRuntime
+from autoscaler.controller.state import Condition
 from autoscaler.controller.status import (
     Conditions,
     JobReport,
@@ -48,6 +49,10 @@ from autoscaler.controller.workers import wait_until
 from autoscaler.policy.types import Decision
 
 log = logging.getLogger("autoscaler.controller.loop")
+
+Outcome = tuple[str, Any]
+"""How one job's pooled I/O ended: ``("ok", result)``, ``("error", exception)`` or
+``("running", future)``."""
 
 
 @dataclass
@@ -131,13 +136,13 @@ class ActingStages:
 
     def _run_io(
         self, runtimes: list[JobRuntime], attr: str, task: Callable[[JobRuntime], Callable[[], Any]]
-    ) -> dict[str, Any]:
+    ) -> dict[str, Outcome]:
         """Run each job's task: inline without a pool, else on the pool until the deadline.
 
         Returns per job ``("ok", value)``, ``("error", exc)`` or ``("running", future)``; a
         running future is left on ``rt.<attr>`` for a later tick to collect.
         """
-        out: dict[str, Any] = {}
+        out: dict[str, Outcome] = {}
         if self._act_pool is None:
             for rt in runtimes:
                 try:
@@ -271,7 +276,7 @@ class ActingStages:
 
         return write
 
-    def _after_write(self, rt: JobRuntime, act: Acting, outcome: Any, now: float) -> None:
+    def _after_write(self, rt: JobRuntime, act: Acting, outcome: Outcome, now: float) -> None:
         kind, value = outcome
         if kind == "ok":
             cur = rt.current or Size(*(rt.state.pending or {}).get("from", [0, 0]))
@@ -594,7 +599,7 @@ class ActingStages:
 
         return send
 
-    def _after_send(self, rt: JobRuntime, outcome: Any) -> None:
+    def _after_send(self, rt: JobRuntime, outcome: Outcome) -> None:
         kind, value = outcome
         if kind == "ok":
             if value:
@@ -617,7 +622,7 @@ def _size(v: Any) -> str:
     return str(Size(*v)) if isinstance(v, list | tuple) and len(v) == 2 else "?"
 
 
-def _reason_changed(conditions: list[dict[str, Any]], failure: JobFailure) -> bool:
+def _reason_changed(conditions: list[Condition], failure: JobFailure) -> bool:
     for c in conditions:
         if c.get("type") == "Ready":
             return failure.describe()[:60] not in str(c.get("message", ""))

@@ -59,7 +59,7 @@ from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.overrides import pinned_decision
 from autoscaler.controller.runtime import JobRuntime, Observed
 from autoscaler.controller.sinks import EventSink, NullSink, StatusSink
-from autoscaler.controller.state import JobState, MemoryStateStore, StateStore
+from autoscaler.controller.state import JobState, MemoryStateStore, SavedState, StateStore
 from autoscaler.controller.status import Conditions, JobReport
 from autoscaler.controller.workers import DaemonPool, wait_until
 from autoscaler.errors import KaleError, MetricUnavailable
@@ -724,7 +724,7 @@ class Controller(ActingStages):
     # -- 6. save -------------------------------------------------------------------------
     def _save(self, runtimes: list[JobRuntime]) -> None:
         """Every job's state in one transaction; a state that cannot be stored fails alone."""
-        states: dict[str, dict[str, Any]] = {}
+        states: dict[str, SavedState] = {}
         for rt in runtimes:
             try:
                 states[rt.key] = rt.state.to_dict()

@@ -41,7 +41,8 @@ from placement.inflation import (  # noqa: E402
     run_experiment,
 )
 from placement.placer import choose, place, tie_order  # noqa: E402
-from placement.policies import POLICIES, PolicyContext, make_policy  # noqa: E402
+from placement.policies import PolicyContext, make_policy  # noqa: E402
+from placement.policies.registry import PUBLISHED as PAPER_POLICIES  # noqa: E402
 from placement.workloads.openb import load_nodes, load_pods  # noqa: E402
 
 DATA = Path(os.environ.get("KALE_PLACEMENT_DATA", "/work/shared/data/placement"))
@@ -80,7 +81,7 @@ def main() -> int:
     parser.add_argument("--nodes", default=str(DATA / "openb_node_list_gpu_node.csv"))
     parser.add_argument("--pods", default=str(DATA / "openb_pod_list_default.csv"))
     parser.add_argument("--seeds", default="42-51")
-    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--policies", default=",".join(PAPER_POLICIES))
     parser.add_argument("--json-out", type=Path, help="Also write the results here (JSON).")
     args = parser.parse_args()
 

@@ -6,7 +6,9 @@ start now?", and :class:`NodePool` answers by running the node policy's scheduli
 the job. A job is a *gang* of one or more pods placed all-or-nothing: if one member fits
 nowhere, the members already placed are released and the job stays queued. Units are the
 individual GPUs (what fails); a failed GPU is taken out of service through the cluster's
-own ``disable_gpu``.
+own ``disable_gpu``. A fault-aware policy (``fault-bestfit``) sees every GPU's failures so
+far — per GPU and per node, the arrays the Kubernetes scheduler builds from its fault
+history — before it places (the simulator's window is the whole run).
 
 openb pods become jobs by :func:`openb_jobs`: arrival = creation time, run = deletion −
 scheduled time, estimate = the run time (the trace has no user estimates; like Lublin's
@@ -26,6 +28,7 @@ from placement.frag import TypicalPods, frag_model
 from placement.placer import place
 from placement.pod import MILLI, Pod
 from placement.policies.base import ScorePolicy
+from placement.policies.fault_aware import FaultAware
 from placement.workloads.batch import BatchJobs
 
 
@@ -61,16 +64,22 @@ class NodePool:
         self._ever: dict[object, bool] = {}
         self._frag_model = frag_model(self.cluster, typical) if typical is not None else None
         self._version = 0  # bumped on every change; usage and fragmentation are cached on it
+        self.unit_failures = np.zeros(len(self.unit_node), np.int64)
+        self._fault_policy = policy if isinstance(policy, FaultAware) else None
+        self._faults_seen = -1  # failures counted when the policy last saw them
         self._cached: dict[str, tuple[int, object]] = {}
 
     # --- the ResourcePool interface ------------------------------------------------------
     def fit_mask(self, jobs: np.ndarray) -> np.ndarray:
         c = self.cluster
-        return (self.gpu_milli[jobs] <= c.gpu_free_total.sum()) & (
+        mask: np.ndarray = (self.gpu_milli[jobs] <= c.gpu_free_total.sum()) & (
             self.cpu_milli[jobs] <= c.cpu_free.sum()
         )
+        return mask
 
     def try_start(self, job: int) -> bool:
+        if self._fault_policy is not None and self._fault_policy.uses_faults:
+            self._show_faults(self._fault_policy)
         placed: list[Allocation] = []
         for pod in self.gangs[job]:
             alloc = place(pod, self.cluster, self.policy, rank=self.rank)
@@ -159,9 +168,22 @@ class NodePool:
         gpu = unit - int(self.offset[node])
         if down:
             self.cluster.disable_gpu(node, gpu)
+            self.unit_failures[unit] += 1
         else:
             self.cluster.enable_gpu(node, gpu)
         self._version += 1
+
+    def _show_faults(self, policy: FaultAware) -> None:
+        """Hand the failure counts to the fault-aware policy when they changed."""
+        total = int(self.unit_failures.sum())
+        if total == self._faults_seen:
+            return
+        self._faults_seen = total
+        c = self.cluster
+        gpu_faults = np.zeros((len(c), max(c.max_gpus, 1)), np.int64)
+        gpu_index = np.arange(len(self.unit_node)) - self.offset[self.unit_node]
+        gpu_faults[self.unit_node, gpu_index] = self.unit_failures
+        policy.observe_faults(gpu_faults.sum(axis=1), gpu_faults)
 
     def usage(self) -> dict[str, float]:
         hit = self._cached.get("usage")
@@ -206,20 +228,22 @@ def _gang_fits(cluster: Cluster, gang: Sequence[Pod]) -> bool:
 
 def openb_jobs(pods: Sequence[Pod]) -> tuple[BatchJobs, list[Pod], int]:
     """(jobs, the pod of each job, pods left out) for a timed run of an openb pod list."""
-    kept = [
-        p
-        for p in pods
-        if p.creation_time is not None
-        and p.scheduled_time is not None
-        and p.deletion_time is not None
-    ]
-    run = np.array([max(p.deletion_time - p.scheduled_time, 0.0) for p in kept], float)  # type: ignore[operator]
+    kept: list[Pod] = []
+    submit: list[float] = []
+    runs: list[float] = []
+    for p in pods:
+        if p.creation_time is None or p.scheduled_time is None or p.deletion_time is None:
+            continue
+        kept.append(p)
+        submit.append(p.creation_time)
+        runs.append(max(p.deletion_time - p.scheduled_time, 0.0))
+    run = np.array(runs, np.float64)
     jobs = BatchJobs(
         job_id=np.arange(len(kept), dtype=np.int64),
-        submit_s=np.array([p.creation_time for p in kept], float),
+        submit_s=np.array(submit, np.float64),
         run_s=run,
         estimate_s=run.copy(),
-        size=np.array([p.total_gpu_milli / MILLI for p in kept], float),
+        size=np.array([p.total_gpu_milli / MILLI for p in kept], np.float64),
         dropped=len(pods) - len(kept),
     )
     return jobs, kept, len(pods) - len(kept)

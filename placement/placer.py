@@ -3,6 +3,10 @@
 This is the loop a Kubernetes scheduler framework runs per pod, with the authors'
 simulator's tie-break: among the nodes with the highest score, the one first in a fixed
 (seeded, random) node order wins. A lone feasible node is taken without scoring.
+
+``allowed`` narrows the filter to the nodes the caller may use for reasons the cluster model
+does not hold (a Kubernetes scheduler's cordon, readiness, taints, selectors, affinity): the
+simulators pass nothing, ``kale scheduler`` its eligibility mask — one cycle for both.
 """
 
 from __future__ import annotations
@@ -32,10 +36,20 @@ def tie_order(count: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def choose(
-    pod: Pod, cluster: Cluster, policy: ScorePolicy, *, rank: np.ndarray
+    pod: Pod,
+    cluster: Cluster,
+    policy: ScorePolicy,
+    *,
+    rank: np.ndarray,
+    allowed: np.ndarray | None = None,
 ) -> Placement | None:
-    """Where ``pod`` would go under ``policy`` (None: fits nowhere). Changes nothing."""
-    nodes = np.flatnonzero(cluster.feasible(pod))
+    """Where ``pod`` would go under ``policy`` (None: fits nowhere). Changes nothing.
+
+    ``allowed``: a boolean mask over the nodes (None: every node)."""
+    feasible = cluster.feasible(pod)
+    if allowed is not None:
+        feasible &= allowed
+    nodes = np.flatnonzero(feasible)
     if nodes.size == 0:
         return None
     if nodes.size == 1:
@@ -49,10 +63,15 @@ def choose(
 
 
 def place(
-    pod: Pod, cluster: Cluster, policy: ScorePolicy, *, rank: np.ndarray
+    pod: Pod,
+    cluster: Cluster,
+    policy: ScorePolicy,
+    *,
+    rank: np.ndarray,
+    allowed: np.ndarray | None = None,
 ) -> Allocation | None:
     """``choose`` and allocate: the :class:`~placement.cluster.Allocation`, or None."""
-    decision = choose(pod, cluster, policy, rank=rank)
+    decision = choose(pod, cluster, policy, rank=rank, allowed=allowed)
     if decision is None:
         return None
     return cluster.allocate(pod, decision.node, decision.gpus)

@@ -92,7 +92,8 @@ class ProcessorPool:
         self.unit_names = [(str(i), 0) for i in range(processors)]
 
     def fit_mask(self, jobs: np.ndarray) -> np.ndarray:
-        return self.sizes[jobs] <= self.free
+        mask: np.ndarray = self.sizes[jobs] <= self.free
+        return mask
 
     def try_start(self, job: int) -> bool:
         need = int(self.sizes[job])

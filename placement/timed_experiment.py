@@ -25,6 +25,7 @@ import numpy as np
 from placement.errors import PlacementInputError
 from placement.faults import FaultModel, FaultSettings, default_fault_model, load_fault_table
 from placement.pool import ProcessorPool, ResourcePool
+from placement.queue.base import QueuePolicy
 from placement.queue.metrics import TAU_S, bounded_slowdown
 from placement.queue.priorities import parse_queue_policies
 from placement.queue.protocol import PROTOCOLS, ProtocolSettings, run_protocol
@@ -153,7 +154,9 @@ def run_timed(config: TimedConfig, *, progress: Progress | None = None) -> Timed
     return _run_openb(config, queues, progress)
 
 
-def _run_swf(config: TimedConfig, queues: list, progress: Progress | None) -> TimedReport:
+def _run_swf(
+    config: TimedConfig, queues: list[QueuePolicy], progress: Progress | None
+) -> TimedReport:
     assert config.swf is not None
     trace = load_swf(config.swf)
     processors = config.processors or trace.processors
@@ -221,7 +224,9 @@ def _run_whole_log(
     )
 
 
-def _run_openb(config: TimedConfig, queues: list, progress: Progress | None) -> TimedReport:
+def _run_openb(
+    config: TimedConfig, queues: list[QueuePolicy], progress: Progress | None
+) -> TimedReport:
     from placement.frag import typical_pods
     from placement.node_pool import NodePool, openb_jobs
     from placement.placer import tie_order

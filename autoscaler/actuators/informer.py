@@ -1,4 +1,4 @@
-"""List + watch of pods or nodes as raw JSON: the scheduler's eyes (client-go's reflector).
+"""List + watch of pods, nodes or events as raw JSON: the scheduler's eyes (client-go's reflector).
 
 Why not poll: a scheduler must see a new pod within milliseconds and must not list the
 whole cluster every second. The protocol is the API server's own:
@@ -34,7 +34,7 @@ from autoscaler.actuators.kube import Kube, RetryPolicy, status_of
 
 log = logging.getLogger(__name__)
 
-Resource = Literal["pods", "nodes"]
+Resource = Literal["pods", "nodes", "events"]
 Sink = Callable[[str, Any], None]
 """``sink(type, payload)``: ``("SYNC", [objects])`` after each list, else ``(type, object)``."""
 
@@ -86,18 +86,31 @@ class Reflector:
         self.stats = ReflectorStats()
         self.synced = threading.Event()
         """Set once the first list reached the sink."""
+        self.list_timeout_s = 60.0
+        """Longest wait for a list's answer (a large cluster's pod list takes a while)."""
         self._response: Any = None
+        self._lock = threading.Lock()
+        """Orders :meth:`stop` against a watch being opened (no stream escapes the stop)."""
 
     @property
     def _fn(self) -> Callable[..., Any]:
         core = self.kube.core
-        return core.list_pod_for_all_namespaces if self.resource == "pods" else core.list_node
+        lists: dict[str, Callable[..., Any]] = {
+            "pods": core.list_pod_for_all_namespaces,
+            "nodes": core.list_node,
+            "events": core.list_event_for_all_namespaces,
+        }
+        return lists[self.resource]
 
     # -- the protocol -----------------------------------------------------------------------
     def relist(self) -> None:
         """List everything, hand it to the sink, remember the collection's version."""
-        resp = self.kube.call(
-            f"list {self.resource}", self._fn, _preload_content=False, **self.selectors
+        # One try: a failure goes back to :meth:`run`, whose backoff ends at once on stop
+        # (``Kube.call``'s own retries would sleep through a stop).
+        resp = self._fn(
+            _preload_content=False,
+            _request_timeout=(5.0, self.list_timeout_s),
+            **self.selectors,
         )
         try:
             doc = json.loads(resp.data)
@@ -124,7 +137,12 @@ class Reflector:
             if status_of(exc) == 410:
                 raise Expired(str(exc.reason)) from exc
             raise
-        self._response = resp
+        with self._lock:
+            if self.stop_event.is_set():  # stopped while the request was on its way
+                resp.close()
+                resp.release_conn()
+                return
+            self._response = resp
         buffer = b""
         ended = False
         try:
@@ -134,7 +152,8 @@ class Reflector:
                 yield from (line for line in lines if line.strip())
             ended = True
         finally:
-            self._response = None
+            with self._lock:
+                self._response = None
             if not ended:  # left mid-stream: the connection must not be reused
                 resp.close()
             resp.release_conn()
@@ -155,10 +174,10 @@ class Reflector:
                 self.resource_version = str(rv)
             if kind == "BOOKMARK":
                 self.stats.bookmarks += 1
-                continue
-            self.stats.events += 1
-            self.stats.by_type[kind] = self.stats.by_type.get(kind, 0) + 1
-            self.sink(kind, obj)
+            else:
+                self.stats.events += 1
+                self.stats.by_type[kind] = self.stats.by_type.get(kind, 0) + 1
+                self.sink(kind, obj)
             if self.stop_event.is_set():
                 return
 
@@ -187,8 +206,9 @@ class Reflector:
 
     def stop(self) -> None:
         """End :meth:`run` soon: the open watch is closed under it."""
-        self.stop_event.set()
-        resp = self._response
+        with self._lock:
+            self.stop_event.set()
+            resp = self._response
         if resp is not None:
             try:
                 resp.shutdown()

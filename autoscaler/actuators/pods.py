@@ -61,7 +61,8 @@ class PodBinder:
         self.attempts = attempts
 
     def _read(self, namespace: str, name: str) -> dict[str, Any]:
-        resp = self.kube.call(
+        # the raw answer (``_preload_content=False``: no model objects), not a V1Pod
+        resp: Any = self.kube.call(
             f"pod {namespace}/{name}",
             self.kube.core.read_namespaced_pod,
             name,
@@ -69,7 +70,8 @@ class PodBinder:
             _preload_content=False,
         )
         try:
-            return json.loads(resp.data)
+            pod: dict[str, Any] = json.loads(resp.data)
+            return pod
         finally:
             resp.release_conn()
 
@@ -149,6 +151,7 @@ class PodEventRecorder:
         self.dropped = 0
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=buffer)
         self._thread: threading.Thread | None = None
+        self._abandon = threading.Event()
         self._seq = 0
 
     def pod_event(self, pod: Any, *, reason: str, message: str, type: str = "Normal") -> None:
@@ -210,11 +213,21 @@ class PodEventRecorder:
             body = self._queue.get()
             if body is None:
                 return
+            if self._abandon.is_set():  # closing took too long: drop the rest
+                self.dropped += 1
+                continue
             self._post(body)
 
     def close(self, timeout_s: float = 5.0) -> None:
-        """Write what is buffered (up to ``timeout_s``), then stop."""
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join(timeout=timeout_s)
-            self._thread = None
+        """Write what is buffered (up to ``timeout_s``; what is left then is dropped), stop."""
+        thread = self._thread
+        if thread is None:
+            return
+        self._queue.put(None)
+        thread.join(timeout=timeout_s)
+        if thread.is_alive():
+            self._abandon.set()
+            thread.join(timeout=timeout_s)
+        if thread.is_alive():
+            log.warning("the event writer did not stop; %d events dropped", self.dropped)
+        self._thread = None

@@ -17,6 +17,11 @@ just ended, as the simulator's end-of-step delay does):
   workers honour before consuming again;
 * GPU-hours: Σ workers × tick gap (one GPU per worker), plus the old size for the rescale
   duration after a scale-down (a resizing job holds the larger size).
+
+Both of Kale's decisions: the table says *how many* workers each policy ran; a second table
+says *where* the simulated policies' workers would land under ``kale scheduler``'s default
+placement (FGD on a seeded 64-node cluster of the openb shape, 60 % held by other work:
+pending worker-steps, nodes used, GPU allocation share and fragmentation at the end).
 """
 
 from __future__ import annotations
@@ -44,6 +49,16 @@ METRIC_COLUMNS = (
     ("max_delay_min", "max_delay_min"),
 )
 SIM_POLICIES = ("kale", "hpa", "keda", "static")
+DEMO_PLACEMENT = "fgd"
+"""Where the simulated workers land: ``kale scheduler``'s default policy, on the shared
+64-node cluster of ``kale simulate --placement`` (about half a second per policy)."""
+WHERE_COLUMNS = (
+    ("pending_worker_steps", "pending"),
+    ("mean_nodes_used", "mean_nodes"),
+    ("max_nodes_used", "max_nodes"),
+    ("final_gpu_allocation_share", "gpu_share"),
+    ("final_fragmentation_share_of_free", "frag_free"),
+)
 
 
 def live_metrics(
@@ -111,9 +126,12 @@ def simulate_segment(
     job: Any,
     start: pd.Timestamp,
     policies: Sequence[str] = SIM_POLICIES,
+    placement: str | None = DEMO_PLACEMENT,
 ) -> dict[str, Any]:
-    """``kale simulate`` on the first ``steps`` live intervals, after the history warm-up."""
+    """``kale simulate`` on the first ``steps`` live intervals, after the history warm-up;
+    with ``placement``, also where each policy's workers land (``kale simulate --placement``)."""
     from autoscaler.sim.forecasting import source_factory
+    from autoscaler.sim.placement_replay import PlacementSettings, replay_workers
     from autoscaler.sim.runner import compare
 
     warm = plan.warmup_steps
@@ -141,8 +159,16 @@ def simulate_segment(
         (start + pd.Timedelta(seconds=(warm + i + 1) * plan.interval_s)).timestamp()
         for i in range(steps)
     ]
+    where: dict[str, Any] = {}
+    if placement is not None:
+        settings = PlacementSettings(policy=placement)
+        where = {
+            name: replay_workers(r.workers, sizing.gpus_per_worker, settings)
+            for name, r in comp.results.items()
+        }
     return {
         "policies": comp.metrics,
+        "placement": where,
         "lower_bound_gpu_hours": comp.lower_bound_gpu_hours,
         "steps": steps,
         "series": {
@@ -178,6 +204,15 @@ def format_table(result: dict[str, Any]) -> str:
     return table(rows, headers, percent=("violations",))
 
 
+def format_where(result: dict[str, Any]) -> str | None:
+    """Where each simulated policy's workers landed, as a table (None: not computed)."""
+    where = result.get("placement") or {}
+    if not where:
+        return None
+    rows = [[name, *(p.get(k) for k, _ in WHERE_COLUMNS)] for name, p in where.items()]
+    return table(rows, ["policy", *(h for _, h in WHERE_COLUMNS)])
+
+
 def closing_lines(
     result: dict[str, Any],
     plan: DemoPlan,
@@ -199,6 +234,15 @@ def closing_lines(
         "kale-live: measured from the running controller; the others: `kale simulate` "
         "on the same trace segment.",
     ]
+    where = format_where(result)
+    if where is not None:
+        policy = next(iter(result["placement"].values()))
+        lines += [
+            f"where their workers land ({policy['policy']} on a shared "
+            f"{policy['nodes']}-node cluster, {policy['background_gpu_share']:.0%} held by "
+            "other work; as `kale simulate --placement`):",
+            where,
+        ]
     if state_dir is not None:
         lines.append(
             f"state kept: kale dashboard --state {state_dir} "

@@ -3,15 +3,18 @@
 The decision is the simulator's own code: a :class:`PolicyPlacer` keeps a
 ``placement.cluster.Cluster`` in step with the scheduler's :class:`ClusterView` (one row
 per node, in the view's name order; rows rewritten only for nodes that changed) and, per
-pod, runs the cycle of ``placement.placer.choose`` — feasible nodes, the policy's integer
-scores, ties to a seeded random node order, the policy's GPU choice — restricted to the
-nodes Kubernetes allows (cordon, readiness, taints, selectors). Same cluster, same pods in
-the same order, same seed: the same placements as ``kale place simulate``.
+pod, calls ``placement.placer.choose`` — feasible nodes, the policy's integer scores, ties
+to a seeded random node order, the policy's GPU choice — with the mask of the nodes
+Kubernetes allows (cordon, readiness, taints, selectors, required node affinity). Same
+cluster, same pods in the same order, same seed: the same placements as ``kale place
+simulate``.
 
 Names: ``first-fit`` (no placement code at all), every name of
-``placement.policies.POLICIES``, the extra ``fault-bestfit``, and ``agent:PATH`` — a saved
-learned agent, loaded by ``placement.agents.load_agent(path, context)`` into the same
-score interface (Placement II; until it exists the name is refused with that reason).
+``placement.policies.POLICIES`` (``fault-bestfit`` included), and ``agent:PATH`` — a saved
+learned agent. Every policy is built by placement's own registry
+(``placement.policies.make_policy``, which hands ``agent:PATH`` to ``placement.agents``), so
+the scheduler and the simulators know the same names; while ``placement.agents`` is absent an
+agent is refused with that reason.
 
 FGD plans against the workload's typical pods: those of the ``workload`` pod list when one
 is configured, else of the pods this scheduler has seen (recounted whenever that number
@@ -20,9 +23,9 @@ doubles, so early decisions do not freeze an unrepresentative mix).
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -33,27 +36,33 @@ from autoscaler.scheduler.view import ClusterView
 from placement.cluster import Cluster, NodeSpec
 from placement.errors import PlacementError
 from placement.frag import TypicalPods, cluster_fragmentation, typical_pods
-from placement.placer import tie_order
+from placement.placer import choose, tie_order
 from placement.pod import Pod
-from placement.policies import POLICIES, PolicyContext, ScorePolicy
-from placement.policies.fault_aware import EXTRA_POLICIES, FaultAware
+from placement.policies import POLICIES, PolicyContext, ScorePolicy, make_policy
+from placement.policies.fault_aware import FaultAware
 
 AGENT_PREFIX = "agent:"
 Factory = Callable[[PolicyContext], ScorePolicy]
 
 
 def known_policies() -> list[str]:
-    return ["first-fit", *POLICIES, *EXTRA_POLICIES, f"{AGENT_PREFIX}PATH"]
+    return ["first-fit", *POLICIES, f"{AGENT_PREFIX}PATH"]
 
 
-def _agent_loader() -> Callable[..., ScorePolicy]:
-    try:
-        from placement.agents import load_agent  # type: ignore[import-not-found]
-    except ImportError:
+def _require_agents() -> None:
+    if importlib.util.find_spec("placement.agents") is None:
         raise ValueError(
             "saved agents (agent:PATH) need placement.agents, which this version lacks"
-        ) from None
-    return load_agent  # type: ignore[no-any-return]
+        )
+
+
+def _factory(name: str) -> Factory:
+    """Builds policy ``name`` through placement's registry (agents included)."""
+
+    def build(context: PolicyContext) -> ScorePolicy:
+        return make_policy(name, context)
+
+    return build
 
 
 def check_policy_name(name: str) -> None:
@@ -61,9 +70,9 @@ def check_policy_name(name: str) -> None:
     if name.startswith(AGENT_PREFIX):
         if not name.removeprefix(AGENT_PREFIX):
             raise ValueError("agent: needs a path (agent:PATH)")
-        _agent_loader()
+        _require_agents()
         return
-    if name != "first-fit" and name not in POLICIES and name not in EXTRA_POLICIES:
+    if name != "first-fit" and name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(known_policies())}")
 
 
@@ -212,24 +221,11 @@ class PolicyPlacer:
         policy = self._policy(request)
         if isinstance(policy, FaultAware) and getattr(policy, "uses_faults", False):
             policy.observe_faults(*self.fault_arrays(cluster, faults))
-        feasible = cluster.feasible(request)
-        mask = self._mask(eligible, len(cluster))
-        if mask is not None:
-            feasible &= mask
-        nodes = np.flatnonzero(feasible)
-        if nodes.size == 0:
+        allowed = self._mask(eligible, len(cluster))
+        decision = choose(request, cluster, policy, rank=self.rank, allowed=allowed)
+        if decision is None or len(decision.gpus) != request.num_gpu:
             return None
-        # placement.placer.choose, with the Kubernetes mask applied to its filter
-        if nodes.size == 1:
-            node = int(nodes[0])
-        else:
-            scores = policy.score(request, cluster, nodes)
-            tied = nodes[scores == scores.max()]
-            node = int(tied[np.argmin(self.rank[tied])])
-        gpus = policy.choose_gpus(request, cluster, node)
-        if len(gpus) != request.num_gpu:
-            return None
-        return Choice(cluster.names[node], tuple(int(g) for g in gpus))
+        return Choice(cluster.names[decision.node], tuple(int(g) for g in decision.gpus))
 
     def fault_arrays(self, cluster: Cluster, faults: FaultCounts) -> tuple[np.ndarray, np.ndarray]:
         """The counts as ``node_faults[N]`` and ``gpu_faults[N, G]`` in the cluster's order."""
@@ -268,15 +264,9 @@ def make_placer(name: str, *, seed: int = 0, workload: str | None = None) -> Pla
     if name == "first-fit":
         return FirstFit()
     typical = load_typical(workload)
-    if name.startswith(AGENT_PREFIX):
-        path = Path(name.removeprefix(AGENT_PREFIX))
-        if not path.exists():
-            raise PlacementError(f"{path}: no saved agent there")
-        load_agent = _agent_loader()
-
-        def factory(ctx: PolicyContext) -> Any:
-            return load_agent(path, ctx)
-
-        return PolicyPlacer(name, factory, seed=seed, typical=typical, needs_typical=True)
-    factory = POLICIES.get(name) or EXTRA_POLICIES[name]
-    return PolicyPlacer(name, factory, seed=seed, typical=typical, needs_typical=name == "fgd")
+    agent = name.startswith(AGENT_PREFIX)
+    if agent and not Path(name.removeprefix(AGENT_PREFIX)).exists():
+        raise PlacementError(f"{name.removeprefix(AGENT_PREFIX)}: no saved agent there")
+    return PolicyPlacer(
+        name, _factory(name), seed=seed, typical=typical, needs_typical=agent or name == "fgd"
+    )

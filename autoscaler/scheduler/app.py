@@ -1,6 +1,7 @@
 """Wiring and threads: from a :class:`SchedulerConfig` to a running ``kale scheduler``.
 
-Threads: one reflector per watched resource (pods, nodes) puts events in an inbox; the
+Threads: one reflector per watched resource (pods, nodes, and Events on Nodes for the fault
+history) puts events in an inbox; the
 lease thread renews leadership; the scheduling thread — the only one touching the
 scheduler's state — drains the inbox, applies the events and, while leading and once both
 first lists are in, schedules every due pod. A standby keeps watching (a hot standby: it
@@ -64,6 +65,8 @@ class SchedulerApp:
                 pass
             elif resource == "pods":
                 self.scheduler.on_pod(kind, payload)
+            elif resource == "events":
+                self.scheduler.on_event(kind, payload)
             else:
                 self.scheduler.on_node(kind, payload)
             handled += 1
@@ -89,7 +92,8 @@ class SchedulerApp:
         return self.elector is None or (self.leading and self.elector.is_leader())
 
     def synced(self) -> bool:
-        return all(r.synced.is_set() for r in self.reflectors)
+        """Both first lists in (pods, nodes); fault Events are extra and never hold it up."""
+        return all(r.synced.is_set() for r in self.reflectors if r.resource != "events")
 
     def run(self, *, until: Callable[[], bool] | None = None) -> None:
         """Watch and schedule until :meth:`stop` (or ``until()`` turns true)."""
@@ -130,6 +134,8 @@ class SchedulerApp:
         self.stop()
         for t in self._threads:
             t.join(timeout=10)
+            if t.is_alive():
+                log.warning("thread %s did not stop within 10 s", t.name)
         if self.elector is not None:
             self.elector.release()
             self.scheduler.metrics.leader.set(0)
@@ -162,15 +168,18 @@ def build(
     ``sync_events`` writes Events inline instead of from the background thread.
     """
     from autoscaler.actuators.informer import Reflector
-    from autoscaler.actuators.kube import connect
+    from autoscaler.actuators.kube import RetryPolicy, connect
     from autoscaler.actuators.lease import LeaderElector, default_identity
     from autoscaler.actuators.pods import PodBinder, PodEventRecorder
     from autoscaler.controller.metrics import Health, MetricsServer
     from autoscaler.errors import UserError
     from autoscaler.scheduler.adapter import make_placer
 
+    stop_event = threading.Event()
     try:
-        kube = connect(kubeconfig=cfg.kubeconfig, context=cfg.context)
+        # every request's backoff ends at once on stop: shutting down never waits one out
+        retry = RetryPolicy(sleep=_interruptible_sleep(stop_event))
+        kube = connect(kubeconfig=cfg.kubeconfig, context=cfg.context, retry=retry)
     except Exception as exc:  # the kubernetes config loader's many error types
         raise UserError(f"cannot configure the Kubernetes client: {exc}") from exc
     conv = cfg.conventions()
@@ -195,12 +204,24 @@ def build(
         metrics=metrics,
         clock=clock,
     )
-    app = SchedulerApp(scheduler=scheduler, kube=kube, reflectors=[], recorder=recorder)
+    app = SchedulerApp(
+        scheduler=scheduler, kube=kube, reflectors=[], recorder=recorder, stop_event=stop_event
+    )
     timeout = max(1, round(cfg.watch_timeout))
     app.reflectors = [
         Reflector(kube, "nodes", app.sink("nodes"), watch_timeout_s=timeout),
         Reflector(kube, "pods", app.sink("pods"), watch_timeout_s=timeout),
     ]
+    if cfg.faults.events:  # Xid-style Events on Nodes (node-problem-detector's)
+        app.reflectors.append(
+            Reflector(
+                kube,
+                "events",
+                app.sink("events"),
+                field_selector="involvedObject.kind=Node",
+                watch_timeout_s=timeout,
+            )
+        )
     le = cfg.leader_election
     if le.enabled:
         app.elector = LeaderElector(
@@ -227,3 +248,12 @@ def build(
                 f"metrics.port: cannot listen on {cfg.metrics.address}:{cfg.metrics.port}: {exc}"
             ) from exc
     return app
+
+
+def _interruptible_sleep(stop: threading.Event) -> Callable[[float], None]:
+    """A ``sleep`` for retry backoffs that returns as soon as ``stop`` is set."""
+
+    def sleep(seconds: float) -> None:
+        stop.wait(seconds)
+
+    return sleep

@@ -57,6 +57,16 @@ class Faults(_Model):
         default_factory=lambda: ["GPUUnhealthy"],
         description="Node condition types that count as a fault while True.",
     )
+    events: bool = Field(
+        default=True, description="Watch Events on Nodes (Xid-style, node-problem-detector)."
+    )
+    event_reasons: list[str] = Field(
+        default_factory=lambda: ["XidError", "GPUXid"],
+        description="Reasons of Node Events that count as a GPU fault.",
+    )
+    gpu_annotation: str = Field(
+        default="kale.dev/gpu", description="On a fault Event: the GPU index it concerns."
+    )
 
 
 class Backoff(_Model):
@@ -127,6 +137,8 @@ class SchedulerConfig(_Model):
             gang_size_annotation=n.gang_size_annotation,
             faults_annotation=self.faults.annotation,
             fault_conditions=tuple(self.faults.conditions),
+            fault_event_reasons=tuple(self.faults.event_reasons),
+            fault_gpu_annotation=self.faults.gpu_annotation,
         )
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from autoscaler.actuators.binding import BindOutcome
-from autoscaler.scheduler.faults import count_faults, next_expiry
+from autoscaler.scheduler.faults import EventFaults, FaultCounts, count_faults, next_expiry
 from autoscaler.scheduler.metrics import SchedulerMetrics
 from autoscaler.scheduler.objects import Conventions, PodInfo, ineligible, parse_node, parse_pod
 from autoscaler.scheduler.placers import Choice, Placer
@@ -93,6 +93,8 @@ class Scheduler:
         self._eligible_version = -1
         self.bound = 0
         self._fault_expiry: float | None = None
+        self.fault_events = EventFaults()
+        """Xid-style Node Events seen (they outlive the Events themselves; see faults.py)."""
         self._reported_at = -float("inf")
 
     # -- watch events ---------------------------------------------------------------------
@@ -103,6 +105,11 @@ class Scheduler:
             self.view.remove_node(payload["metadata"]["name"])
         else:
             self.view.set_node(parse_node(payload, self.conv))
+
+    def on_event(self, kind: str, payload: Any) -> None:
+        """A core/v1 Event (the watch selects those on Nodes); GPU faults are kept."""
+        if self.fault_events.apply(kind, payload, self.conv):
+            self.view.freed_version += 1  # as a fault annotation: decisions may differ now
 
     def on_pod(self, kind: str, payload: Any) -> None:
         if kind == "SYNC":
@@ -155,6 +162,7 @@ class Scheduler:
         key = (
             json.dumps(pod.tolerations, sort_keys=True),
             tuple(sorted(pod.node_selector.items())),
+            pod.node_affinity,
             pod.demand.gpu_models if pod.demand.gpu_count else None,
         )
         names = self._eligible.get(key)
@@ -169,7 +177,12 @@ class Scheduler:
         now = self.clock()
         if self._fault_expiry is not None and now >= self._fault_expiry:
             self.view.freed_version += 1  # a fault aged out: a node may be attractive again
-        self._fault_expiry = next_expiry(self.view, now=now, window_s=self.settings.fault_window_s)
+        window = self.settings.fault_window_s
+        if self.fault_events.by_uid:
+            self.fault_events.prune(before=now - window)
+        self._fault_expiry = next_expiry(
+            self.view, now=now, window_s=window, events=self.fault_events
+        )
         if self.view.freed_version != self._seen_version:
             self._seen_version = self.view.freed_version
             self.queue.cluster_changed(now=now, version=self._seen_version)
@@ -218,7 +231,7 @@ class Scheduler:
             for p in members:
                 self._unschedulable(p, f"{problem.key}: {problem.problem}")
             return 0
-        faults = count_faults(self.view, now=now, window_s=self.settings.fault_window_s)
+        faults = self.faults(now)
         started = time.perf_counter()
         choices: list[tuple[PodInfo, Choice]] = []
         failed: PodInfo | None = None
@@ -290,6 +303,12 @@ class Scheduler:
             self.events.pod_event(pod, reason="FailedScheduling", message=why, type="Warning")
             log.info("%s: %s", pod.key, why)
 
+    def faults(self, now: float) -> FaultCounts:
+        """Recent faults from the nodes (annotation, conditions) and the node Events."""
+        return count_faults(
+            self.view, now=now, window_s=self.settings.fault_window_s, events=self.fault_events
+        )
+
     # -- time -----------------------------------------------------------------------------
     def next_wakeup(self) -> float | None:
         """Seconds until :meth:`schedule` has something to do without new events."""
@@ -310,7 +329,7 @@ class Scheduler:
         m.pending.set(len(self.queue))
         used, cap = self.view.gpu_milli()
         m.allocation.set(used / cap if cap else 0.0)
-        faults = count_faults(self.view, now=now, window_s=self.settings.fault_window_s)
+        faults = self.faults(now)
         m.gpu_faults.set(sum(faults.per_node.values()))
         frag = getattr(self.placer, "fragmentation", None)
         m.fragmentation.set(frag() if callable(frag) else partial_gpu_share(self.view))

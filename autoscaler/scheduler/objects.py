@@ -22,6 +22,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from autoscaler.scheduler.affinity import NodeAffinity, allows, parse_node_affinity
 from autoscaler.scheduler.quantity import QuantityError, count, cpu_milli, memory_mib
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,10 @@ class Conventions:
     faults_annotation: str = "kale.dev/gpu-faults"
     fault_conditions: tuple[str, ...] = ("GPUUnhealthy",)
     """Node condition types that count as a GPU fault while ``True``."""
+    fault_event_reasons: tuple[str, ...] = ("XidError", "GPUXid")
+    """Reasons of Node Events that count as a GPU fault (a node agent's Xid rule)."""
+    fault_gpu_annotation: str = "kale.dev/gpu"
+    """On a fault Event: the GPU index, when the message does not name it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +97,8 @@ class PodInfo:
     gang_size: int = 1
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, Any]] = field(default_factory=list)
+    node_affinity: NodeAffinity | None = None
+    """Required node affinity (``nodeSelectorTerms``); None: any node."""
     problem: str | None = None
     """Why the pod cannot be scheduled whatever the cluster looks like (bad annotation)."""
 
@@ -148,7 +155,8 @@ class NodeInfo:
         return None
 
 
-def _time(value: Any) -> float | None:
+def event_time(value: Any) -> float | None:
+    """An RFC 3339 time (``…Z``, fractions allowed) as seconds since the epoch, or None."""
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -218,6 +226,11 @@ def parse_pod(obj: dict[str, Any], conv: Conventions) -> PodInfo:
             gpus = tuple(int(g) for g in text.split(",") if g.strip())
         except ValueError:
             log.warning("%s/%s: unreadable %s", ns, md.get("name"), conv.assigned_gpus_annotation)
+    affinity = None
+    try:
+        affinity = parse_node_affinity(spec)
+    except ValueError as exc:
+        problem = f"invalid node affinity: {exc}"
     gang, gang_size = None, 1
     if labels.get(conv.gang_label):
         gang = f"{ns}/{labels[conv.gang_label]}"
@@ -244,6 +257,7 @@ def parse_pod(obj: dict[str, Any], conv: Conventions) -> PodInfo:
             k: v for k, v in (spec.get("nodeSelector") or {}).items() if k != conv.gpu_model_label
         },
         tolerations=list(spec.get("tolerations") or []),
+        node_affinity=affinity,
         problem=problem,
     )
 
@@ -254,7 +268,7 @@ def _faults(md: dict[str, Any], status: dict[str, Any], conv: Conventions) -> tu
     if raw:
         try:
             for rec in json.loads(raw):
-                t = _time(rec.get("time"))
+                t = event_time(rec.get("time"))
                 if t is not None:
                     gpu = None if rec.get("gpu") is None else int(rec["gpu"])
                     out.append(Fault(t, gpu, rec.get("reason", "")))
@@ -262,7 +276,9 @@ def _faults(md: dict[str, Any], status: dict[str, Any], conv: Conventions) -> tu
             log.warning("node %s: unreadable %s annotation", md.get("name"), conv.faults_annotation)
     for cond in status.get("conditions") or []:
         if cond.get("type") in conv.fault_conditions and cond.get("status") == "True":
-            t = _time(cond.get("lastTransitionTime")) or _time(cond.get("lastHeartbeatTime"))
+            t = event_time(cond.get("lastTransitionTime")) or event_time(
+                cond.get("lastHeartbeatTime")
+            )
             if t is not None:
                 out.append(Fault(t, None, f"{cond['type']}: {cond.get('reason', '')}"))
     return tuple(sorted(out, key=lambda f: f.time))
@@ -327,6 +343,8 @@ def ineligible(pod: PodInfo, node: NodeInfo) -> str | None:
     for k, v in pod.node_selector.items():
         if node.labels.get(k) != v:
             return "node(s) didn't match Pod's node affinity/selector"
+    if not allows(pod.node_affinity, node.name, node.labels):
+        return "node(s) didn't match Pod's node affinity/selector"
     models = pod.demand.gpu_models
     if pod.demand.gpu_count and models is not None and node.model not in models:
         return "node(s) had no allowed GPU model"

@@ -198,6 +198,7 @@ class ClusterView:
             pod.demand,
             json.dumps(pod.tolerations, sort_keys=True),
             sorted(pod.node_selector.items()),
+            pod.node_affinity,
         )
         cached = self._diagnosis
         if cached is not None and cached[0] == self.state_version and cached[1] == key:

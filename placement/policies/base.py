@@ -53,4 +53,5 @@ class ScorePolicy(ABC):
 def go_div(a: np.ndarray, b: int) -> np.ndarray:
     """Integer division truncating toward zero (Go's ``/`` on integers)."""
     a = np.asarray(a, np.int64)
-    return np.sign(a) * (np.abs(a) // b)
+    quotient: np.ndarray = np.sign(a) * (np.abs(a) // b)
+    return quotient

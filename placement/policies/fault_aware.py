@@ -15,14 +15,13 @@ scheduler feed it the same arrays. Pure: no I/O, no clock; the counts are an inp
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from placement.cluster import Cluster
 from placement.pod import MILLI, Pod
-from placement.policies.base import MAX_SCORE, PolicyContext, ScorePolicy
+from placement.policies.base import MAX_SCORE, PolicyContext
 from placement.policies.simple import BestFitPolicy
 
 FAULT_PENALTY = MAX_SCORE + 1
@@ -63,7 +62,8 @@ class FaultAwareBestFitPolicy(BestFitPolicy):
         base = super().score(pod, cluster, nodes)
         if self.node_faults is None or self.node_faults.shape[0] != len(cluster):
             return base
-        return base - self.penalty * np.minimum(self.node_faults[nodes], FAULT_CAP)
+        penalised: np.ndarray = base - self.penalty * np.minimum(self.node_faults[nodes], FAULT_CAP)
+        return penalised
 
     def choose_gpus(self, pod: Pod, cluster: Cluster, node: int) -> tuple[int, ...]:
         if not pod.num_gpu:
@@ -84,9 +84,3 @@ class FaultAwareBestFitPolicy(BestFitPolicy):
             return ()
         order = np.lexsort((idle, faults[idle]))
         return tuple(sorted(int(g) for g in idle[order[: pod.num_gpu]]))
-
-
-EXTRA_POLICIES: dict[str, Callable[[PolicyContext], ScorePolicy]] = {
-    "fault-bestfit": FaultAwareBestFitPolicy,
-}
-"""Policies beyond the published comparison (the scheduler's registry adds these)."""

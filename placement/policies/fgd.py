@@ -24,7 +24,8 @@ from placement.policies.base import MAX_SCORE, PolicyContext, ScorePolicy
 def fgd_score(frag_before: np.ndarray, frag_after: np.ndarray) -> np.ndarray:
     """⌊100·σ(ΔF/1000)⌋ as the simulator computes it (float64, truncation)."""
     x = (frag_before - frag_after) / 1000
-    return (1.0 / (1.0 + np.exp(-x)) * MAX_SCORE).astype(np.int64)
+    scores: np.ndarray = (1.0 / (1.0 + np.exp(-x)) * MAX_SCORE).astype(np.int64)
+    return scores
 
 
 class FGDPolicy(ScorePolicy):

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from placement.errors import PlacementInputError
 from placement.policies.base import PolicyContext, ScorePolicy
+from placement.policies.fault_aware import FaultAwareBestFitPolicy
 from placement.policies.fgd import FGDPolicy
 from placement.policies.gpu_aware import GpuClusteringPolicy, GpuPackingPolicy
 from placement.policies.simple import BestFitPolicy, DotProductPolicy, RandomPolicy
@@ -17,8 +18,12 @@ POLICIES: dict[str, Callable[[PolicyContext], ScorePolicy]] = {
     "packing": GpuPackingPolicy,
     "bestfit": BestFitPolicy,
     "fgd": FGDPolicy,
+    "fault-bestfit": FaultAwareBestFitPolicy,
 }
-"""In the order of the published comparison (weakest first)."""
+"""The published comparison's policies in its order (weakest first), then Kale's own."""
+
+PUBLISHED = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
+"""The six of the inflation experiment (what ``kale place simulate`` compares by default)."""
 
 NEEDS_TYPICAL = frozenset({"fgd"})
 

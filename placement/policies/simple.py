@@ -61,7 +61,8 @@ class BestFitPolicy(ScorePolicy):
         cpu_left = (cluster.cpu_free[nodes] - pod.cpu_milli).astype(np.float64)
         gpu_left = (cluster.gpu_free_total[nodes] - pod.total_gpu_milli).astype(np.float64)
         waste = cpu_left / MAX_SPEC_CPU * 0.5 + gpu_left / MAX_SPEC_GPU * 0.5
-        return ((1.0 - waste) * MAX_SCORE).astype(np.int64)
+        scores: np.ndarray = ((1.0 - waste) * MAX_SCORE).astype(np.int64)
+        return scores
 
 
 class DotProductPolicy(ScorePolicy):
@@ -76,4 +77,5 @@ class DotProductPolicy(ScorePolicy):
         cpu = cluster.cpu_free[nodes].astype(np.float64) / MAX_SPEC_CPU
         gpu = cluster.gpu_free_total[nodes].astype(np.float64) / MAX_SPEC_GPU
         dot = cpu * (pod.cpu_milli / MAX_SPEC_CPU) + gpu * (pod.total_gpu_milli / MAX_SPEC_GPU)
-        return (MAX_SCORE * (1 - dot / 2)).astype(np.int64)
+        scores: np.ndarray = (MAX_SCORE * (1 - dot / 2)).astype(np.int64)
+        return scores

@@ -44,8 +44,10 @@ class QueueView:
 class QueuePolicy(Protocol):
     """Orders waiting jobs; the job with the smallest keys starts first."""
 
-    name: str
-    """The name the CLI and JSON use (``fcfs``, ``sjf``, …)."""
+    @property
+    def name(self) -> str:
+        """The name the CLI and JSON use (``fcfs``, ``sjf``, …); read-only, so frozen
+        dataclasses qualify."""
 
     def keys(self, view: QueueView) -> tuple[np.ndarray, ...]:
         """Sort keys for every waiting job, most significant first (lower = sooner)."""

@@ -27,7 +27,8 @@ TAU_S = 10.0
 
 def bounded_slowdown(wait_s: np.ndarray, run_s: np.ndarray, *, tau_s: float = TAU_S) -> np.ndarray:
     """Per-job bounded slowdown max((wait + run) / max(run, τ), 1)."""
-    return np.maximum((wait_s + run_s) / np.maximum(run_s, tau_s), 1.0)
+    slowdown: np.ndarray = np.maximum((wait_s + run_s) / np.maximum(run_s, tau_s), 1.0)
+    return slowdown
 
 
 def rlscheduler_utilisation(run: ScheduleRun, processors: int) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from placement.errors import PlacementInputError
 
@@ -138,7 +139,8 @@ def parse_job(text: str, *, path: str, line: int) -> SwfJob:
         raise PlacementInputError(
             "submit_s: unknown (-1); every job needs a submit time", path=path, line=line
         )
-    typed = {name: int(v) if name in _INTEGRAL else v for name, v in values.items()}
+    # one dict of mixed int and float fields: the row's types are checked above, not here
+    typed: dict[str, Any] = {name: int(v) if name in _INTEGRAL else v for name, v in values.items()}
     return SwfJob(**typed, line=line)
 
 

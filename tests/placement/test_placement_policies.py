@@ -18,6 +18,7 @@ from placement.frag import PodType, TypicalPods, cluster_fragmentation, typical_
 from placement.placer import choose, place
 from placement.pod import Pod
 from placement.policies import POLICIES, PolicyContext, make_policy, parse_policy_names
+from placement.policies.registry import PUBLISHED
 
 SHARE = Pod("share", 2000, 1000, 1, 300)
 WHOLE = Pod("whole", 8000, 1000, 1, 1000)
@@ -53,6 +54,18 @@ def test_bestfit(cluster):
     assert scores("bestfit", SHARE, cluster) == [82, 62, 90]
     decision = choose(SHARE, cluster, make_policy("bestfit"), rank=FORWARD)
     assert (decision.node, decision.gpus, decision.score) == (2, (0,), 90)
+
+
+def test_an_allowed_mask_narrows_the_filter_and_nothing_else(cluster):
+    bestfit = make_policy("bestfit")
+    only_n0_n1 = np.array([True, True, False])
+    decision = choose(SHARE, cluster, bestfit, rank=FORWARD, allowed=only_n0_n1)
+    assert (decision.node, decision.score) == (0, 82)  # n2 (90) is not allowed; n0 beats n1
+    lone = choose(SHARE, cluster, bestfit, rank=FORWARD, allowed=np.array([False, True, False]))
+    assert (lone.node, lone.score) == (1, None)  # a lone allowed node is taken unscored
+    assert choose(SHARE, cluster, bestfit, rank=FORWARD, allowed=np.zeros(3, bool)) is None
+    full = choose(SHARE, cluster, bestfit, rank=FORWARD, allowed=np.ones(3, bool))
+    assert full == choose(SHARE, cluster, bestfit, rank=FORWARD)
 
 
 def test_dotprod_and_its_tie_break(cluster):
@@ -159,8 +172,11 @@ def test_typical_pods_cover_95_percent_most_frequent_first():
 
 
 def test_registry_names_and_unknown_names():
-    assert list(POLICIES) == ["random", "dotprod", "clustering", "packing", "bestfit", "fgd"]
+    assert list(PUBLISHED) == ["random", "dotprod", "clustering", "packing", "bestfit", "fgd"]
+    assert list(POLICIES) == [*PUBLISHED, "fault-bestfit"]  # Kale's own after the paper's
     assert parse_policy_names("bestfit, fgd") == ["bestfit", "fgd"]
+    assert parse_policy_names("fault-bestfit") == ["fault-bestfit"]
+    assert make_policy("fault-bestfit").name == "fault-bestfit"
     with pytest.raises(PlacementInputError, match="unknown policy 'tetris'; known: random"):
         parse_policy_names("bestfit,tetris")
     with pytest.raises(PlacementInputError, match="named twice"):

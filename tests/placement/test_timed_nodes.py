@@ -50,6 +50,23 @@ def test_a_gang_starts_all_or_nothing() -> None:
     assert pool.usage()["gpu"] == 1.0
 
 
+def test_fault_bestfit_in_the_timed_simulator_avoids_gpus_that_failed() -> None:
+    gangs = [(pod("first", 1),), (pod("second", 1),)]
+    for name, expect in (("bestfit", 0), ("fault-bestfit", 1)):
+        pool = pool_for(TWO_NODES, gangs, policy=name)
+        pool.set_down(0, True)  # GPU 0 of node "a" fails and is repaired
+        pool.set_down(0, False)
+        assert pool.unit_failures.tolist()[:2] == [1, 0]
+        assert pool.try_start(0)
+        (alloc,) = pool.held[0]
+        # BestFit's tie order picks "a"; fault-bestfit leaves the node with the failure
+        assert alloc.node == expect, name
+    pool = pool_for(TWO_NODES[:1], gangs, policy="fault-bestfit")
+    pool.set_down(0, True)
+    pool.set_down(0, False)
+    assert pool.try_start(0) and pool.held[0][0].gpus == (1,)  # a healthy GPU of the node
+
+
 def test_a_gang_larger_than_the_cluster_fails_without_blocking_the_queue() -> None:
     gangs = [(pod("g1", 8), pod("g2", 8), pod("g3", 8)), (pod("p", 1),)]
     pool = pool_for(TWO_NODES, gangs)
@@ -129,11 +146,16 @@ def test_the_cli_compares_placements_as_queue_plus_placement(tmp_path: Path, cap
     write_pods(pods, [*generated, never])
     args = ["place", "timed", "--nodes", str(nodes), "--pods", str(pods), "--queue", "fcfs,f1"]
     png = tmp_path / "timed.png"
-    extra = ["--placement", "bestfit,fgd", "--faults", "default", "--plot", str(png), "--json"]
+    placements = (
+        "bestfit,fgd,fault-bestfit"  # fault-bestfit: placement's registry, as the scheduler's
+    )
+    extra = ["--placement", placements, "--faults", "default", "--plot", str(png), "--json"]
     code = main([*args, *extra])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"
-    assert list(out["policies"]) == ["fcfs+bestfit", "fcfs+fgd", "f1+bestfit", "f1+fgd"]
+    assert list(out["policies"]) == [
+        f"{q}+{p}" for q in ("fcfs", "f1") for p in ("bestfit", "fgd", "fault-bestfit")
+    ]
     assert out["settings"]["never_scheduled_pods"] == 1
     assert all(m["jobs"] == 40 and "frag_ratio" in m for m in out["policies"].values())
 

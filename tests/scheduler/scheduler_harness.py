@@ -41,21 +41,36 @@ class Recording:
         return choice
 
 
+RUNNING: list[Running] = []
+"""Replicas started and not yet stopped: the autouse fixture stops what a failed test left."""
+
+
 class Running:
     """One scheduler replica on a thread."""
 
     def __init__(self, app: SchedulerApp) -> None:
         self.app = app
         self.thread = threading.Thread(target=app.run, daemon=True, name="kale-scheduler-test")
+        RUNNING.append(self)
         self.thread.start()
 
     @property
     def scheduler(self):
         return self.app.scheduler
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 20.0) -> None:
+        """Stop the replica and wait for its threads (watches, lease) to end."""
         self.app.stop()
-        self.thread.join(timeout=20)
+        self.thread.join(timeout=timeout)
+        if self in RUNNING:
+            RUNNING.remove(self)
+        assert not self.thread.is_alive(), "the scheduler did not stop"
+
+
+def stop_all() -> None:
+    """Stop every replica a test left running (it failed before its own ``stop()``)."""
+    while RUNNING:
+        RUNNING[-1].stop()
 
 
 def config(api: FakeKubeApi, tmp_path: Path, **overrides: Any) -> Any:
@@ -77,7 +92,11 @@ def start_scheduler(
 ) -> Running:
     app = build(config(api, tmp_path, **overrides), placer=placer, sync_events=True)
     running = Running(app)
-    wait_for(app.synced, what="the scheduler's first lists")
+    try:
+        wait_for(app.synced, what="the scheduler's first lists")
+    except AssertionError:
+        running.stop()
+        raise
     return running
 
 

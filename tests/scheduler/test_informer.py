@@ -131,3 +131,38 @@ def test_selectors_reach_the_server(api, reflect):
     api.core.put_pod(bound)  # leaves the selection: the watch reports it DELETED
     wait_for(lambda: ("DELETED", "ml/mine") in cache.events)
     assert cache.objects == {}
+
+
+def test_stop_ends_a_reflector_waiting_out_a_long_backoff(tmp_path):
+    api = FakeKubeApi().start()
+    kubeconfig = api.kubeconfig(tmp_path / "kc")
+    api.stop()  # nobody answers: the list fails and the reflector backs off for a minute
+    kube = connect(kubeconfig=kubeconfig, retry=RetryPolicy(base_s=60, max_s=60))
+    r = Reflector(kube, "pods", Cache(), retry=RetryPolicy(base_s=60, max_s=60, jitter=0))
+    thread = start(r)
+    try:
+        wait_for(lambda: r.stats.errors >= 1, what="the failed list")
+        r.stop()
+        thread.join(timeout=10)  # far less than the backoff: the wait ends on stop
+        assert not thread.is_alive()
+        assert r.stats.lists == 0
+    finally:
+        r.stop()
+        kube.close()
+
+
+def test_the_scheduler_stops_while_its_requests_are_backing_off(tmp_path):
+    from scheduler_harness import Running, config
+
+    from autoscaler.scheduler.app import build
+
+    api = FakeKubeApi().start()
+    cfg = config(api, tmp_path)
+    api.stop()
+    app = build(cfg, sync_events=True)
+    for r in app.reflectors:
+        r.retry = RetryPolicy(base_s=60, max_s=60, jitter=0)
+    running = Running(app)
+    wait_for(lambda: all(r.stats.errors for r in app.reflectors), what="failed lists")
+    running.stop(timeout=10)  # asserts the replica and its watches ended
+    assert not any(t.is_alive() for t in app._threads)

@@ -7,8 +7,8 @@
 A saved agent is one ``.pt`` file; ``agent:PATH`` works wherever a policy name goes
 (``placement.policies.make_policy`` and ``placement.queue.priorities.queue_policy`` call
 :func:`node_policy` / :func:`queue_policy` here). Adding an agent = one module with a class
-that has ``name``, ``train``, ``save``, ``load``/``from_payload`` and ``policy``, plus a line
-in :data:`AGENTS`.
+that has ``name``, ``settings_type`` (its settings dataclass, with a ``seed`` and an ``env``),
+``train``, ``save``, ``load``/``from_payload`` and ``policy``, plus a line in :data:`AGENTS`.
 """
 
 from __future__ import annotations

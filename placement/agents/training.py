@@ -53,9 +53,7 @@ def train_agent(
     if episodes < 1:
         raise PlacementInputError("train for at least one episode")
     cls = agent_class(name)
-    settings_cls = {"balance_dqn": "BalanceDQNSettings", "tr_dqn": "TRDQNSettings"}[name]
-    module = __import__(cls.__module__, fromlist=[settings_cls])
-    settings = _with_overrides(getattr(module, settings_cls)(seed=seed), overrides or {})
+    settings = _with_overrides(cls.settings_type(seed=seed), overrides or {})
     if AGENTS[name][1] == "node":
         if not nodes or not pods:
             raise PlacementInputError(

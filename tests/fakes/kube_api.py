@@ -1025,7 +1025,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
+        except OSError:  # the client went first (broken pipe, reset, not connected)
             self.close_connection = True
 
     def do_GET(self) -> None:

@@ -26,8 +26,10 @@ METRIC_COLUMNS = (
     ("cumulative_delay_min", "cum. delay (min)", "{:.1f}"),
     ("downtime_min", "downtime (min)", "{:.1f}"),
     ("rescale_count", "rescales", "{:d}"),
+    ("rescales_per_day", "rescales / day", "{:.1f}"),
     ("gpu_hours", "GPU-hours", "{:.1f}"),
     ("lower_bound_ratio", "× lower bound", "{:.2f}"),
+    ("regret", "regret (× optimal)", "{:.3f}"),
     ("mean_workers", "mean workers", "{:.2f}"),
     ("max_delay_min", "max delay (min)", "{:.1f}"),
     ("p99_delay_min", "p99 delay (min)", "{:.1f}"),
@@ -92,6 +94,7 @@ def build_figure(
     else:
         x = np.asarray(times)[::size]
         x_title = "time (UTC)"
+    best = results.get("optimal")
     titles = [f"{name}: load vs capacity (samples/s)" for name in names]
     titles += ["workers", "delay (min) vs SLO"]
     rows = len(names) + 2
@@ -124,6 +127,19 @@ def build_figure(
             row=i,
             col=1,
         )
+        if best is not None and name != "optimal":  # what the optimum gave at that time
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=_bucket(best.capacity, size, "mean"),
+                    name="optimal capacity",
+                    line={"width": 1, "dash": "dot", "color": "#000"},
+                    legendgroup="optimal",
+                    showlegend=False,
+                ),
+                row=i,
+                col=1,
+            )
     for name in names:
         res = results[name]
         fig.add_trace(
@@ -131,7 +147,11 @@ def build_figure(
                 x=x,
                 y=_bucket(res.workers, size, "mean"),
                 name=f"{name} workers",
-                line={"width": 1, "shape": "hv"},
+                line=(
+                    {"width": 2, "shape": "hv", "dash": "dash", "color": "#000"}
+                    if name == "optimal"
+                    else {"width": 1, "shape": "hv"}
+                ),
                 legendgroup=name,
             ),
             row=rows - 1,

@@ -109,11 +109,7 @@ class JobRuntime:
             sizing, CallbackSource(self._window, name=forecast.name), settings=settings
         )
         # The planner looks back this far (SLO window, the reactive fallback, a margin).
-        self.past_steps = (
-            int(max(settings.fallback_window_s, sizing.slo_s) / sizing.interval_s)
-            + settings.horizon_steps
-            + 4
-        )
+        self.past_steps = self.policy.lookback_steps
         # Scratch of the current tick.
         self.current: Size | None = None
         self.sample: Sample | None = None

@@ -185,6 +185,9 @@ def test_the_report_is_one_self_contained_html_page(files, capsys):
     assert '<script src="http' not in page and "<script src=" not in page
     assert "Plotly.newPlot" in page and len(page) > 1_000_000  # the bundle is inline
     assert "lower bound" in page and "SLO" in page
+    # each policy beside the optimum: its workers and capacity drawn, and the regret column
+    assert "optimal workers" in page and "optimal capacity" in page
+    assert "regret (× optimal)" in page
 
 
 def test_the_table_is_printed_without_json(files, capsys):

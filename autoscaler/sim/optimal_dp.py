@@ -23,7 +23,7 @@ _TOL = 1e-9
 
 
 @njit(cache=True)
-def _merge(
+def _merge(  # type: ignore[no-untyped-def]  # numba: types come from the calls
     cB,
     cC,
     cPar,
@@ -90,7 +90,7 @@ def _merge(
 
 
 @njit(cache=True)
-def solve(
+def solve(  # type: ignore[no-untyped-def]  # numba: types come from the call
     rates,
     cap,
     sizes,

@@ -42,7 +42,8 @@ def _bucket(values: np.ndarray, size: int, how: str) -> np.ndarray:
     n = math.ceil(len(values) / size)
     pad = n * size - len(values)
     v = np.concatenate([values, np.full(pad, np.nan)]).reshape(n, size)
-    return np.nanmax(v, axis=1) if how == "max" else np.nanmean(v, axis=1)
+    out: np.ndarray = np.nanmax(v, axis=1) if how == "max" else np.nanmean(v, axis=1)
+    return out
 
 
 def _fmt(value: Any, spec: str) -> str:

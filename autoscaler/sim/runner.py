@@ -43,7 +43,8 @@ def resample(values: np.ndarray, interval_s: float, step_s: float | None) -> np.
             )
         m = round(m)
         fine = np.arange(len(values) * m) / m
-        return np.interp(fine, np.arange(len(values)), values)
+        finer: np.ndarray = np.interp(fine, np.arange(len(values)), values)
+        return finer
     m = step_s / interval_s
     if abs(m - round(m)) > 1e-9:
         raise UserError(
@@ -53,7 +54,8 @@ def resample(values: np.ndarray, interval_s: float, step_s: float | None) -> np.
     blocks = len(values) // m
     if blocks < 2:
         raise UserError(f"--resample: {step_s:g}s leaves fewer than 2 steps")
-    return values[: blocks * m].reshape(blocks, m).mean(axis=1)
+    coarser: np.ndarray = values[: blocks * m].reshape(blocks, m).mean(axis=1)
+    return coarser
 
 
 def scale_to_peak(

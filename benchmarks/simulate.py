@@ -32,6 +32,7 @@ from autoscaler.cli.output import table  # noqa: E402
 from autoscaler.config import load_job  # noqa: E402
 from autoscaler.policy.sizing import sizing_for  # noqa: E402
 from autoscaler.sim.forecasting import default_cache_dir, source_factory  # noqa: E402
+from autoscaler.sim.optimal import OptimalSettings  # noqa: E402
 from autoscaler.sim.runner import compare, optimal_metrics, scale_to_peak  # noqa: E402
 from autoscaler.tracegen import generate_trace  # noqa: E402
 from autoscaler.traces import load_trace  # noqa: E402
@@ -143,6 +144,7 @@ def main() -> int:
             job=loaded.job,
             forecaster_factory=factory,
             trace_start=series.index[0],
+            optimal_settings=OptimalSettings(),
         )
         elapsed = time.perf_counter() - t0
         lb = comp.lower_bound_gpu_hours

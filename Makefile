@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kale-installed
 
-.PHONY: install browser demo test lint clean
+.PHONY: install browser promtool demo test lint lint-images images release clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,18 +33,49 @@ browser:
 	  echo "make browser: $(CHROMIUM) is missing and cannot be installed here (needs root and apt-get): the browser test will skip"; \
 	fi
 
+# promtool (Debian's prometheus package) checks the /metrics exposition and the alert rules
+# in tests. Needs root and apt-get, like `make browser`; elsewhere it says so and those
+# checks skip with the same reason.
+promtool:
+	@if command -v promtool >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing promtool (apt-get install prometheus)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	else \
+	  echo "make promtool: promtool is missing and cannot be installed here (needs root and apt-get): the promtool checks will skip"; \
+	fi
+
+# Container images (images/*.Dockerfile) with docker (a running daemon) or podman.
+IMAGE_REPO ?= ghcr.io/kale-dev
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+CONTAINER_TOOL ?= $(shell if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then echo docker; elif command -v podman >/dev/null 2>&1; then echo podman; fi)
+images:
+	@if [ -z "$(CONTAINER_TOOL)" ]; then \
+	  echo "make images: no container tool: docker (with a running daemon) or podman is needed; set CONTAINER_TOOL=... to choose one" >&2; \
+	  exit 2; \
+	fi
+	$(CONTAINER_TOOL) build -f images/controller.Dockerfile -t $(IMAGE_REPO)/kale:$(VERSION) .
+	$(CONTAINER_TOOL) build -f images/trainer.Dockerfile -t $(IMAGE_REPO)/kale-trainer:$(VERSION) .
+
+lint-images: install
+	$(BIN)/hadolint images/controller.Dockerfile images/trainer.Dockerfile
+
+# manifests/release.yaml = `kubectl kustomize manifests` (a test checks they are equal).
+release:
+	$(BIN)/python tools/gen_release.py
+
 demo: install
 	$(BIN)/kale demo
 
-test: install browser
+test: install browser promtool
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python tools/check_layers.py
 
-lint: install
+lint: install lint-images
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
 	$(BIN)/ruff format --check .
 
 clean:

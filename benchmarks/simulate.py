@@ -28,12 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autoscaler.cli.output import table  # noqa: E402
 from autoscaler.config import load_job  # noqa: E402
 from autoscaler.policy.sizing import sizing_for  # noqa: E402
 from autoscaler.sim.forecasting import default_cache_dir, source_factory  # noqa: E402
 from autoscaler.sim.optimal import OptimalSettings  # noqa: E402
 from autoscaler.sim.runner import compare, optimal_metrics, scale_to_peak  # noqa: E402
+from autoscaler.terminal.output import table  # noqa: E402
 from autoscaler.tracegen import generate_trace  # noqa: E402
 from autoscaler.traces import load_trace  # noqa: E402
 from throughput.model import ThroughputModel  # noqa: E402

@@ -35,7 +35,20 @@ def forecaster_class(name: str) -> type[Forecaster]:
     except KeyError:
         raise ValueError(f"unknown model {name!r} (choose from {', '.join(ALL_NAMES)})") from None
     module, attr = target.split(":")
-    return getattr(importlib.import_module(module), attr)
+    try:
+        loaded = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        root = (exc.name or "").split(".")[0]
+        if root != "torch":
+            raise
+        # The core install has no torch; say which install brings it, in one line.
+        raise ModuleNotFoundError(
+            f"torch is not installed; the {name!r} forecaster needs it: run "
+            "`pip install 'kale-autoscaler[transformer]'` (or pick seasonal_naive, ets, "
+            "stl_ets or dlinear)",
+            name=exc.name,
+        ) from None
+    return getattr(loaded, attr)
 
 
 def _applicable(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:

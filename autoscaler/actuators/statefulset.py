@@ -31,6 +31,9 @@ class StatefulSetActuator:
         self.namespace = namespace
         self.workers_name = workers
         self.ps_name = ps
+        self.selector: str | None = None
+        """The worker pods' label selector, as the worker StatefulSet's ``/scale`` says
+        (the job's own scale subresource reports it, for HPA and ``kubectl scale``)."""
 
     def _what(self, name: str) -> str:
         return f"statefulset {self.namespace}/{name} scale"
@@ -48,7 +51,9 @@ class StatefulSetActuator:
         return int(scale.spec.replicas or 0)
 
     def current(self) -> Size:
-        return Size(self.replicas(self.workers_name), self.replicas(self.ps_name))
+        workers = self._read(self.workers_name)
+        self.selector = getattr(workers.status, "selector", None) or self.selector
+        return Size(int(workers.spec.replicas or 0), self.replicas(self.ps_name))
 
     def _set(self, name: str, replicas: int) -> None:
         what = self._what(name)

@@ -35,6 +35,10 @@ class TFJobActuator:
         self.namespace = namespace
         self.name = name
         self.what = f"tfjob {namespace}/{name}"
+        # The training operator's labels on the worker pods (for the job's scale subresource).
+        self.selector = (
+            f"training.kubeflow.org/job-name={name},training.kubeflow.org/replica-type=worker"
+        )
 
     def _read(self) -> dict[str, Any]:
         return self.kube.call(

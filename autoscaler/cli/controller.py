@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
-from pathlib import Path
 
 import click
 
 from autoscaler.errors import UserError
+from autoscaler.terminal.flags import json_option
+from autoscaler.terminal.output import emit_json
+
+
+def _namespaces(values: tuple[str, ...]) -> tuple[str, ...]:
+    import re
+
+    from autoscaler.jobtypes import DNS_LABEL
+
+    for v in values:
+        if not re.fullmatch(DNS_LABEL, v):
+            raise click.BadParameter(f"{v!r} is not a namespace name (a DNS-1123 label)")
+    return values
 
 
 @click.command()
@@ -28,15 +39,39 @@ from autoscaler.errors import UserError
     show_default=True,
     type=click.Choice(["debug", "info", "warning", "error"]),
 )
-def controller(config_path: str, dry_run: bool, once: bool, log_level: str) -> None:
+@click.option(
+    "--watch-namespace",
+    "watch_namespaces",
+    multiple=True,
+    callback=lambda ctx, param, value: _namespaces(value),
+    help="Cluster mode: manage jobs in this namespace only (repeatable; overrides "
+    "jobs.namespaces).",
+)
+@click.option(
+    "--leader-election/--no-leader-election",
+    default=None,
+    help="Override leaderElection.enabled.",
+)
+def controller(
+    config_path: str,
+    dry_run: bool,
+    once: bool,
+    log_level: str,
+    watch_namespaces: tuple[str, ...],
+    leader_election: bool | None,
+) -> None:
     """Run the autoscaler: every interval, measure, forecast, plan, approve and resize."""
     from autoscaler.controller.app import build
-    from autoscaler.controller.config import load_controller_config
+    from autoscaler.controller.config import load_controller_config, with_overrides
     from autoscaler.controller.logs import setup_logging
 
-    cfg = load_controller_config(config_path)
+    cfg = with_overrides(
+        load_controller_config(config_path),
+        watch_namespaces=list(watch_namespaces),
+        leader_election=leader_election,
+    )
     setup_logging(cfg.log_format, getattr(logging, log_level.upper()))
-    app = build(cfg, dry_run=dry_run)
+    app = build(cfg, dry_run=dry_run, once=once)
     if once:
         try:
             app.controller.tick()
@@ -62,7 +97,7 @@ def controller(config_path: str, dry_run: bool, once: bool, log_level: str) -> N
     show_default=True,
     help="kale plan never changes anything; --no-dry-run is refused.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the decision as JSON.")
+@json_option("Print the decision as JSON.")
 @click.option(
     "--state-dir",
     default=".kale-state",
@@ -108,57 +143,22 @@ def plan(
     window: float,
 ) -> None:
     """Run the planner against live Kafka and print the decision with its reason."""
-    from autoscaler.actuators.base import Size
-    from autoscaler.actuators.dryrun import DryRunActuator
-    from autoscaler.cli.output import emit_json
     from autoscaler.config import load_job
-    from autoscaler.controller.app import LazyKube, actuator_factory
-    from autoscaler.controller.config import ControllerConfig
-    from autoscaler.controller.factories import forecaster_factory
-    from autoscaler.controller.jobs import StaticJobs
-    from autoscaler.controller.loop import Controller, ControllerSettings
+    from autoscaler.controller.plan_job import JobPlanner, PlanSettings
 
     if not dry_run:
         raise UserError("kale plan only plans (--dry-run); run `kale controller` to resize")
-    loaded = load_job(job_path)
-    job = loaded.job
-    cfg = ControllerConfig.model_validate(
-        {
-            "jobs": {"directory": str(Path(job_path).parent)},
-            "stateDir": state_dir,
-            "meter": {"window": window},
-        }
+    settings = PlanSettings(
+        state_dir=state_dir,
+        window_s=window,
+        current_workers=current_workers,
+        kubeconfig=kubeconfig,
+        forecast_model=forecast_model,
     )
-    kube = LazyKube(kubeconfig=kubeconfig, context=None)
-    read_target = kubeconfig is not None and job.spec.target.kind in ("StatefulSet", "TFJob")
-
-    def make_actuator(entry):  # type: ignore[no-untyped-def]
-        if read_target and current_workers is None:
-            return DryRunActuator(reader=actuator_factory(kube)(entry), label=entry.key)
-        w = job.spec.training.min_workers if current_workers is None else current_workers
-        ratio = job.spec.training.workers_per_ps
-        return DryRunActuator(Size(w, -(-w // ratio) if w else 0), label=entry.key)
-
-    from autoscaler.controller.app import meter_factory
-
-    ctl = Controller(
-        jobs_source=StaticJobs([loaded]),
-        meter_factory=meter_factory(cfg, block_first=True),
-        forecaster_factory=forecaster_factory(forecast_model),
-        actuator_factory=make_actuator,
-        settings=ControllerSettings(
-            interval_s=float(job.spec.forecast.interval),
-            dry_run=True,
-            forecast_model=forecast_model,
-        ),
-    )
-    try:
+    with JobPlanner(load_job(job_path), settings) as planner:
         while True:
-            reports = ctl.tick()
-            if not reports:
-                problems = [p for lines in ctl.invalid.values() for p in lines]
-                raise UserError(f"{job_path}: the job could not be planned: " + "; ".join(problems))
-            out = reports[0].plan_json()
+            report = planner.tick()
+            out = report.plan_json()
             if as_json:
                 emit_json(out)
             else:
@@ -169,14 +169,10 @@ def plan(
                 )
             sys.stdout.flush()
             if once:
-                if reports[0].action == "hold_metrics_unavailable":
+                if report.action == "hold_metrics_unavailable":
                     raise UserError(f"{out['job']}: {out['reason'].get('why')}")
                 return
-            interval = float(job.spec.forecast.interval)
-            time.sleep(interval - time.time() % interval)
-    finally:
-        ctl.close()
-        kube.close()
+            planner.wait_for_next_tick()
 
 
 @click.command()
@@ -189,10 +185,11 @@ def plan(
 )
 def crd(output: str | None) -> None:
     """Print the ElasticTrainingJob CustomResourceDefinition (generated from the schema)."""
+    from autoscaler.atomic import atomic_write_text
     from autoscaler.controller.crd import render_crd
 
     text = render_crd()
     if output:
-        Path(output).write_text(text, encoding="utf-8")
+        atomic_write_text(output, text)
     else:
         click.echo(text, nl=False)

@@ -15,6 +15,9 @@ from pathlib import Path
 import click
 
 from autoscaler.errors import UserError
+from autoscaler.terminal.errors import user_errors
+from autoscaler.terminal.flags import json_option
+from autoscaler.terminal.output import emit_json
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -59,7 +62,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
     "--state DIR` shows the run again); default: a temporary folder.",
 )
 @click.option("--seed", type=int, default=1, show_default=True, help="Trace generator seed.")
-@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@json_option("Print the comparison as JSON.")
 @click.option(
     "--sim-only",
     is_flag=True,
@@ -106,47 +109,27 @@ def demo(
     if sim_only:
         _sim_only(out, days, job_path, forecaster, seed, as_json)
         return
-    from autoscaler.cli.output import emit_json
     from autoscaler.demo.live import DemoOptions, run
     from autoscaler.demo.plan import DemoPlan
-    from autoscaler.demo.summary import format_table
+    from autoscaler.demo.summary import closing_lines
 
-    try:
+    with user_errors(ValueError):
         plan = DemoPlan(minutes=minutes, speedup=speedup, forecaster=forecaster, seed=seed)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    res = run(
-        DemoOptions(
-            plan=plan, host=host, port=port, open_browser=not no_browser, state_dir=state_dir
-        )
+    opts = DemoOptions(
+        plan=plan, host=host, port=port, open_browser=not no_browser, state_dir=state_dir
     )
+    res = run(opts)
     if as_json:
         emit_json(res.result)
         return
-    r = res.result
-    click.echo("")
-    click.echo(
-        f"kale demo: {r.get('replayed_days', 0):.2f} days of traffic replayed in "
-        f"{res.wall_s:.0f}s wall{' (interrupted)' if res.interrupted else ''}; "
-        f"{r.get('live_steps', 0)} controller ticks; SLO {plan.slo_s / 60:g} min, "
-        f"rescale {plan.rescale_s / 60:g} min, {plan.interval_s / 60:g}-min steps"
+    lines = closing_lines(
+        res.result,
+        plan,
+        wall_s=res.wall_s,
+        interrupted=res.interrupted,
+        state_dir=res.state_dir,
     )
-    click.echo(format_table(r))
-    click.echo(
-        f"lower bound (per-step minimum, free resizes): "
-        f"{r.get('lower_bound_gpu_hours', 0):.4g} GPU-hours"
-    )
-    click.echo(
-        "kale-live: measured from the running controller; the others: `kale simulate` "
-        "on the same trace segment."
-    )
-    if res.state_dir is not None:
-        click.echo(
-            f"state kept: kale dashboard --state {res.state_dir} "
-            f"--simulation {res.state_dir / 'simulation.json'}"
-        )
-    else:
-        click.echo("(--state DIR keeps the run for `kale dashboard --state DIR`)")
+    click.echo("\n".join(lines))
 
 
 def _sim_only(

@@ -10,31 +10,25 @@ from __future__ import annotations
 import signal
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
-from autoscaler.cli.output import emit_json, table
-from autoscaler.cli.params import DURATION
 from autoscaler.errors import MetricUnavailable, UserError
+from autoscaler.terminal.errors import user_errors
+from autoscaler.terminal.flags import DURATION, bootstrap_servers, json_option, positive
+from autoscaler.terminal.formatting import format_number
+from autoscaler.terminal.output import emit_json, table, warn
 
+if TYPE_CHECKING:
+    from autoscaler.sources.replay import RecordFactory
 
-def _bootstrap(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """``HOST:PORT[,HOST:PORT...]`` with ports 1-65535."""
-    for server in value.split(","):
-        host, _, port = server.strip().rpartition(":")
-        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise click.BadParameter(f"expected HOST:PORT (e.g. 127.0.0.1:9092), got {server!r}")
-    return value
-
-
-def _positive(name: str) -> Any:
-    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        if value is not None and value <= 0:
-            raise click.BadParameter(f"{name} must be positive, got {value}")
-        return value
-
-    return check
+_BOOTSTRAP = click.option(
+    "--bootstrap",
+    required=True,
+    callback=bootstrap_servers,
+    help="Kafka bootstrap server, HOST:PORT.",
+)
 
 
 # -- kale broker -------------------------------------------------------------------------
@@ -88,16 +82,14 @@ def broker(port: int | None, log_path: Path | None) -> None:
 @click.option(
     "--trace", "trace_path", required=True, type=click.Path(path_type=Path), help="Trace file."
 )
-@click.option(
-    "--bootstrap", required=True, callback=_bootstrap, help="Kafka bootstrap server, HOST:PORT."
-)
+@_BOOTSTRAP
 @click.option("--topic", required=True, help="Topic to produce to (created if missing).")
 @click.option(
     "--speedup",
     type=float,
     default=1.0,
     show_default=True,
-    callback=_positive("--speedup"),
+    callback=positive,
     help="Trace seconds per wall second.",
 )
 @click.option(
@@ -105,10 +97,12 @@ def broker(port: int | None, log_path: Path | None) -> None:
     type=float,
     default=1.0,
     show_default=True,
-    callback=_positive("--scale"),
+    callback=positive,
     help="Multiply the trace's rate by this.",
 )
-@click.option("--duration", type=DURATION, default=None, help="Stop after this wall time.")
+@click.option(
+    "--duration", type=DURATION, default=None, callback=positive, help="Stop after this wall time."
+)
 @click.option(
     "--partitions",
     type=click.IntRange(min=1),
@@ -146,7 +140,7 @@ def broker(port: int | None, log_path: Path | None) -> None:
     help="--records ctr: seed of the hidden click model and the feature ids.",
 )
 @click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@json_option("Print the summary as JSON.")
 def replay(
     trace_path: Path,
     bootstrap: str,
@@ -168,15 +162,7 @@ def replay(
     from autoscaler.traces import load_trace
 
     trace = load_trace(trace_path)
-    if duration is not None and duration <= 0:
-        raise click.BadParameter("must be positive", param_hint="--duration")
-    factory = None
-    if records == "ctr":
-        # The trainer's record format (numpy only; no torch is loaded here).
-        from trainer.records import make_record_factory
-
-        factory = make_record_factory(seed, fields=fields)
-    try:
+    with user_errors(MetricUnavailable), user_errors(ValueError, prefix=f"{trace_path}: "):
         kafka_io.ensure_topic(bootstrap, topic, partitions)
         summary = run_replay(
             trace.series,
@@ -188,30 +174,34 @@ def replay(
             progress=progress,
             timestamps=timestamps,  # type: ignore[arg-type]
             interval_s=trace.interval_s,
-            record_factory=factory,
+            record_factory=_record_factory(records, seed=seed, fields=fields),
         )
-    except MetricUnavailable as exc:
-        raise UserError(str(exc)) from exc
-    except ValueError as exc:
-        raise UserError(f"{trace_path}: {exc}") from exc
     if as_json:
         emit_json(summary.as_dict())
         return
     click.echo(
         f"sent {summary.records_sent} records to {topic} in {summary.wall_s:.1f}s "
-        f"({summary.achieved_rate:.1f}/s; trace {summary.trace_start} .. {summary.trace_end})"
+        f"({format_number(summary.achieved_rate)}/s; trace {summary.trace_start} .. "
+        f"{summary.trace_end})"
     )
     if summary.records_failed:
-        click.echo(f"kale: warning: {summary.records_failed} records failed", err=True)
+        warn(f"{summary.records_failed} records failed")
+
+
+def _record_factory(records: str, *, seed: int, fields: int) -> RecordFactory | None:
+    """``ctr``: the trainer's record format (numpy only; no torch is loaded here)."""
+    if records != "ctr":
+        return None
+    from trainer.records import make_record_factory
+
+    return make_record_factory(seed, fields=fields)
 
 
 # -- kale meter --------------------------------------------------------------------------
 
 
 @click.command(name="meter")
-@click.option(
-    "--bootstrap", required=True, callback=_bootstrap, help="Kafka bootstrap server, HOST:PORT."
-)
+@_BOOTSTRAP
 @click.option("--topic", required=True, help="Topic to measure.")
 @click.option("--group", required=True, help="Consumer group whose progress to measure.")
 @click.option(
@@ -219,6 +209,7 @@ def replay(
     type=DURATION,
     default="10s",
     show_default=True,
+    callback=positive,
     help="Rate window (or the time since the last stored sample, with --history).",
 )
 @click.option(
@@ -228,7 +219,7 @@ def replay(
     default=None,
     help="SQLite history file (kept across runs; backfilled from the broker on first use).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the sample as JSON.")
+@json_option("Print the sample as JSON.")
 def meter(
     bootstrap: str,
     topic: str,
@@ -241,22 +232,20 @@ def meter(
     from autoscaler.sources.history import HistoryError
     from autoscaler.sources.meter import KafkaMeter
 
-    if window <= 0:
-        raise click.BadParameter("must be positive", param_hint="--window")
-    try:
-        with KafkaMeter(bootstrap, topic, group, history_path=history_path, window_s=window) as m:
-            sample = m.sample()
-    except (MetricUnavailable, HistoryError) as exc:
-        raise UserError(str(exc)) from exc
+    with (
+        user_errors(MetricUnavailable, HistoryError),
+        KafkaMeter(bootstrap, topic, group, history_path=history_path, window_s=window) as m,
+    ):
+        sample = m.sample()
     if as_json:
         emit_json({"topic": topic, "group": group, **sample.as_dict()})
         return
     rows = [
-        ("arrival_rate", f"{sample.arrival_rate:.2f}/s"),
-        ("consumption_rate", f"{sample.consumption_rate:.2f}/s"),
-        ("lag", sample.lag),
-        ("oldest_unconsumed_age_s", f"{sample.oldest_unconsumed_age_s:.1f}"),
-        ("partitions", sample.partitions),
-        ("window_s", f"{sample.window_s:.1f}"),
+        ("arrival_rate", f"{format_number(sample.arrival_rate)}/s"),
+        ("consumption_rate", f"{format_number(sample.consumption_rate)}/s"),
+        ("lag", format_number(sample.lag)),
+        ("oldest_unconsumed_age_s", format_number(sample.oldest_unconsumed_age_s)),
+        ("partitions", format_number(sample.partitions)),
+        ("window_s", format_number(sample.window_s)),
     ]
     click.echo(table(rows, headers=[f"{topic} / {group}", "value"]))

@@ -40,6 +40,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("autoscaler.cli.controller:plan", "Plan one job against live Kafka (dry run)."),
     "crd": ("autoscaler.cli.controller:crd", "Print the ElasticTrainingJob CRD."),
     "place": ("autoscaler.cli.place:place", "Simulate GPU placement and queue scheduling."),
+    "scheduler": (
+        "autoscaler.cli.scheduler:scheduler",
+        "Place pods on Kubernetes with a placement policy (a secondary scheduler).",
+    ),
     "train": ("trainer.cli:train", "Train the job's CTR model (PS architecture) on its topic."),
     "profile": ("trainer.cli:profile", "Measure throughput per (w, p) and the rescale time."),
 }
@@ -55,27 +59,16 @@ class LazyGroup(click.Group):
         entry = COMMANDS.get(cmd_name)
         if entry is None:
             return None
+        # Every command here is built in: if its module fails to import, that is a bug, and
+        # it surfaces as one (exit 1, "internal error"), never as "not available".
         module_name, attr = entry[0].split(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith(module_name):
-                return _not_available(cmd_name, entry[1])
-            raise
-        return getattr(module, attr)
+        command: click.Command = getattr(importlib.import_module(module_name), attr)
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
-
-
-def _not_available(name: str, help_text: str) -> click.Command:
-    @click.command(name=name, help=help_text + " (not built yet)")
-    def _missing() -> None:
-        raise UserError(f"'kale {name}' is not available in this version")
-
-    return _missing
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -117,15 +110,28 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except ModuleNotFoundError as exc:
+        from autoscaler.extras import missing_extra
+
+        hint = missing_extra(exc)
+        if hint is None:
+            return _internal(exc)
+        click.echo(f"kale: error: {hint}", err=True)  # an optional install is missing
+        return EXIT_USER
     except Exception as exc:
-        if os.environ.get("KALE_DEBUG"):
-            traceback.print_exc()
-        click.echo(
-            f"kale: internal error: {type(exc).__name__}: {exc} (set KALE_DEBUG=1 for a traceback)",
-            err=True,
-        )
-        return EXIT_INTERNAL
+        return _internal(exc)
     return EXIT_OK
+
+
+def _internal(exc: BaseException) -> int:
+    """A bug: one line, the traceback only with KALE_DEBUG=1."""
+    if os.environ.get("KALE_DEBUG"):
+        traceback.print_exc()
+    click.echo(
+        f"kale: internal error: {type(exc).__name__}: {exc} (set KALE_DEBUG=1 for a traceback)",
+        err=True,
+    )
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -1,29 +1,6 @@
-"""Click parameter types shared by the ``kale`` commands."""
+"""Kept for ``cli/simulate.py``'s imports: the flag types now live in
+:mod:`autoscaler.terminal.flags`."""
 
-from __future__ import annotations
+from autoscaler.terminal.flags import DURATION, Duration
 
-from typing import Any
-
-import click
-
-from autoscaler.durations import parse_duration
-
-
-class Duration(click.ParamType):
-    """A duration flag (``10``, ``90s``, ``5m``, ``1h``; a bare number means seconds),
-    converted to seconds."""
-
-    name = "duration"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        if isinstance(value, float):
-            return value
-        try:
-            return parse_duration(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-DURATION = Duration()
+__all__ = ["DURATION", "Duration"]

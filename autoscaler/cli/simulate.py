@@ -162,6 +162,12 @@ def _print_table(metrics: dict[str, dict[str, Any]], lower_bound: float, multi: 
     show_default=True,
     help="Share of steps the offline optimum may violate (the regret reference).",
 )
+@click.option(
+    "--placement",
+    default=None,
+    help="Also place each policy's workers on a shared 64-node cluster with this placement "
+    "policy (fgd, bestfit, ...; one job only) and report where they went.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option(
     "--report",
@@ -183,6 +189,16 @@ def simulate(
     from autoscaler.sim.report import write_report
     from autoscaler.sim.study import SimSettings, simulate_multi, simulate_single
 
+    if options.get("placement") is not None:
+        from placement.errors import PlacementInputError
+        from placement.policies import parse_policy_names
+
+        try:
+            parse_policy_names(options["placement"])
+        except PlacementInputError as exc:
+            raise UserError(f"--placement: {exc}") from None
+        if jobs_dir is not None:
+            raise UserError("--placement works with --job (one job), not --jobs")
     settings = SimSettings(policies=parse_names(policies), **options)
     bar = _Bar()
     try:
@@ -222,3 +238,16 @@ def simulate(
         if heading:
             click.echo(heading)
         _print_table(metrics, lower_bound, multi=jobs_dir is not None)
+    if "placement" in study.document:
+        rows = [
+            [
+                name,
+                p["pending_worker_steps"],
+                p["mean_nodes_used"],
+                p["max_nodes_used"],
+                p["final_fragmentation_share_of_free"],
+            ]
+            for name, p in study.document["placement"].items()
+        ]
+        click.echo(f"where (placement: {settings.placement}):")
+        click.echo(table(rows, ["policy", "pending", "mean_nodes", "max_nodes", "frag_free"]))

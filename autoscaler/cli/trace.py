@@ -6,9 +6,10 @@ import warnings
 
 import click
 
-from autoscaler.cli.output import emit_json, table
-from autoscaler.cli.params import DURATION
 from autoscaler.errors import UserError
+from autoscaler.terminal.flags import DURATION, json_option, positive
+from autoscaler.terminal.formatting import format_number
+from autoscaler.terminal.output import emit_json, table, warn
 from autoscaler.traces import Trace, load_trace, save_trace, trace_info
 
 
@@ -18,7 +19,7 @@ def load_trace_cli(path: str) -> Trace:
         warnings.simplefilter("always")
         trace = load_trace(path)
     for w in caught:
-        click.echo(f"kale: warning: {w.message}", err=True)
+        warn(str(w.message))
     return trace
 
 
@@ -34,6 +35,7 @@ def trace() -> None:
     type=DURATION,
     default="60s",
     show_default=True,
+    callback=positive,
     help="Step: seconds or a duration (60, 5m, 1h).",
 )
 @click.option(
@@ -58,7 +60,7 @@ def trace() -> None:
     help="First timestamp (a Monday by default).",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the trace's summary as JSON.")
+@json_option("Print the trace's summary as JSON.")
 def generate(
     days: float,
     interval: float,
@@ -72,8 +74,6 @@ def generate(
     """Write a realistic synthetic trace (daily + weekly seasonality, trend, bursts, noise)."""
     from autoscaler.tracegen import generate_trace
 
-    if interval <= 0:
-        raise UserError("--interval: must be positive")
     try:
         series = generate_trace(
             days=days,
@@ -92,13 +92,13 @@ def generate(
     else:
         click.echo(
             f"wrote {output}: {info['rows']} rows, {info['interval_s']:g} s interval, "
-            f"peak/trough {info['peak_trough_ratio'] or float('nan'):.1f}"
+            f"peak/trough {format_number(info['peak_trough_ratio'])}"
         )
 
 
 @trace.command("info")
 @click.argument("file", type=click.Path())
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 def info(file: str, as_json: bool) -> None:
     """Summarise a trace: size, range, peak/trough ratio, seasonality."""
     data = trace_info(load_trace_cli(file))
@@ -115,6 +115,7 @@ def info(file: str, as_json: bool) -> None:
     "--interval",
     type=DURATION,
     required=True,
+    callback=positive,
     help="Step of the regular grid: seconds or a duration (60, 5m, 1h).",
 )
 @click.option(
@@ -125,14 +126,12 @@ def info(file: str, as_json: bool) -> None:
     help="mean: the values are rates (samples/s); sum: they are counts per row.",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
-@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@json_option("Print what was written as JSON.")
 def resample(file: str, interval: float, how: str, output: str, as_json: bool) -> None:
     """Put a trace with irregular timestamps (scrape jitter, rows out of order or repeated)
     on a regular grid, so that every other command can read it."""
     from autoscaler.traces import resample_points
 
-    if interval <= 0:
-        raise UserError("--interval: must be positive")
     series, counts = resample_points(file, interval, how=how)
     save_trace(series, output)
     out = {"output": output, "interval_s": interval, "how": how, **counts}

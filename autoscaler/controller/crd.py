@@ -12,8 +12,14 @@ exclusive bounds in the OpenAPI v3.0 boolean form, no ``additionalProperties: fa
 API server prunes and, with strict field validation, rejects unknown fields), durations
 (``90s`` or a number of seconds) as ``x-kubernetes-int-or-string``, and
 ``x-kubernetes-preserve-unknown-fields`` only on free-form maps (planner state, decision
-details). Defaults stay out of the CRD: the controller applies them when it parses a job,
-exactly as ``kale validate`` does, so the stored object is what the user wrote.
+details).
+
+The spec's schema refuses what ``kale validate`` refuses, so a bad job fails at
+``kubectl apply``: the models' bounds, enums, ``maxLength``/``maxItems`` and name patterns,
+duration strings by Kale's grammar (``pattern``) and range (CEL), and every cross-field rule
+of :mod:`autoscaler.jobrules` as CEL (:mod:`autoscaler.controller.crd_rules`). Spec fields
+are not nullable (the API server prunes a null, exactly as Kale reads a missing field) and
+carry their defaults, so ``kubectl get -o yaml`` shows what Kale runs.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import GenerateJsonSchema
 
-from autoscaler.config import API_VERSION, KIND, ElasticTrainingJob
+from autoscaler.config import API_VERSION, DEPRECATED_API_VERSIONS, KIND, ElasticTrainingJob
+from autoscaler.controller.crd_rules import CROSS_FIELD, CelRule, duration_range, floor
+from autoscaler.durations import GRAMMAR, MAX_LENGTH
 
 GROUP = "kale.dev"
 PLURAL = "elastictrainingjobs"
@@ -43,19 +51,31 @@ class _Status(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
 
+_DATE_TIME = {"format": "date-time"}
+
+
 class Condition(_Status):
+    """One condition, shaped as Kubernetes' metav1.Condition."""
+
     type: str = Field(
         description="Ready, MetricsAvailable, TargetAvailable, "
-        "ForecastAvailable, QuotaLimited or Resizing."
+        "ForecastAvailable, QuotaLimited, Resizing or Paused."
     )
     status: Literal["True", "False", "Unknown"]
     reason: str = Field(description="CamelCase reason of the last transition.")
     message: str = ""
-    last_transition_time: str = Field(description="When status last changed (RFC 3339).")
+    last_transition_time: str = Field(
+        description="When status last changed (RFC 3339).", json_schema_extra=_DATE_TIME
+    )
+    observed_generation: int | None = Field(
+        default=None, description="The job's metadata.generation this condition was set for."
+    )
 
 
 class LastDecision(_Status):
-    time: str = Field(description="When the decision was made (RFC 3339).")
+    time: str = Field(
+        description="When the decision was made (RFC 3339).", json_schema_extra=_DATE_TIME
+    )
     action: str = Field(
         description="scale_up, scale_down, hold, hold_metrics_unavailable, "
         "hold_warming_up, hold_quota or resize_failed."
@@ -78,7 +98,9 @@ class ForecastSummary(_Status):
     )
     horizon_seconds: float | None = None
     fitted_at: str | None = Field(
-        default=None, description="When the model was last fitted (RFC 3339)."
+        default=None,
+        description="When the model was last fitted (RFC 3339).",
+        json_schema_extra=_DATE_TIME,
     )
     note: str | None = Field(
         default=None, description="Why there is no forecast, or which fallback is used."
@@ -96,6 +118,13 @@ class JobStatus(_Status):
     """What the Kale controller observed, decided and did for this job."""
 
     observed_generation: int | None = None
+    replicas: int | None = Field(
+        default=None,
+        description="Current workers, for the scale subresource (kubectl scale, HPA, KEDA).",
+    )
+    label_selector: str | None = Field(
+        default=None, description="Selector of the worker pods, for the scale subresource."
+    )
     current_workers: int | None = None
     current_ps: int | None = Field(default=None, alias="currentPS")
     desired_workers: int | None = Field(default=None, description="After quota approval.")
@@ -104,10 +133,16 @@ class JobStatus(_Status):
         default=None, description="The planner's wish before quota approval."
     )
     last_decision: LastDecision | None = None
-    last_resize_time: str | None = None
+    last_resize_time: str | None = Field(default=None, json_schema_extra=_DATE_TIME)
     forecast: ForecastSummary | None = None
     metrics: MeasuredTraffic | None = None
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+        },
+    )
     planner_state: dict[str, Any] = Field(
         default_factory=dict, description="Controller state that survives restarts and hand-overs."
     )
@@ -148,6 +183,8 @@ _KEEP = {
     "additionalProperties",
     "nullable",
     "format",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
 }
 _INT_OR_STRING = {
     "x-kubernetes-int-or-string": True,
@@ -159,35 +196,67 @@ class SchemaError(ValueError):
     """The model uses a construct a structural schema cannot express."""
 
 
-def _structural(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[str, Any]:
+def _duration_node(node: dict[str, Any], path: str, *, auto: bool, spec: bool) -> dict[str, Any]:
+    """A Kale duration: integer seconds within the bounds, or a string of the grammar (and,
+    through CEL, within the same bounds); ``auto`` admits the literal 'auto' too."""
+    out = copy.deepcopy(_INT_OR_STRING)
+    if node.get("description"):
+        out["description"] = node["description"]
+    if spec and node.get("default") is not None:
+        out["default"] = _whole(float(node["default"]))
+    bounds = {k: node[k] for k in ("gt", "ge", "le") if k in node}
+    if not bounds:
+        return out
+    where = tuple(path.split(".")[1:])
+    low, inclusive = floor(
+        ".".join(where), float(bounds.get("gt", bounds.get("ge", 0.0))), "gt" not in bounds
+    )
+    high = float(bounds["le"])
+    rule = duration_range(where, low=low, low_inclusive=inclusive, high=high, auto=auto)
+    grammar = f"(?i:{GRAMMAR})"
+    out["minimum"] = _whole(low)
+    if not inclusive:
+        out["exclusiveMinimum"] = True
+    out["maximum"] = _whole(high)
+    out["maxLength"] = MAX_LENGTH
+    out["pattern"] = f"^(?:auto|{grammar})$" if auto else f"^{grammar}$"
+    out["x-kubernetes-validations"] = [rule.entry()]
+    _RULES_SEEN.append(rule)
+    return out
+
+
+def _whole(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+_RULES_SEEN: list[CelRule] = []
+
+
+def _structural(
+    node: dict[str, Any], defs: dict[str, Any], path: str, *, spec: bool = False
+) -> dict[str, Any]:
     if "$ref" in node:
         target = defs[node["$ref"].split("/")[-1]]
         merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-        return _structural(merged, defs, path)
+        return _structural(merged, defs, path, spec=spec)
     if node.get("x-kubernetes-int-or-string"):
-        out = copy.deepcopy(_INT_OR_STRING)
-        if node.get("description"):
-            out["description"] = node["description"]
-        return out
+        return _duration_node(node, path, auto=False, spec=spec)
     if "anyOf" in node:
         branches = [b for b in node["anyOf"] if b.get("type") != "null"]
         nullable = len(branches) < len(node["anyOf"])
-        resolved = [_structural(b, defs, path) for b in branches]
         rest = {k: v for k, v in node.items() if k != "anyOf"}
-        if any(b.get("x-kubernetes-int-or-string") for b in resolved):
-            if not all(
-                b.get("x-kubernetes-int-or-string") or b.get("type") in ("string", "integer")
-                for b in resolved
-            ):
-                raise SchemaError(f"{path}: cannot merge {resolved} into int-or-string")
-            out = copy.deepcopy(_INT_OR_STRING)
-            if rest.get("description"):
-                out["description"] = rest["description"]
-            return out
+        durations = [b for b in branches if b.get("x-kubernetes-int-or-string")]
+        if durations:
+            others = [b for b in branches if not b.get("x-kubernetes-int-or-string")]
+            if len(durations) != 1 or any(b.get("const") != "auto" for b in others):
+                raise SchemaError(f"{path}: cannot merge {branches} into int-or-string")
+            merged = {**durations[0], **{k: v for k, v in rest.items() if k != "default"}}
+            return _duration_node(merged, path, auto=bool(others), spec=spec)
+        resolved = [_structural(b, defs, path, spec=spec) for b in branches]
         if len(resolved) != 1:
             raise SchemaError(f"{path}: a union of {len(resolved)} types is not structural")
-        out = _structural({**resolved[0], **rest}, defs, path)
-        if nullable:
+        out = _structural({**resolved[0], **rest}, defs, path, spec=spec)
+        if nullable and not spec:
             out["nullable"] = True
         return out
     out: dict[str, Any] = {}
@@ -204,15 +273,17 @@ def _structural(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[s
             out["minimum" if key == "ge" else "maximum"] = value
         elif key in _KEEP:
             out[key] = value
+        elif key == "default" and spec and value is not None:
+            out["default"] = {} if isinstance(value, dict) else value
     if "properties" in out:
         out["properties"] = {
-            k: _structural(v, defs, f"{path}.{k}") for k, v in out["properties"].items()
+            k: _structural(v, defs, f"{path}.{k}", spec=spec) for k, v in out["properties"].items()
         }
     if "items" in out:
-        out["items"] = _structural(out["items"], defs, f"{path}[]")
+        out["items"] = _structural(out["items"], defs, f"{path}[]", spec=spec)
     extra = out.pop("additionalProperties", None)
     if isinstance(extra, dict) and extra:
-        out["additionalProperties"] = _structural(extra, defs, f"{path}.*")
+        out["additionalProperties"] = _structural(extra, defs, f"{path}.*", spec=spec)
     if (
         out.get("type") == "object"
         and "properties" not in out
@@ -227,6 +298,7 @@ def _structural(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[s
 _ORDER = (
     "type",
     "description",
+    "default",
     "nullable",
     "format",
     "enum",
@@ -240,6 +312,9 @@ _ORDER = (
     "minItems",
     "maxItems",
     "required",
+    "x-kubernetes-validations",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
     "properties",
     "items",
     "additionalProperties",
@@ -252,16 +327,37 @@ def _ordered(node: dict[str, Any]) -> dict[str, Any]:
     return {k: node[k] for k in sorted(node, key=lambda k: rank.get(k, len(_ORDER)))}
 
 
-def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON Schema (by alias) as a Kubernetes structural schema."""
+def structural_schema(model: type[BaseModel], *, spec: bool = False) -> dict[str, Any]:
+    """The model's JSON Schema (by alias) as a Kubernetes structural schema.
+
+    ``spec``: what a user writes — defaults kept, nothing nullable.
+    """
     raw = model.model_json_schema(by_alias=True, schema_generator=_KubeJsonSchema)
     defs = raw.pop("$defs", {})
-    return _structural(raw, defs, model.__name__)
+    return _structural(raw, defs, model.__name__, spec=spec)
+
+
+def cel_rules() -> list[CelRule]:
+    """Every CEL rule the CRD carries (cross-field rules and duration ranges)."""
+    del _RULES_SEEN[:]
+    structural_schema(ElasticTrainingJob, spec=True)
+    return [*CROSS_FIELD, *_RULES_SEEN]
+
+
+def _attach(schema: dict[str, Any], rules: tuple[CelRule, ...]) -> None:
+    for rule in rules:
+        node = schema
+        for part in rule.at:
+            node = node["properties"][part]
+        node.setdefault("x-kubernetes-validations", []).append(rule.entry())
+        node_sorted = _ordered(node)
+        node.clear()
+        node.update(node_sorted)
 
 
 def build_crd() -> dict[str, Any]:
     """The CustomResourceDefinition as a dict."""
-    job = structural_schema(ElasticTrainingJob)
+    job = structural_schema(ElasticTrainingJob, spec=True)
     spec = job["properties"]["spec"]
     status = structural_schema(JobStatus)
     schema = {
@@ -276,7 +372,11 @@ def build_crd() -> dict[str, Any]:
             "status": status,
         },
     }
-    version = API_VERSION.split("/")[1]
+    _attach(schema, CROSS_FIELD)
+    storage = API_VERSION.split("/")[1]
+    versions = [_version(storage, schema, storage=True)]
+    for old in DEPRECATED_API_VERSIONS:  # the same schema: no conversion webhook needed
+        versions.append(_version(old.split("/")[1], schema, storage=False))
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -295,40 +395,62 @@ def build_crd() -> dict[str, Any]:
                 "shortNames": SHORT_NAMES,
                 "categories": ["kale"],
             },
-            "versions": [
-                {
-                    "name": version,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [
-                        {
-                            "name": "Desired",
-                            "type": "integer",
-                            "jsonPath": ".status.desiredWorkers",
-                        },
-                        {
-                            "name": "Current",
-                            "type": "integer",
-                            "jsonPath": ".status.currentWorkers",
-                        },
-                        {
-                            "name": "Action",
-                            "type": "string",
-                            "jsonPath": ".status.lastDecision.action",
-                        },
-                        {
-                            "name": "Ready",
-                            "type": "string",
-                            "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
-                        },
-                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                    ],
-                    "schema": {"openAPIV3Schema": copy.deepcopy(schema)},
-                }
-            ],
+            # Every served version has the same schema, so the API server converts between
+            # them by rewriting apiVersion alone (docs/decisions/0130-api-version.md).
+            "conversion": {"strategy": "None"},
+            "versions": versions,
         },
     }
+
+
+SCALE = {
+    "specReplicasPath": ".spec.replicas",
+    "statusReplicasPath": ".status.replicas",
+    "labelSelectorPath": ".status.labelSelector",
+}
+"""``kubectl scale etj``, HPA and KEDA write ``spec.replicas`` (a pin, see
+:mod:`autoscaler.overrides`) and read ``status.replicas`` (the current workers)."""
+
+
+def _column(name: str, type_: str, path: str, description: str, priority: int = 0) -> dict:
+    col = {"name": name, "type": type_, "jsonPath": path, "description": description}
+    if priority:
+        col["priority"] = priority  # shown with `kubectl get -o wide`
+    return col
+
+
+PRINTER_COLUMNS = [
+    _column("Workers", "integer", ".status.currentWorkers", "Workers the target runs now."),
+    _column("Desired", "integer", ".status.desiredWorkers", "Workers Kale wants (after quota)."),
+    _column("PS", "integer", ".status.currentPS", "Parameter servers the target runs now."),
+    _column("Rate", "number", ".status.metrics.arrivalRate", "Measured arrival rate (samples/s)."),
+    _column("Action", "string", ".status.lastDecision.action", "The last decision."),
+    _column("Ready", "string", '.status.conditions[?(@.type=="Ready")].status', "Ready condition."),
+    _column(
+        "Paused",
+        "string",
+        '.status.conditions[?(@.type=="Paused")].reason',
+        "Why the planner is bypassed (pause annotation, pin, spec.replicas).",
+        priority=1,
+    ),
+    _column(
+        "Lag", "number", ".status.metrics.lag", "Unconsumed records (consumer lag).", priority=1
+    ),
+    _column("Age", "date", ".metadata.creationTimestamp", "Time since creation."),
+]
+
+
+def _version(name: str, schema: dict[str, Any], *, storage: bool) -> dict[str, Any]:
+    version: dict[str, Any] = {"name": name, "served": True, "storage": storage}
+    if not storage:
+        version["deprecated"] = True
+        version["deprecationWarning"] = (
+            f"{GROUP}/{name} ElasticTrainingJob is deprecated; use {API_VERSION} (the same schema)"
+        )
+    version["subresources"] = {"status": {}, "scale": dict(SCALE)}
+    version["additionalPrinterColumns"] = copy.deepcopy(PRINTER_COLUMNS)
+    version["schema"] = {"openAPIV3Schema": copy.deepcopy(schema)}
+    return version
 
 
 class _NoAliases(yaml.SafeDumper):

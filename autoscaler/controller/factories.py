@@ -44,11 +44,20 @@ def rescale_seconds(loaded: Any) -> float:
     return float(loaded.rescale_seconds())
 
 
-def job_sizing(loaded: Any, model_loader: Callable[[Path], Any]) -> JobSizing:
-    """The planner's view of the job: capacity table, bounds, interval, rescale, SLO."""
+def job_sizing(
+    loaded: Any, model_loader: Callable[[Path], Any], *, model_data: Any = None
+) -> JobSizing:
+    """The planner's view of the job: capacity table, bounds, interval, rescale, SLO.
+
+    The model is the job's file (through ``model_loader``, which caches), its inline
+    coefficients, or ``model_data`` (the JSON its ConfigMap holds, cluster mode)."""
     from autoscaler.policy.sizing import sizing_for
 
-    model = model_loader(loaded.throughput_model_path)
+    ref = loaded.job.spec.throughput
+    if ref.model is not None:
+        model = model_loader(loaded.throughput_model_path)
+    else:
+        model = loaded.throughput_model(model_data)
     return sizing_for(
         loaded,
         model,

@@ -13,83 +13,29 @@ status, and the status summary.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import queue
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-import numpy as np
-
 from autoscaler.controller.metering import ArrivalHistory
+from autoscaler.controller.timefmt import iso
+from autoscaler.controller.workers import DaemonPool
 from autoscaler.forecast_feed import FeedSettings, ForecastFeed, History, refresh
 from autoscaler.policy.forecasts import ForecastWindow
 
 log = logging.getLogger(__name__)
 
 
-class FitPool:
+class FitPool(DaemonPool):
     """A few daemon threads that run forecaster fits, shared by every job of a controller.
 
-    Daemon threads (not a ``ThreadPoolExecutor``): a fit cannot be interrupted, and a
-    controller that is stopping must not wait a minute for a model nobody will use.
+    Daemon threads (see :class:`DaemonPool`): a fit cannot be interrupted, and a controller
+    that is stopping must not wait a minute for a model nobody will use.
     """
 
     def __init__(self, threads: int = 1) -> None:
-        if threads < 1:
-            raise ValueError("a fit pool needs at least one thread")
-        self.threads = threads
-        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
-            queue.SimpleQueue()
-        )
-        self._started: list[threading.Thread] = []
-        self._closed = False
-        self._lock = threading.Lock()
-
-    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
-        """Run ``fn()`` on a pool thread; its result or exception lands in the future."""
-        fut: Future[Any] = Future()
-        with self._lock:
-            if self._closed:
-                fut.set_exception(RuntimeError("the fit pool is closed"))
-                return fut
-            if len(self._started) < self.threads:
-                t = threading.Thread(
-                    target=self._work, name=f"kale-fit-{len(self._started)}", daemon=True
-                )
-                self._started.append(t)
-                t.start()
-            self._queue.put((fut, fn))
-        return fut
-
-    def _work(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            fut, fn = item
-            if not fut.set_running_or_notify_cancel():
-                continue
-            try:
-                fut.set_result(fn())
-            except BaseException as exc:  # the future carries it to the loop
-                fut.set_exception(exc)
-
-    def close(self) -> None:
-        """Stop taking work; queued fits are cancelled, a running one finishes unobserved."""
-        with self._lock:
-            self._closed = True
-            while True:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not None:
-                    item[0].cancel()
-            for _ in self._started:
-                self._queue.put(None)
+        super().__init__(threads, name="kale-fit")
 
 
 class ForecastCache:
@@ -261,18 +207,14 @@ class ForecastCache:
             "model": f"{self.feed.interim_name} (interim)" if self.interim_active else self.name
         }
         if self.fitted_at is not None:
-            out["fittedAt"] = dt.datetime.fromtimestamp(self.fitted_at, dt.UTC).strftime(
-                "%Y-%m-%dT%H:%M:%SZ"
-            )
+            out["fittedAt"] = iso(self.fitted_at)
         if self.reason:
             out["note"] = self.reason
         if self.fitting():
             out["fitting"] = True
         w = self.last_window
         if w is not None and len(w):
-            out.update(
-                next=float(w.mean[0]),
-                peak=float(np.max(w.high)),
-                horizonSeconds=len(w) * self.interval_s,
-            )
+            out["next"] = float(w.mean[0])
+            out["peak"] = float(w.high.max())
+            out["horizonSeconds"] = len(w) * self.interval_s
         return out

@@ -14,14 +14,27 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from autoscaler.config import KIND, LoadedJob, parse_job, read_yaml, validate_file
+from autoscaler.config import KIND, LoadedJob, read_yaml
+from autoscaler.controller.admission import (
+    LOCAL_POLICY,
+    AdmissionPolicy,
+    admit_file,
+    admit_object,
+    cluster_policy,
+)
+from autoscaler.overrides import PAUSED, PAUSED_REPLICAS
 
 log = logging.getLogger(__name__)
+
+OVERRIDE_ANNOTATIONS = (PAUSED, PAUSED_REPLICAS)
+#: A fitted model is ~2 KB; a ConfigMap holds at most 1 MiB.
+MAX_MODEL_CHARS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,9 @@ class JobEntry:
     """The status as the cluster holds it (cluster mode), to resume after a restart."""
     origin: str = ""
     """File path or ``cluster``."""
+    model_data: Any = None
+    """The throughput model JSON read from the job's ConfigMap (``spec.throughput.
+    configMapRef``, cluster mode); None for a file or inline model."""
 
     @property
     def job(self) -> Any:
@@ -82,7 +98,26 @@ def _fingerprint(data: Any, *extra: str) -> str:
     return h.hexdigest()[:16]
 
 
+def _without_overrides(doc: Any) -> Any:
+    """The job document minus what pauses or pins it (``spec.replicas`` and the pause
+    annotations): those are read every tick, and changing them must not rebuild the job
+    (a rebuild refits its forecaster)."""
+    if not isinstance(doc, dict):
+        return doc
+    out = dict(doc)
+    spec = out.get("spec")
+    if isinstance(spec, dict) and "replicas" in spec:
+        out["spec"] = {k: v for k, v in spec.items() if k != "replicas"}
+    md = out.get("metadata")
+    if isinstance(md, dict) and isinstance(md.get("annotations"), dict):
+        notes = {k: v for k, v in md["annotations"].items() if k not in OVERRIDE_ANNOTATIONS}
+        out["metadata"] = {**md, "annotations": notes}
+    return out
+
+
 def _model_stamp(loaded: LoadedJob) -> str:
+    if loaded.job.spec.throughput.model is None:
+        return "inline-or-configmap"  # the spec (or the ConfigMap's version) says the rest
     path = loaded.throughput_model_path
     try:
         st = path.stat()
@@ -91,14 +126,51 @@ def _model_stamp(loaded: LoadedJob) -> str:
     return f"{st.st_mtime_ns}:{st.st_size}"
 
 
+@dataclass
+class _FileRead:
+    """What one file said the last time it was read, and how to tell it changed since."""
+
+    stamp: tuple[int, int, int]
+    """(mtime_ns, size, inode) when it was read."""
+    digest: str
+    """SHA-256 of the bytes (a touch that changes nothing is not a change)."""
+    racy: bool
+    """Modified so recently that a second write within the clock's granularity could keep
+    the stamp: read it again next time (git's "racily clean" rule)."""
+    kind: str
+    """``job``, ``invalid`` or ``other`` (not an ElasticTrainingJob: skipped)."""
+    loaded: LoadedJob | None = None
+    data: Any = None
+    invalid: InvalidJob | None = None
+    read_at: float = 0.0
+    """Monotonic time of the read: an invalid file is checked again after
+    :data:`INVALID_RECHECK_S` even unchanged (a model file it names may have appeared)."""
+
+
+#: A file modified less than this before it was read may change again unseen.
+RACY_NS = 2_000_000_000
+#: An unchanged invalid job is validated again this often (the files it names may change).
+INVALID_RECHECK_S = 60.0
+
+
 class DirectoryJobs:
     """Every ``*.yaml``/``*.yml`` under a directory whose ``kind`` is ElasticTrainingJob.
 
-    Files of another kind (a controller.yaml next to the jobs) are skipped quietly.
+    Files of another kind (a controller.yaml next to the jobs) are skipped quietly. Each job
+    is admitted by ``policy`` (local mode's default allows every target kind and broker).
+    The listing is level-triggered — every call returns every job — but a file is only read
+    and validated again when its (mtime, size, inode) stamp changed and its bytes hash
+    differently: a tick over 5,000 unchanged files costs 5,000 ``stat`` calls. Whatever
+    reading or validating one file raises makes that file an invalid job, never a failed
+    listing.
     """
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, *, policy: AdmissionPolicy | None = None) -> None:
         self.directory = Path(directory)
+        self.policy = policy or LOCAL_POLICY
+        self._files: dict[Path, _FileRead] = {}
+        self.reads = 0
+        """Files read and validated so far (a test and the benchmark watch it)."""
 
     def list(self) -> Listing:
         if not self.directory.is_dir():
@@ -106,20 +178,20 @@ class DirectoryJobs:
         out = Listing()
         seen: dict[str, str] = {}
         paths = sorted([*self.directory.glob("*.yaml"), *self.directory.glob("*.yml")])
+        files: dict[Path, _FileRead] = {}
         for path in paths:
-            data, problems = read_yaml(path)
-            if not problems and (not isinstance(data, dict) or data.get("kind") != KIND):
+            read = self._read(path)
+            if read is None:
+                continue  # vanished between the listing and the stat
+            files[path] = read
+            if read.kind == "other":
                 continue
-            loaded, errors, _ = validate_file(path)
-            if loaded is None:
-                key = f"file:{path.name}"
-                if isinstance(data, dict) and isinstance(data.get("metadata"), dict):
-                    md = data["metadata"]
-                    key = f"{md.get('namespace', 'default')}/{md.get('name', path.stem)}"
-                out.invalid.append(
-                    InvalidJob(key, errors or [f"{path}: invalid"], origin=str(path))
-                )
+            if read.kind == "invalid":
+                assert read.invalid is not None
+                out.invalid.append(read.invalid)
                 continue
+            loaded = read.loaded
+            assert loaded is not None
             key = f"{loaded.job.metadata.namespace}/{loaded.name}"
             if key in seen:
                 out.invalid.append(
@@ -131,69 +203,162 @@ class DirectoryJobs:
                 )
                 continue
             seen[key] = str(path)
-            st = path.stat()
             out.jobs.append(
                 JobEntry(
                     key=key,
                     loaded=loaded,
                     origin=str(path),
-                    fingerprint=_fingerprint(data, f"{st.st_mtime_ns}", _model_stamp(loaded)),
+                    fingerprint=_fingerprint(
+                        _without_overrides(read.data), str(path), _model_stamp(loaded)
+                    ),
                 )
             )
+        self._files = files
         return out
+
+    def _read(self, path: Path) -> _FileRead | None:
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        old = self._files.get(path)
+        if (
+            old is not None
+            and old.kind == "invalid"
+            and time.monotonic() - old.read_at >= INVALID_RECHECK_S
+        ):
+            old = None  # check it again, as if it had changed
+        if old is not None and old.stamp == stamp and not old.racy:
+            return old
+        now_ns = time.time_ns()
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            return _unreadable(path, stamp, exc)
+        digest = hashlib.sha256(raw).hexdigest()
+        racy = now_ns - st.st_mtime_ns < RACY_NS
+        if old is not None and old.digest == digest:
+            old.stamp, old.racy = stamp, racy
+            return old
+        self.reads += 1
+        try:
+            read = self._parse(path)
+        except Exception as exc:  # RecursionError, MemoryError, a bug: this file only
+            log.warning("reading job file %s failed: %s", path, exc)
+            read = _unreadable(path, stamp, exc)
+        read.stamp, read.digest, read.racy = stamp, digest, racy
+        read.read_at = time.monotonic()
+        return read
+
+    def _parse(self, path: Path) -> _FileRead:
+        data, problems = read_yaml(path)
+        if not problems and (not isinstance(data, dict) or data.get("kind") != KIND):
+            return _FileRead((0, 0, 0), "", False, "other")
+        loaded, errors = admit_file(path, self.policy)
+        if loaded is None:
+            key = f"file:{path.name}"
+            if isinstance(data, dict) and isinstance(data.get("metadata"), dict):
+                md = data["metadata"]
+                key = f"{md.get('namespace', 'default')}/{md.get('name', path.stem)}"
+            bad = InvalidJob(key, errors or [f"{path}: invalid"], origin=str(path))
+            return _FileRead((0, 0, 0), "", False, "invalid", invalid=bad)
+        return _FileRead((0, 0, 0), "", False, "job", loaded=loaded, data=data)
+
+
+def _unreadable(path: Path, stamp: tuple[int, int, int], exc: BaseException) -> _FileRead:
+    text = str(exc).splitlines()[0][:200] if str(exc) else ""
+    bad = InvalidJob(
+        f"file:{path.name}",
+        [f"{path}: cannot read: {type(exc).__name__}{': ' + text if text else ''}"],
+        origin=str(path),
+    )
+    return _FileRead(stamp, "", True, "invalid", invalid=bad, read_at=time.monotonic())
 
 
 _KEEP_METADATA = ("name", "namespace", "labels", "annotations")
 
 
 class ClusterJobs:
-    """ElasticTrainingJob custom resources, read through ``lister`` (an actuator's ``list``).
+    """ElasticTrainingJob custom resources, read through ``lister`` (an actuator's ``list``,
+    or the cache a watch keeps).
 
     Relative ``spec.throughput.model`` paths resolve against ``models_dir`` (a mounted
-    ConfigMap in the Deployment).
+    ConfigMap in the Deployment). Each job is admitted by ``policy`` (default: cluster mode's
+    safe one — no Local targets, in-cluster brokers, model files inside ``models_dir``). An
+    object is validated again only when what is validated changed — its spec and the
+    metadata kept — so status writes (a new resourceVersion every tick) cost nothing (an
+    invalid one is checked again every :data:`INVALID_RECHECK_S`); whatever validating one
+    object raises makes it an invalid job.
     """
 
     def __init__(
-        self, lister: Callable[[], list[dict[str, Any]]], *, models_dir: str | Path = "."
+        self,
+        lister: Callable[[], list[dict[str, Any]]],
+        *,
+        models_dir: str | Path = ".",
+        policy: AdmissionPolicy | None = None,
+        config_maps: Callable[[str, str, str], Any] | None = None,
     ) -> None:
         self.lister = lister
+        self.config_maps = config_maps
+        """``(namespace, name, key) -> value`` with ``.text`` and ``.resource_version``
+        (:class:`autoscaler.actuators.configmaps.ConfigMaps.read`); raises ``ValueError``
+        when the map or key is missing. None: a ConfigMap reference is an invalid job."""
+        self._models: dict[tuple[str, str, str], tuple[str, Any]] = {}
         self.models_dir = Path(models_dir)
+        self.policy = policy or cluster_policy(models_root=self.models_dir)
+        self._parsed: dict[str, tuple[str, Any, str, float, str | None]] = {}
+        self.parses = 0
+        """Objects validated so far (a test watches it)."""
 
     def list(self) -> Listing:
         out = Listing()
+        parsed: dict[str, tuple[str, Any, str, float, str | None]] = {}
         for obj in self.lister():
-            md = obj.get("metadata") or {}
+            md = obj.get("metadata") if isinstance(obj, dict) else None
+            md = md if isinstance(md, dict) else {}
             key = f"{md.get('namespace', 'default')}/{md.get('name', '?')}"
             doc = {k: v for k, v in obj.items() if k != "status"}
             doc["metadata"] = {k: md[k] for k in _KEEP_METADATA if k in md}
-            job, problems = parse_job(doc)
-            if job is None or problems:
-                out.invalid.append(
-                    InvalidJob(
-                        key,
-                        [
-                            f"{key}: {loc}: {msg}" if not loc.startswith("(") else f"{key}: {msg}"
-                            for loc, msg in problems
-                        ],
-                        uid=md.get("uid"),
-                        origin="cluster",
-                    )
+            try:
+                hit = self._parsed.get(key)
+                now = time.monotonic()
+                fresh = hit is not None and not (
+                    isinstance(hit[1], InvalidJob) and now - hit[3] >= INVALID_RECHECK_S
                 )
-                continue
-            loaded = LoadedJob(job, self.models_dir / f"{job.metadata.name}.yaml")
-            if not loaded.throughput_model_path.is_file():
-                out.invalid.append(
-                    InvalidJob(
-                        key,
-                        [
-                            f"{key}: spec.throughput.model: file not found: "
-                            f"{loaded.throughput_model_path}"
-                        ],
-                        uid=md.get("uid"),
-                        origin="cluster",
-                    )
+                # The API server bumps metadata.generation on every spec change: with the
+                # same uid, generation and kept metadata, the spec is the one validated.
+                quick = _quick_key(md, doc["metadata"])
+                if fresh and hit is not None and quick is not None and hit[4] == quick:
+                    digest, result, spec_fp, read_at = hit[0], hit[1], hit[2], hit[3]
+                else:
+                    digest = _fingerprint(doc)
+                    if fresh and hit is not None and hit[0] == digest:
+                        result, spec_fp, read_at = hit[1], hit[2], hit[3]
+                    else:
+                        self.parses += 1
+                        result = self._parse(key, doc, md)
+                        spec = _without_overrides(doc).get("spec")
+                        spec_fp, read_at = _fingerprint(spec), now
+            except Exception as exc:  # RecursionError, MemoryError, a bug: this job only
+                digest, spec_fp, read_at, quick = "", "", time.monotonic(), None
+                result = InvalidJob(
+                    key,
+                    [f"{key}: cannot read: {type(exc).__name__}: {str(exc)[:200]}"],
+                    uid=md.get("uid"),
+                    origin="cluster",
                 )
+            parsed[key] = (digest, result, spec_fp, read_at, quick)
+            if isinstance(result, InvalidJob):
+                out.invalid.append(result)
                 continue
+            loaded: LoadedJob = result
+            model = self._config_map_model(key, loaded)
+            if isinstance(model, InvalidJob):
+                out.invalid.append(model)
+                continue
+            stamp = _model_stamp(loaded) if model is None else f"configmap:{model[0]}"
             out.jobs.append(
                 JobEntry(
                     key=key,
@@ -202,10 +367,65 @@ class ClusterJobs:
                     generation=md.get("generation"),
                     status=obj.get("status"),
                     origin="cluster",
-                    fingerprint=_fingerprint(doc["spec"], _model_stamp(loaded)),
+                    fingerprint=_fingerprint(spec_fp, stamp),
+                    model_data=None if model is None else model[1],
                 )
             )
+        self._parsed = parsed
         return out
+
+    def _config_map_model(self, key: str, loaded: LoadedJob) -> tuple[str, Any] | InvalidJob | None:
+        """``(resourceVersion, model JSON)`` of the job's ConfigMap model (None: the job has
+        none); a missing map, key or bad JSON makes the job invalid; an API failure keeps
+        the last good read (a blip must not forget a job)."""
+        ref = loaded.job.spec.throughput.config_map_ref
+        if ref is None:
+            return None
+        ns = loaded.job.metadata.namespace
+        where = f"{key}: spec.throughput.configMapRef"
+        if self.config_maps is None:
+            return InvalidJob(key, [f"{where}: this controller cannot read ConfigMaps"])
+        ident = (ns, ref.name, ref.key)
+        try:
+            value = self.config_maps(ns, ref.name, ref.key)
+        except ValueError as exc:  # missing: the job's problem
+            self._models.pop(ident, None)
+            return InvalidJob(key, [f"{where}: {exc}"], origin="cluster")
+        except Exception as exc:  # the API server: transient
+            if ident in self._models:
+                return self._models[ident]
+            return InvalidJob(key, [f"{where}: cannot read it yet: {exc}"], origin="cluster")
+        hit = self._models.get(ident)
+        if hit is not None and hit[0] == value.resource_version:
+            return hit
+        text = value.text
+        try:
+            if len(text) > MAX_MODEL_CHARS:
+                raise ValueError(f"{len(text)} characters, more than {MAX_MODEL_CHARS}")
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            return InvalidJob(
+                key,
+                [f"{where}: ConfigMap {ns}/{ref.name} key {ref.key} is not a model JSON: {exc}"],
+                origin="cluster",
+            )
+        self._models[ident] = (value.resource_version, data)
+        return self._models[ident]
+
+    def _parse(self, key: str, doc: dict[str, Any], md: dict[str, Any]) -> LoadedJob | InvalidJob:
+        job_path = self.models_dir / f"{md.get('name', '_')}.yaml"
+        loaded, problems = admit_object(doc, key=key, policy=self.policy, job_path=job_path)
+        if loaded is None:
+            return InvalidJob(key, problems, uid=md.get("uid"), origin="cluster")
+        return loaded
+
+
+def _quick_key(md: dict[str, Any], kept: dict[str, Any]) -> str | None:
+    """(uid, generation, kept metadata) as a string; None without a generation."""
+    generation = md.get("generation")
+    if generation is None or md.get("uid") is None:
+        return None
+    return f"{md['uid']}/{generation}/{kept!r}"
 
 
 class StaticJobs:

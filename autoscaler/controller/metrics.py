@@ -1,38 +1,204 @@
 """Prometheus metrics of the controller, and the small HTTP server that serves them.
 
-One private registry per controller (tests run several in one process). Per job: predicted
-vs actual arrival rate, desired/current workers, backlog and the oldest sample's age; per
-decision: a counter by action; per failure: a counter by kind. The same server answers the
-Deployment's probes: ``/healthz`` (the loop is alive: it ran an iteration recently) and
-``/readyz`` (it has done its first round, as leader or standby). The Grafana dashboard in
-``manifests/grafana/`` reads exactly the names below (a test keeps the two in step).
+Names follow Prometheus' conventions: base units in the name (``_seconds``,
+``_samples_per_second``, ``_records``, ``_workers``), ``_total`` on counters, and each job is
+labelled ``namespace`` and ``etj`` — never ``job``, which Prometheus sets itself to the scrape
+job (a ``job`` label of ours would be renamed ``exported_job`` or clash with it).
+
+What is not known is not exported as a number: while Kafka cannot be measured the rates,
+backlog and age are **NaN** (a gap on a graph, no false zero), and a value that was never
+measured has no series at all. Per job the controller exports what an operator compares
+(Alibaba AHPA's split): the *proactive* recommendation (workers for the upper-quantile
+forecast at *now + rescale duration*, the lead time), the *reactive* one (workers for the
+measured rate plus draining the backlog within the SLO), and the *final* one (the planner's
+decision), next to the quota-approved and current sizes; the lead-time forecast as p10/p50/
+p90; the SLO, so a dashboard draws the line the oldest-sample age must stay under; and each
+condition as 0/1 (``kube-state-metrics`` style). The process collector (``process_*``) and
+``kale_build_info`` come with every registry.
+
+One private registry per controller (tests run several in one process). The same server
+answers the Deployment's probes: ``/healthz`` (the loop is alive: it ran an iteration
+recently) and ``/readyz`` (it has done its first round, as leader or standby). The Grafana
+dashboard in ``manifests/grafana/`` and the alerts in ``manifests/overlays/metrics/`` read
+exactly the names below (tests keep them in step, and ``promtool check metrics`` lints them).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
+import platform
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-JOB_GAUGES = {
-    "kale_job_predicted_rate": "Forecast arrival rate for the current interval (samples/s).",
-    "kale_job_actual_rate": "Measured arrival rate (samples/s).",
-    "kale_job_consumption_rate": "Measured consumption rate of the job (samples/s).",
-    "kale_job_desired_workers": "Workers the controller wants (after quota approval).",
-    "kale_job_planned_workers": "Workers the planner asked for (before quota approval).",
-    "kale_job_current_workers": "Workers the target is set to.",
-    "kale_job_desired_ps": "Parameter servers the controller wants.",
-    "kale_job_current_ps": "Parameter servers the target is set to.",
+JOB_LABELS = ("namespace", "etj")
+
+JOB_GAUGES: dict[str, str] = {
+    "kale_job_arrival_samples_per_second": "Measured arrival rate of the job's topic.",
+    "kale_job_consumption_samples_per_second": "Measured consumption rate of the job.",
     "kale_job_backlog_records": "Unconsumed records (consumer-group lag).",
-    "kale_job_oldest_age_seconds": "Age of the oldest unconsumed record.",
-    "kale_job_forecast_peak_rate": "Peak of the planned-for forecast over the horizon.",
+    "kale_job_oldest_unconsumed_age_seconds": "Age of the oldest unconsumed record.",
+    "kale_job_forecast_peak_samples_per_second": (
+        "Peak of the planned-for forecast quantile over the horizon."
+    ),
+    "kale_job_current_workers": "Workers the target is set to.",
+    "kale_job_current_ps": "Parameter servers the target is set to.",
+    "kale_job_desired_workers": "Workers the controller wants, after GPU quota approval.",
+    "kale_job_desired_ps": "Parameter servers the controller wants.",
+    "kale_job_min_workers": "spec.training.minWorkers.",
+    "kale_job_max_workers": "spec.training.maxWorkers.",
+    "kale_job_slo_max_delay_seconds": "spec.slo.maxDelay: the oldest-sample age to stay under.",
+    "kale_job_rescale_duration_seconds": "Downtime of one resize: the forecast's lead time.",
+    "kale_job_paused": "1 while a pause or pin bypasses the planner (kale.dev/paused…).",
 }
+"""Per-job gauges (labels ``namespace``, ``etj``); :meth:`ControllerMetrics.set_job` takes
+their names without the ``kale_job_`` prefix."""
+
+RECOMMENDATIONS = ("proactive", "reactive", "final")
+
+_OLD_NAMES = {  # set_job's former keyword names (callers written before the rename)
+    "actual_rate": "arrival_samples_per_second",
+    "consumption_rate": "consumption_samples_per_second",
+    "forecast_peak_rate": "forecast_peak_samples_per_second",
+    "oldest_age_seconds": "oldest_unconsumed_age_seconds",
+    "planned_workers": "recommended_final",
+}
+
+
+def job_labels(key: str) -> tuple[str, str]:
+    """``namespace/name`` → the (namespace, etj) label values."""
+    namespace, _, name = key.partition("/")
+    return (namespace, name) if name else ("", key)
+
+
+class _ByJob:
+    """A labelled metric whose callers may still say ``labels(job="ns/name", …)``: the key
+    is split into ``namespace`` and ``etj`` (the metric never carries a ``job`` label). It
+    remembers each job's children so that :meth:`drop` removes them all."""
+
+    def __init__(self, metric: Any, names: tuple[str, ...]) -> None:
+        self.metric = metric
+        self.names = names
+        self._seen: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        self._lock = threading.Lock()
+
+    def labels(self, *args: str, **kwargs: str) -> Any:
+        if "job" in kwargs:
+            kwargs["namespace"], kwargs["etj"] = job_labels(kwargs.pop("job"))
+        values = tuple(args) if args else tuple(str(kwargs[n]) for n in self.names)
+        with self._lock:
+            self._seen.setdefault(values[:2], set()).add(values)
+        return self.metric.labels(*values)
+
+    def drop(self, labels: tuple[str, str]) -> None:
+        with self._lock:
+            seen = self._seen.pop(labels, set())
+        for values in seen:
+            with contextlib.suppress(KeyError):
+                self.metric.remove(*values)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.metric, name)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("kale-autoscaler")
+    except Exception:  # running from a source tree that was never installed
+        return "unknown"
+
+
+LABELLED: dict[str, tuple[str, str, str]] = {
+    # set_job key prefix -> (metric name, extra label, help)
+    "recommended_": (
+        "kale_job_recommended_workers",
+        "recommendation",
+        "Workers recommended: proactive (upper-quantile forecast at the lead time), "
+        "reactive (measured rate + backlog drained within the SLO), final (the planner).",
+    ),
+    "forecast_lead_p": (
+        "kale_job_forecast_lead_samples_per_second",
+        "forecast_quantile",
+        "Forecast arrival rate at now + rescale duration (the lead time), by quantile "
+        "(label forecast_quantile: promtool keeps quantile for summaries).",
+    ),
+    "condition_": (
+        "kale_job_condition",
+        "condition",
+        "1 while the job's condition is True, 0 while False (Ready, MetricsAvailable, …).",
+    ),
+}
+"""Per-job gauges with one more label; :meth:`ControllerMetrics.set_job` keys are the prefix
+plus the label's value (``recommended_proactive``, ``forecast_lead_p90``,
+``condition_Ready``)."""
+
+
+def _label_value(prefix: str, rest: str) -> str:
+    if prefix == "forecast_lead_p":
+        return f"{int(rest) / 100:g}"  # p90 -> "0.9"
+    return rest
+
+
+class JobGauges:
+    """The per-job gauges, kept as plain numbers and turned into metric families when
+    scraped: with 10,000 jobs a tick sets ~250,000 values, and a ``Gauge`` child's lock and
+    checks cost ~3 µs per set, a dict assignment ~0.1 µs. None is kept as NaN (unknown this
+    tick, never a false 0)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, dict[str, float]] = {}
+        self._labels: dict[str, tuple[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def set(self, job: str, values: dict[str, float | None]) -> None:
+        row = self.values.get(job)
+        if row is None:
+            with self._lock:
+                self._labels[job] = job_labels(job)
+                row = self.values.setdefault(job, {})
+        nan = math.nan
+        for key, value in values.items():
+            row[_OLD_NAMES.get(key, key)] = nan if value is None else float(value)
+
+    def remove(self, job: str) -> None:
+        with self._lock:
+            self.values.pop(job, None)
+            self._labels.pop(job, None)
+
+    def collect(self) -> Any:
+        with self._lock:
+            rows = [(self._labels[job], dict(row)) for job, row in self.values.items()]
+        for name, doc in JOB_GAUGES.items():
+            family = GaugeMetricFamily(name, doc, labels=list(JOB_LABELS))
+            key = name.removeprefix("kale_job_")
+            for labels, row in rows:
+                if key in row:
+                    family.add_metric(list(labels), row[key])
+            yield family
+        for prefix, (name, extra, doc) in LABELLED.items():
+            family = GaugeMetricFamily(name, doc, labels=[*JOB_LABELS, extra])
+            for labels, row in rows:
+                for key, value in row.items():
+                    if key.startswith(prefix):
+                        rest = key[len(prefix) :]
+                        family.add_metric([*labels, _label_value(prefix, rest)], value)
+            yield family
 
 
 class ControllerMetrics:
@@ -41,16 +207,31 @@ class ControllerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.job: dict[str, Gauge] = {
-            name: Gauge(name, doc, ["job"], registry=r) for name, doc in JOB_GAUGES.items()
-        }
-        self.decisions = Counter(
-            "kale_decisions",
-            "Decisions by action (scale_up, scale_down, hold, hold_metrics_unavailable, …).",
-            ["job", "action"],
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        build = Gauge(
+            "kale_build_info",
+            "Kale's version and Python's; always 1.",
+            ["version", "python_version"],
             registry=r,
         )
-        self.resizes = Counter("kale_resizes", "Resizes applied.", ["job", "direction"], registry=r)
+        build.labels(version=_version(), python_version=platform.python_version()).set(1)
+        self.job = JobGauges()
+        r.register(self.job)
+        decision_labels = (*JOB_LABELS, "action")
+        self.decisions = _ByJob(
+            Counter(
+                "kale_decisions",
+                "Decisions by action (scale_up, scale_down, hold, paused, pinned, …).",
+                decision_labels,
+                registry=r,
+            ),
+            decision_labels,
+        )
+        resize_labels = (*JOB_LABELS, "direction")
+        self.resizes = _ByJob(
+            Counter("kale_resizes", "Resizes applied.", resize_labels, registry=r), resize_labels
+        )
         self.errors = Counter(
             "kale_errors",
             "Failures by kind (metrics, forecast, planner, "
@@ -75,24 +256,55 @@ class ControllerMetrics:
         self.last_tick = Gauge(
             "kale_last_tick_timestamp_seconds", "When the last tick finished.", registry=r
         )
+        self.job_errors = Counter(
+            "kale_job_errors",
+            "Unexpected exceptions while handling one job (the job holds; the others go on), "
+            "by the tick's stage and the exception's class.",
+            ["namespace", "etj", "stage", "error"],
+            registry=r,
+        )
         self.errors.labels(kind="metrics")  # the series exist from the start
-        self._children: dict[str, dict[str, Any]] = {}
+        self._decided: dict[tuple[str, str], Any] = {}
+        self._job_error_labels: dict[str, set[tuple[str, str, str, str]]] = {}
+        self._lock = threading.Lock()
+
+    def job_error(self, job: str, stage: str, error: str) -> None:
+        """Count one failure of ``job`` (``namespace/name``) in ``stage``."""
+        namespace, name = job_labels(job)
+        labels = (namespace, name, stage, error)
+        with self._lock:
+            self._job_error_labels.setdefault(job, set()).add(labels)
+        self.job_errors.labels(*labels).inc()
 
     def set_job(self, job: str, **values: float | None) -> None:
-        children = self._children.get(job)
-        if children is None:  # label lookups cost more than the sets: do them once per job
-            children = self._children[job] = {
-                name.removeprefix("kale_job_"): g.labels(job=job) for name, g in self.job.items()
-            }
-        for key, value in values.items():
-            if value is not None:
-                children[key].set(float(value))
+        """Set ``job``'s gauges; a value of None (not known this tick) becomes NaN.
+
+        Keys are the gauge names without ``kale_job_`` (``arrival_samples_per_second``…), or
+        a :data:`LABELLED` prefix and the label's value (``recommended_final``,
+        ``forecast_lead_p90``, ``condition_Ready``).
+        """
+        self.job.set(job, values)
+
+    def decided(self, job: str, action: str) -> None:
+        """Count one decision (the labelled child is looked up once per job and action)."""
+        child = self._decided.get((job, action))
+        if child is None:
+            child = self._decided[(job, action)] = self.decisions.labels(job=job, action=action)
+        child.inc()
 
     def forget(self, job: str) -> None:
-        self._children.pop(job, None)
-        for gauge in self.job.values():
+        """Drop every series of ``job`` (it is no longer managed)."""
+        self.job.remove(job)
+        for key in [k for k in self._decided if k[0] == job]:
+            del self._decided[key]
+        labels = job_labels(job)
+        self.decisions.drop(labels)
+        self.resizes.drop(labels)
+        with self._lock:
+            errors = self._job_error_labels.pop(job, set())
+        for values in errors:
             with contextlib.suppress(KeyError):
-                gauge.remove(job)
+                self.job_errors.remove(*values)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

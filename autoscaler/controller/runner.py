@@ -9,6 +9,7 @@ only way time passes here; production passes ``threading.Event.wait``.
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import threading
@@ -33,6 +34,24 @@ class Elector(Protocol):
     def release(self) -> bool: ...
 
 
+#: Allocations between young-generation collections once the jobs are built (default 700).
+GC_THRESHOLD = (20_000, 20, 20)
+
+
+def settle_heap() -> None:
+    """Keep the cyclic garbage collector off the controller's long-lived state.
+
+    After the first tick the heap holds every job's runtime, model and caches — millions of
+    objects with 10,000 jobs — and every full collection would walk them all, ~20 % of a
+    tick. Freezing them moves them out of the collector's generations (they are still freed
+    by reference counting when a job is forgotten), and a higher young-generation threshold
+    collects a tick's short-lived garbage in fewer, cheaper passes.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
+
+
 class Runner:
     """Runs ``controller.tick()`` every ``interval_s`` while this replica leads."""
 
@@ -46,8 +65,11 @@ class Runner:
         clock: Callable[[], float] = time.time,
         wait: Callable[[float], bool] | None = None,
         align_offset_s: float | None = None,
+        settle: bool = False,
     ) -> None:
         self.controller = controller
+        self.settle = settle
+        """Call :func:`settle_heap` after the first tick (the controller process does)."""
         self.interval_s = interval_s
         self.elector = elector
         self.health = health
@@ -62,6 +84,8 @@ class Runner:
         """Set by :meth:`elect` (the lease thread in :meth:`run`)."""
         self.next_tick = clock()
         """When the next tick is due (the first one runs at once)."""
+        if health is not None and getattr(controller, "on_progress", None) is None:
+            controller.on_progress = health.beat  # slow work finishing is the loop alive
 
     def next_boundary(self, now: float) -> float:
         """The next interval boundary (plus the offset) at least half an interval away."""
@@ -106,9 +130,18 @@ class Runner:
         if self.health is not None:
             self.health.beat()
         if self._leading() and self.clock() >= self.next_tick:
-            self.controller.tick()
+            try:
+                self.controller.tick()
+            except Exception:  # the loop outlives any tick: jobs are isolated inside it,
+                # and whatever still gets here (a bug between jobs) waits for the next tick
+                self.controller.metrics.errors.labels(kind="tick").inc()
+                log.exception("the tick failed; the loop goes on")
             self.ticks += 1
+            if self.ticks == 1 and self.settle:
+                settle_heap()
             self.next_tick = self.next_boundary(self.clock())
+            if self.health is not None:
+                self.health.beat()
         now = self.clock()
         until = self.next_tick if self._leading() else now + self.interval_s
         if self.elector is not None:

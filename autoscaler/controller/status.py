@@ -8,7 +8,6 @@ test validates every status the loop writes against it).
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,14 +17,18 @@ import numpy as np
 from autoscaler.actuators.base import Size
 from autoscaler.controller.metering import Sample
 from autoscaler.controller.state import JobState
+from autoscaler.controller.timefmt import iso
 
-
-def iso(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+_PLAIN = (str, int, bool, type(None))
 
 
 def jsonable(value: Any) -> Any:
     """Numpy scalars to Python, NaN/inf to None, tuples to lists (for status and JSON)."""
+    kind = type(value)
+    if kind in _PLAIN:  # the common case first: most values need no conversion
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | np.ndarray):
@@ -75,13 +78,23 @@ class Conditions:
     """Kubernetes-style conditions whose ``lastTransitionTime`` moves only on change."""
 
     def __init__(self, existing: list[dict[str, Any]], now: float) -> None:
-        self.by_type = {c["type"]: dict(c) for c in existing if isinstance(c, dict) and "type" in c}
+        # Shared, not copied: :meth:`set` replaces a condition, never changes one in place.
+        self.by_type = {c["type"]: c for c in existing if isinstance(c, dict) and "type" in c}
         self.now = now
         self.changed: list[tuple[str, bool]] = []
 
     def set(self, type_: str, ok: bool, reason: str, message: str = "") -> None:
         status = "True" if ok else "False"
         old = self.by_type.get(type_)
+        message = message[:512]
+        if (
+            old is not None
+            and old.get("status") == status
+            and old.get("reason") == reason
+            and old.get("message") == message
+            and "lastTransitionTime" in old
+        ):
+            return  # unchanged (the usual case): keep the condition as it is
         since = old["lastTransitionTime"] if old and old.get("status") == status else iso(self.now)
         if not old or old.get("status") != status:
             self.changed.append((type_, ok))
@@ -120,13 +133,36 @@ def resize_message(
     return "; ".join(parts)
 
 
+def selector_of(actuator: Any) -> str | None:
+    """The worker pods' label selector an actuator knows (a dry run asks its reader)."""
+    for part in (actuator, getattr(actuator, "reader", None)):
+        value = getattr(part, "selector", None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
 def build_status(
-    rep: JobReport, state: JobState, *, generation: int | None, identity: str
+    rep: JobReport,
+    state: JobState,
+    *,
+    generation: int | None,
+    identity: str,
+    selector: str | None = None,
 ) -> dict[str, Any]:
-    """The job's ``.status`` (keys with no value are left out)."""
+    """The job's ``.status`` (keys with no value are left out).
+
+    ``replicas`` and ``labelSelector`` serve the job's ``scale`` subresource; every condition
+    carries the ``observedGeneration`` it was computed for (API conventions).
+    """
     s = rep.sample
+    conditions = state.conditions
+    if generation is not None:
+        conditions = [{**c, "observedGeneration": generation} for c in conditions]
     status: dict[str, Any] = {
         "observedGeneration": generation,
+        "replicas": rep.current.workers if rep.current else None,
+        "labelSelector": selector,
         "currentWorkers": rep.current.workers if rep.current else None,
         "currentPS": rep.current.ps if rep.current else None,
         "desiredWorkers": rep.desired.workers if rep.desired else None,
@@ -145,7 +181,7 @@ def build_status(
         )
         if s
         else None,
-        "conditions": state.conditions,
+        "conditions": conditions,
         "plannerState": jsonable(state.to_dict() | {"conditions": []}),
         "controller": identity or None,
     }

@@ -303,13 +303,15 @@ class _Live:
         return path
 
     def _app(self) -> Any:
-        from autoscaler.controller.app import build
+        """The controller exactly as ``kale controller`` builds it, with the demo's time base
+        passed in: planner windows and forecasts in compressed time, stamped resizes."""
+        from autoscaler.controller.app import BuildOptions, build
         from autoscaler.controller.config import parse_controller_config
 
         plan, state = self.plan, self.setup.state
         cfg = parse_controller_config(
             {
-                "apiVersion": "kale.dev/v1",
+                "apiVersion": "kale.dev/v1alpha1",
                 "kind": "ControllerConfig",
                 "interval": plan.tick_s,
                 "jobs": {"directory": str(state / "jobs")},
@@ -318,26 +320,26 @@ class _Live:
                 "meter": {"window": plan.tick_s, "timeout": 5.0, "threads": 1},
                 "stateDir": str(state),
                 "logFormat": "text",
+                # Time is compressed: the job's interval is plan.tick_s, below the 10 s floor.
+                "policy": {"limits": {"minForecastInterval": plan.tick_s}},
             },
             source="demo controller",
         )
-        app = build(cfg)
-        ctl = app.controller
-        ctl.forecaster_factory = self._forecasters()
-        ctl.settings = dataclasses.replace(ctl.settings, planner=self._planner_settings())
-        make_actuator = ctl.actuator_factory
+        options = BuildOptions(
+            planner=self._planner_settings(),
+            forecaster_factory=self._forecasters(),
+            wrap_actuator=self._stamped,
+        )
+        return build(cfg, options=options)
+
+    def _stamped(self, entry: Any, actuator: Any) -> Any:
+        """The Local actuator, stamping each resize start, at the size the simulator starts at."""
+        from autoscaler.actuators.base import Size
+
         w0 = self.setup.w0
-        stamp = self.stamp_path
-
-        def actuator(entry: Any) -> Any:
-            from autoscaler.actuators.base import Size
-
-            act = StampingActuator(make_actuator(entry), stamp)
-            act.apply(Size(w0, self.setup.sizing.ps_for(w0)))  # steady state, as simulated
-            return act
-
-        ctl.actuator_factory = actuator
-        return app
+        act = StampingActuator(actuator, self.stamp_path)
+        act.apply(Size(w0, self.setup.sizing.ps_for(w0)))  # steady state, as simulated
+        return act
 
     def _planner_settings(self) -> Any:
         from autoscaler.policy.kale import KaleSettings
@@ -496,11 +498,14 @@ class _Live:
         return self.interrupted
 
     def _serve(self, create_app: Any, server_cls: Any) -> Any:
+        from autoscaler.dashboard.hosts import allowed_hosts
+
         app = create_app(
             state_dir=self.setup.state,
             sim_results=[self.setup.sim_path],
             refresh_s=2.0,
             title="Kale demo",
+            hosts=allowed_hosts(self.opts.host),
         )
         try:
             return server_cls(app, host=self.opts.host, port=self.opts.port).start()

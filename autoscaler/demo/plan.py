@@ -152,7 +152,7 @@ def job_doc(
     k = plan.speedup if wall else 1.0
     refit = DAY_S / k
     doc: dict[str, Any] = {
-        "apiVersion": "kale.dev/v1",
+        "apiVersion": "kale.dev/v1alpha1",
         "kind": "ElasticTrainingJob",
         "metadata": {
             "name": "ctr-model",

@@ -17,12 +17,16 @@ just ended, as the simulator's end-of-step delay does):
   workers honour before consuming again;
 * GPU-hours: Σ workers × tick gap (one GPU per worker), plus the old size for the rescale
   duration after a scale-down (a resizing job holds the larger size).
+
+Both of Kale's decisions: the table says *how many* workers each policy ran; a second table
+says *where* the simulated policies' workers would land under ``kale scheduler``'s default
+placement (FGD on a seeded 64-node cluster of the openb shape, 60 % held by other work:
+pending worker-steps, nodes used, GPU allocation share and fragmentation at the end).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +36,8 @@ import pandas as pd
 
 from autoscaler.atomic import atomic_write_text
 from autoscaler.demo.plan import DAY_S, DemoPlan
+from autoscaler.terminal.formatting import format_number
+from autoscaler.terminal.output import table
 
 METRIC_COLUMNS = (
     ("slo_violation_rate", "violations"),
@@ -43,6 +49,16 @@ METRIC_COLUMNS = (
     ("max_delay_min", "max_delay_min"),
 )
 SIM_POLICIES = ("kale", "hpa", "keda", "static")
+DEMO_PLACEMENT = "fgd"
+"""Where the simulated workers land: ``kale scheduler``'s default policy, on the shared
+64-node cluster of ``kale simulate --placement`` (about half a second per policy)."""
+WHERE_COLUMNS = (
+    ("pending_worker_steps", "pending"),
+    ("mean_nodes_used", "mean_nodes"),
+    ("max_nodes_used", "max_nodes"),
+    ("final_gpu_allocation_share", "gpu_share"),
+    ("final_fragmentation_share_of_free", "frag_free"),
+)
 
 
 def live_metrics(
@@ -110,9 +126,12 @@ def simulate_segment(
     job: Any,
     start: pd.Timestamp,
     policies: Sequence[str] = SIM_POLICIES,
+    placement: str | None = DEMO_PLACEMENT,
 ) -> dict[str, Any]:
-    """``kale simulate`` on the first ``steps`` live intervals, after the history warm-up."""
+    """``kale simulate`` on the first ``steps`` live intervals, after the history warm-up;
+    with ``placement``, also where each policy's workers land (``kale simulate --placement``)."""
     from autoscaler.sim.forecasting import source_factory
+    from autoscaler.sim.placement_replay import PlacementSettings, replay_workers
     from autoscaler.sim.runner import compare
 
     warm = plan.warmup_steps
@@ -140,8 +159,16 @@ def simulate_segment(
         (start + pd.Timedelta(seconds=(warm + i + 1) * plan.interval_s)).timestamp()
         for i in range(steps)
     ]
+    where: dict[str, Any] = {}
+    if placement is not None:
+        settings = PlacementSettings(policy=placement)
+        where = {
+            name: replay_workers(r.workers, sizing.gpus_per_worker, settings)
+            for name, r in comp.results.items()
+        }
     return {
         "policies": comp.metrics,
+        "placement": where,
         "lower_bound_gpu_hours": comp.lower_bound_gpu_hours,
         "steps": steps,
         "series": {
@@ -172,21 +199,58 @@ def rows_for_table(result: dict[str, Any]) -> tuple[list[list[Any]], list[str]]:
 
 
 def format_table(result: dict[str, Any]) -> str:
-    from autoscaler.cli.output import table
-
+    """The comparison as an aligned table (violations in %, numbers formatted one way)."""
     rows, headers = rows_for_table(result)
-    cells = []
-    for row in rows:
-        out = []
-        for h, v in zip(headers, row, strict=True):
-            if h == "violations" and isinstance(v, float):
-                out.append(f"{100 * v:.2f}%")
-            elif isinstance(v, float) and not math.isfinite(v):
-                out.append("–")
-            else:
-                out.append(v)
-        cells.append(out)
-    return table(cells, headers)
+    return table(rows, headers, percent=("violations",))
+
+
+def format_where(result: dict[str, Any]) -> str | None:
+    """Where each simulated policy's workers landed, as a table (None: not computed)."""
+    where = result.get("placement") or {}
+    if not where:
+        return None
+    rows = [[name, *(p.get(k) for k, _ in WHERE_COLUMNS)] for name, p in where.items()]
+    return table(rows, ["policy", *(h for _, h in WHERE_COLUMNS)])
+
+
+def closing_lines(
+    result: dict[str, Any],
+    plan: DemoPlan,
+    *,
+    wall_s: float,
+    interrupted: bool,
+    state_dir: Path | None,
+) -> list[str]:
+    """What ``kale demo`` prints at the end: what ran, the table, and how to look again."""
+    lines = [
+        "",
+        f"kale demo: {result.get('replayed_days', 0):.2f} days of traffic replayed in "
+        f"{wall_s:.0f}s wall{' (interrupted)' if interrupted else ''}; "
+        f"{result.get('live_steps', 0)} controller ticks; SLO {plan.slo_s / 60:g} min, "
+        f"rescale {plan.rescale_s / 60:g} min, {plan.interval_s / 60:g}-min steps",
+        format_table(result),
+        "lower bound (per-step minimum, free resizes): "
+        f"{format_number(result.get('lower_bound_gpu_hours', 0))} GPU-hours",
+        "kale-live: measured from the running controller; the others: `kale simulate` "
+        "on the same trace segment.",
+    ]
+    where = format_where(result)
+    if where is not None:
+        policy = next(iter(result["placement"].values()))
+        lines += [
+            f"where their workers land ({policy['policy']} on a shared "
+            f"{policy['nodes']}-node cluster, {policy['background_gpu_share']:.0%} held by "
+            "other work; as `kale simulate --placement`):",
+            where,
+        ]
+    if state_dir is not None:
+        lines.append(
+            f"state kept: kale dashboard --state {state_dir} "
+            f"--simulation {state_dir / 'simulation.json'}"
+        )
+    else:
+        lines.append("(--state DIR keeps the run for `kale dashboard --state DIR`)")
+    return lines
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -86,7 +86,7 @@ class KalePolicy:
             resize_cost_factor=s.resize_cost_factor,
             tail_steps=max(0, round(s.tail_s / dt)),
         )
-        self.lookback_steps = int(max(s.fallback_window_s, sizing.slo_s, HOUR_S) / dt) + self.n + 4
+        self.lookback_steps = int(max(s.fallback_window_s, sizing.slo_s) / dt) + self.n + 4
         """Arrivals the planner reads back (the controller keeps at least this many)."""
 
     # -- the decision ---------------------------------------------------------------------

@@ -15,6 +15,7 @@ act on anyway, and the planner keeps a margin of one step on the SLO for it.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -46,14 +47,25 @@ def allowed_backlog(
         tail = np.concatenate([np.zeros(n_back - len(tail)), tail])
     rates = np.concatenate([tail, future])
     cum = np.concatenate([[0.0], np.cumsum(rates * interval_s)])
-    # End of future step k is at position n_back + k + 1 (in steps) of `cum`.
-    ends = np.arange(n_back + 1, n_back + 1 + len(future), dtype=float)
-    starts = ends - threshold_s / interval_s
-    lo = np.floor(starts).astype(int)
-    frac = starts - lo
-    a_start = cum[lo] + frac * (cum[np.minimum(lo + 1, len(cum) - 1)] - cum[lo])
+    lo, hi, frac = _window_index(n_back, len(future), threshold_s / interval_s)
+    a_start = cum[lo] + frac * (cum[hi] - cum[lo])
     out: np.ndarray = cum[n_back + 1 : n_back + 1 + len(future)] - a_start
     return out
+
+
+@lru_cache(maxsize=256)
+def _window_index(n_back: int, n: int, window_steps: float) -> tuple[np.ndarray, ...]:
+    """Where each future step's threshold window starts on the cumulative curve: the same
+    for every decision of a job (and of most jobs), so computed once (read-only arrays)."""
+    # End of future step k is at position n_back + k + 1 (in steps) of the curve.
+    ends = np.arange(n_back + 1, n_back + 1 + n, dtype=float)
+    starts = ends - window_steps
+    lo = np.floor(starts).astype(int)
+    frac = starts - lo
+    hi = np.minimum(lo + 1, n_back + n)  # the curve has n_back + n + 1 points
+    for array in (lo, hi, frac):
+        array.setflags(write=False)
+    return lo, hi, frac
 
 
 def first_violation(backlog: np.ndarray, allowed: np.ndarray) -> int | None:

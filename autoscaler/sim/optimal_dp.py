@@ -23,7 +23,7 @@ _TOL = 1e-9
 
 
 @njit(cache=True)
-def _merge(  # type: ignore[no-untyped-def]  # numba: types come from the calls
+def _merge(  # numba infers the types from the calls
     cB,
     cC,
     cPar,
@@ -90,7 +90,7 @@ def _merge(  # type: ignore[no-untyped-def]  # numba: types come from the calls
 
 
 @njit(cache=True)
-def solve(  # type: ignore[no-untyped-def]  # numba: types come from the call
+def solve(  # numba infers the types from the call
     rates,
     cap,
     sizes,

@@ -73,6 +73,8 @@ class SimSettings:
     """Folder caching forecaster fits (default: ``$KALE_CACHE_DIR`` or ``~/.cache/kale``)."""
     violation_budget: float = 0.01
     """Share of steps the offline optimum may end above the SLO (its ``regret`` reference)."""
+    placement: str | None = None
+    """Also place each policy's workers on a shared cluster with this placement policy."""
 
 
 @dataclass
@@ -109,13 +111,8 @@ def _forecaster_factory(
 
 def _sizing(loaded: LoadedJob, settings: SimSettings, dt: float) -> JobSizing:
     from autoscaler.policy.sizing import sizing_for
-    from throughput.errors import ThroughputError
-    from throughput.model import ThroughputModel
 
-    try:
-        model = ThroughputModel.load(loaded.throughput_model_path)
-    except ThroughputError as exc:
-        raise UserError(f"{loaded.path}: spec.throughput.model: {exc}") from None
+    model = loaded.throughput_model()  # a file or inline coefficients (UserError otherwise)
     return sizing_for(
         loaded, model, rescale_s=settings.rescale_s, slo_s=settings.slo_s, interval_s=dt
     )
@@ -191,6 +188,7 @@ def simulate_single(
         "optimal": (
             optimal_metrics(comp.optimal, comp.lower_bound_gpu_hours) if comp.optimal else None
         ),
+        **_placement(comp.results, sizing, settings),
         "lower_bound_gpu_hours": comp.lower_bound_gpu_hours,
         "trace": trace_path,
         "job": loaded.name,
@@ -218,6 +216,21 @@ def simulate_single(
         title=f"kale simulate: {loaded.name}",
         tables=[("", comp.metrics, comp.lower_bound_gpu_hours)],
     )
+
+
+def _placement(results: dict[str, Any], sizing: JobSizing, settings: SimSettings) -> dict:
+    """``{"placement": {policy: where its workers went}}`` with ``--placement``, else {}."""
+    if settings.placement is None:
+        return {}
+    from autoscaler.sim.placement_replay import PlacementSettings, replay_workers
+
+    where = PlacementSettings(policy=settings.placement)
+    return {
+        "placement": {
+            name: replay_workers(r.workers, sizing.gpus_per_worker, where)
+            for name, r in results.items()
+        }
+    }
 
 
 # -- several jobs, one quota ------------------------------------------------------------------

@@ -131,13 +131,13 @@ def job_doc(
     gpus_per_worker: int = 1,
 ) -> dict:
     return {
-        "apiVersion": "kale.dev/v1",
+        "apiVersion": "kale.dev/v1alpha1",
         "kind": "ElasticTrainingJob",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "source": {
                 "kafka": {
-                    "bootstrapServers": ["127.0.0.1:9092"],
+                    "bootstrapServers": ["kafka.kafka.svc:9092"],  # allowed in cluster mode
                     "topic": f"{name}-t",
                     "consumerGroup": f"{name}-g",
                 }

@@ -11,6 +11,7 @@ scale follows the forecast: it must be raised *before* each rise of the load.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -27,10 +28,12 @@ from autoscaler.actuators.events import EventRecorder
 from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.actuators.lease import LeaderElector
 from autoscaler.actuators.statefulset import StatefulSetActuator
+from autoscaler.controller.admission import cluster_policy, networks
 from autoscaler.controller.jobs import ClusterJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.controller.metering import KafkaMetricSource
 from autoscaler.controller.runner import Runner
+from autoscaler.jobrules import JobLimits
 from autoscaler.resources import ResourceManager
 from autoscaler.sources import kafka_io
 from autoscaler.sources.replay import replay
@@ -39,6 +42,12 @@ from throughput.model import ThroughputModel
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
+# The broker runs on this machine and time is compressed: the platform allows both.
+E2E_POLICY = dataclasses.replace(
+    cluster_policy(),
+    kafka_cidrs=networks(["127.0.0.0/8"]),
+    limits=JobLimits(min_forecast_interval_s=1.0),
+)
 P = 12  # steps (seconds) per period: 6 low, then 6 high
 LOW, HIGH = 200.0, 800.0
 MODEL = ThroughputModel(
@@ -105,7 +114,11 @@ class Replica:
             )
 
         self.controller = Controller(
-            jobs_source=ClusterJobs(crs.list, models_dir=models),
+            jobs_source=ClusterJobs(
+                crs.list,
+                models_dir=models,
+                policy=dataclasses.replace(E2E_POLICY, models_root=models),
+            ),
             meter_factory=meter,
             forecaster_factory=lambda e: make_forecaster("seasonal_naive", period=P),
             actuator_factory=lambda e: StatefulSetActuator(
@@ -224,7 +237,7 @@ def test_the_scale_follows_the_plan_ahead_of_the_load_across_a_leader_failover(
         assert b.runner.ticks == 0 and not b.runner.leader  # the standby stays passive
         lease = api.get("coordination.k8s.io/v1", "Lease", "kale-system", "kale-controller")
         assert lease["spec"]["holderIdentity"] == "kale-a"
-        status = api.get("kale.dev/v1", "ElasticTrainingJob", "ml", "ctr")["status"]
+        status = api.get("kale.dev/v1alpha1", "ElasticTrainingJob", "ml", "ctr")["status"]
         assert status["controller"] == "kale-a"
 
         a.kill()  # the leader dies holding the lease
@@ -258,7 +271,7 @@ def test_the_scale_follows_the_plan_ahead_of_the_load_across_a_leader_failover(
     assert lease["spec"]["holderIdentity"] == "kale-b"
     assert lease["spec"]["leaseTransitions"] == 1
     assert b.runner.ticks >= 3
-    status = api.get("kale.dev/v1", "ElasticTrainingJob", "ml", "ctr")["status"]
+    status = api.get("kale.dev/v1alpha1", "ElasticTrainingJob", "ml", "ctr")["status"]
     assert status["controller"] == "kale-b"
     assert {c["type"]: c["status"] for c in status["conditions"]}["MetricsAvailable"] == "True"
     assert status["metrics"]["arrivalRate"] > 0

@@ -102,7 +102,7 @@ def run(replicas: list[Replica], clock: FakeClock, seconds: float) -> None:
 
 
 def job_status(api):
-    return api.get("kale.dev/v1", "ElasticTrainingJob", "ml", "ctr").get("status", {})
+    return api.get("kale.dev/v1alpha1", "ElasticTrainingJob", "ml", "ctr").get("status", {})
 
 
 def test_one_replica_acts_the_other_waits_and_takes_over_when_it_dies(api, tmp_path):

@@ -6,12 +6,15 @@ import io
 import json
 import logging
 import re
+import shutil
+import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from autoscaler.controller.grafana import build_dashboard
 from autoscaler.controller.logs import JsonFormatter, setup_logging
 from autoscaler.controller.metrics import ControllerMetrics, Health, MetricsServer
 
@@ -40,24 +43,71 @@ def test_metrics_endpoint_serves_per_job_series(served):
     metrics, _, _, url = served
     metrics.set_job(
         "ml/ctr",
-        predicted_rate=1200.0,
-        actual_rate=1100.0,
+        arrival_samples_per_second=1100.0,
         desired_workers=8,
         current_workers=6,
         backlog_records=42,
-        oldest_age_seconds=3.5,
+        oldest_unconsumed_age_seconds=3.5,
+        recommended_proactive=9,
+        recommended_reactive=5,
+        recommended_final=8,
+        forecast_lead_p90=1500.0,
+        condition_Ready=1.0,
     )
     metrics.decisions.labels(job="ml/ctr", action="scale_up").inc()
     metrics.errors.labels(kind="metrics").inc()
     code, body = get(url + "/metrics")
     assert code == 200
-    assert 'kale_job_predicted_rate{job="ml/ctr"} 1200.0' in body
-    assert 'kale_job_actual_rate{job="ml/ctr"} 1100.0' in body
-    assert 'kale_job_desired_workers{job="ml/ctr"} 8.0' in body
-    assert 'kale_decisions_total{action="scale_up",job="ml/ctr"} 1.0' in body
+    assert 'kale_job_arrival_samples_per_second{etj="ctr",namespace="ml"} 1100.0' in body
+    assert 'kale_job_desired_workers{etj="ctr",namespace="ml"} 8.0' in body
+    for rec, n in (("proactive", 9), ("reactive", 5), ("final", 8)):
+        assert (
+            f'kale_job_recommended_workers{{etj="ctr",namespace="ml",recommendation="{rec}"}}'
+            f" {n:.1f}" in body
+        )
+    assert (
+        "kale_job_forecast_lead_samples_per_second"
+        '{etj="ctr",forecast_quantile="0.9",namespace="ml"} 1500.0' in body
+    )
+    assert 'kale_job_condition{condition="Ready",etj="ctr",namespace="ml"} 1.0' in body
+    assert 'kale_decisions_total{action="scale_up",etj="ctr",namespace="ml"} 1.0' in body
     assert 'kale_errors_total{kind="metrics"} 1.0' in body
+    assert "process_cpu_seconds_total" in body and "kale_build_info{" in body
+    assert re.search(r'\bjob="', body) is None  # never Prometheus' own label
+    # Unknown this tick (Kafka down): NaN, never a false 0.
+    metrics.set_job("ml/ctr", arrival_samples_per_second=None, backlog_records=None)
+    body = get(url + "/metrics")[1]
+    assert 'kale_job_arrival_samples_per_second{etj="ctr",namespace="ml"} NaN' in body
+    assert 'kale_job_backlog_records{etj="ctr",namespace="ml"} NaN' in body
     metrics.forget("ml/ctr")
-    assert 'kale_job_predicted_rate{job="ml/ctr"}' not in get(url + "/metrics")[1]
+    body = get(url + "/metrics")[1]
+    assert 'etj="ctr"' not in body  # every series of a forgotten job is gone
+
+
+def test_promtool_accepts_the_exposition(served):
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip(
+            "promtool is not installed (Debian: apt-get install prometheus; `make test` "
+            "installs it when it runs as root with apt-get)"
+        )
+    metrics, _, _, url = served
+    metrics.set_job(
+        "ml/ctr",
+        arrival_samples_per_second=1100.0,
+        recommended_proactive=9,
+        forecast_lead_p10=900.0,
+        condition_Ready=0.0,
+    )
+    metrics.decisions.labels(job="ml/ctr", action="hold").inc()
+    metrics.resizes.labels(job="ml/ctr", direction="up").inc()
+    metrics.job_error("ml/ctr", "plan", "KeyError")
+    metrics.tick_seconds.observe(0.2)
+    body = get(url + "/metrics")[1]
+    out = subprocess.run(
+        [promtool, "check", "metrics"], input=body, capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0 and not out.stdout.strip(), out.stdout + out.stderr
 
 
 def test_probes_follow_the_loop(served):
@@ -73,23 +123,30 @@ def test_probes_follow_the_loop(served):
 
 def test_the_dashboard_only_queries_metrics_the_controller_exports():
     dash = json.loads((ROOT / "manifests/grafana/kale-dashboard.json").read_text())
+    assert dash == build_dashboard(), "stale dashboard: run `python tools/gen_dashboard.py`"
     names = set()
     for m in ControllerMetrics().registry.collect():  # with the suffixes Prometheus sees
         suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}
         names |= {m.name + s for s in suffixes.get(m.type, [""])}
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
-    used = {n for e in exprs for n in re.findall(r"\bkale_[a-z_]+", e)}
+    exprs += [a["expr"] for a in dash["annotations"]["list"]]
+    used = {n for e in exprs for n in re.findall(r"\b(?:kale|process)_[a-z_]+", e)}
     assert used, "the dashboard queries nothing"
     assert used <= names, used - names
+    assert not [e for e in exprs if re.search(r"\bjob=", e)]  # etj and namespace, never job
     titles = {p["title"] for p in dash["panels"]}
     assert {
         "Arrival rate: predicted vs actual",
         "Workers: desired vs current",
         "Backlog (consumer-group lag)",
-        "Oldest unconsumed sample",
+        "Oldest unconsumed sample vs SLO",
         "Decisions by action",
         "Errors by kind",
     } <= titles
+    slo = next(p for p in dash["panels"] if p["title"] == "Oldest unconsumed sample vs SLO")
+    assert any("kale_job_slo_max_delay_seconds" in t["expr"] for t in slo["targets"])
+    (resizes,) = dash["annotations"]["list"]
+    assert "kale_resizes_total" in resizes["expr"]
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))
 

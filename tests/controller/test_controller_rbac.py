@@ -4,13 +4,18 @@ compare every request it made with the RBAC rules in manifests/rbac/."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import yaml
 from controller_fakes import SYNC_MODEL, T0, FakeClock, FakeKubeApi, Objects, TraceMetrics, job_doc
 
+from autoscaler.actuators.base import Size
+from autoscaler.actuators.configmaps import ConfigMaps
 from autoscaler.actuators.crd_status import ElasticTrainingJobs
+from autoscaler.actuators.dryrun import DryRunActuator
 from autoscaler.actuators.events import EventRecorder
+from autoscaler.actuators.job_watch import JobInformer
 from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.actuators.lease import LeaderElector
 from autoscaler.actuators.statefulset import StatefulSetActuator
@@ -43,7 +48,8 @@ def allowed_by(request, rule_ns, rule) -> bool:
     assert m, request.path
     group = m["g"] or ""
     resource = m["res"] + (f"/{m['sub']}" if m["sub"] else "")
-    verb = VERBS.get(request.method) or ("get" if m["name"] else "list")
+    watching = "watch=true" in getattr(request, "query", "")
+    verb = VERBS.get(request.method) or ("get" if m["name"] else "watch" if watching else "list")
     return (
         group in rule["apiGroups"]
         and resource in rule["resources"]
@@ -67,20 +73,36 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
             )
         )
         api.put(job_doc("tf", target={"kind": "TFJob", "name": "ctr-tf"}, model="ctr-sync.json"))
+        own = job_doc("own", target={"kind": "DryRun"})  # its model in its own namespace
+        own["spec"]["throughput"] = {"configMapRef": {"name": "own-model"}}
+        api.put(own)
+        api.put(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "own-model", "namespace": "ml"},
+                "data": {"model.json": SYNC_MODEL.read_text(encoding="utf-8")},
+            }
+        )
         kube = connect(
             kubeconfig=api.kubeconfig(tmp_path / "kc"), retry=RetryPolicy(sleep=lambda s: None)
         )
         clock = FakeClock(T0 + 86400)
         crs = ElasticTrainingJobs(kube)
+        informer = JobInformer(kube).start()  # list once, then watch (as the controller does)
 
         def actuator(entry):
             t = entry.job.spec.target
             if t.kind == "TFJob":
                 return TFJobActuator(kube, namespace=entry.namespace, name=t.name)
+            if t.kind == "DryRun":
+                return DryRunActuator(Size(1, 1))
             return StatefulSetActuator(kube, namespace=entry.namespace, workers=t.workers, ps=t.ps)
 
         controller = Controller(
-            jobs_source=ClusterJobs(crs.list, models_dir=SYNC_MODEL.parent),
+            jobs_source=ClusterJobs(
+                informer.list, models_dir=SYNC_MODEL.parent, config_maps=ConfigMaps(kube).read
+            ),
             meter_factory=lambda e: TraceMetrics(clock, lambda t: 100_000.0, history_start=T0),
             forecaster_factory=lambda e: make_forecaster("seasonal_naive"),
             actuator_factory=actuator,
@@ -94,6 +116,15 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
         for _ in range(3):
             runner.step()
             clock.advance(2)
+        assert set(controller.runtimes) == {"ml/ctr", "ml/tf", "ml/own"}, controller.invalid
+        informer.stop()
+        api.stop()  # ends the open watch, which is then logged
+        deadline = time.monotonic() + 30
+        while not api.calls("GET", "elastictrainingjobs") or not any(
+            "watch=true" in r.query for r in api.calls("GET")
+        ):
+            assert time.monotonic() < deadline, "the watch never ended"
+            time.sleep(0.05)
         controller.close()
         kube.close()
         requests = list(api.requests)

@@ -13,7 +13,7 @@ from autoscaler.actuators.kube import RetryPolicy, connect
 
 def job(name: str, ns: str) -> dict:
     return {
-        "apiVersion": "kale.dev/v1",
+        "apiVersion": "kale.dev/v1alpha1",
         "kind": "ElasticTrainingJob",
         "metadata": {"name": name, "namespace": ns},
         "spec": {"x": 1},
@@ -43,14 +43,14 @@ def test_lists_jobs_in_all_namespaces_or_only_the_given_ones(kube, api):
     assert [o["metadata"]["name"] for o in ElasticTrainingJobs(kube, namespaces=["ml"]).list()] == [
         "a"
     ]
-    assert api.calls("GET")[0].path == "/apis/kale.dev/v1/elastictrainingjobs"
+    assert api.calls("GET")[0].path == "/apis/kale.dev/v1alpha1/elastictrainingjobs"
 
 
 def test_status_is_replaced_whole_through_the_status_subresource(kube, api):
     crs = ElasticTrainingJobs(kube)
     crs.write_status("ml", "a", {"desiredWorkers": 3, "plannerState": {"hold_until": 9}})
     crs.write_status("ml", "a", {"desiredWorkers": 4, "plannerState": {}})
-    obj = api.get("kale.dev/v1", "ElasticTrainingJob", "ml", "a")
+    obj = api.get("kale.dev/v1alpha1", "ElasticTrainingJob", "ml", "a")
     assert obj["status"] == {"desiredWorkers": 4, "plannerState": {}}  # nothing lingers
     assert obj["metadata"]["generation"] == 1  # status writes never bump the generation
     assert all(r.path.endswith("/a/status") for r in api.calls("PATCH"))
@@ -58,7 +58,7 @@ def test_status_is_replaced_whole_through_the_status_subresource(kube, api):
 
 
 def test_status_of_a_deleted_job_is_target_gone(kube, api):
-    api.delete("kale.dev/v1", "ElasticTrainingJob", "ml", "a")
+    api.delete("kale.dev/v1alpha1", "ElasticTrainingJob", "ml", "a")
     with pytest.raises(TargetGone):
         ElasticTrainingJobs(kube).write_status("ml", "a", {"desiredWorkers": 1})
 
@@ -80,7 +80,7 @@ def test_events_point_at_the_job(kube, api):
     )
     (ev,) = api.list("v1", "Event", "ml")
     assert ev["involvedObject"] == {
-        "apiVersion": "kale.dev/v1",
+        "apiVersion": "kale.dev/v1alpha1",
         "kind": "ElasticTrainingJob",
         "name": "a",
         "namespace": "ml",

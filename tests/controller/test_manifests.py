@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autoscaler.config import parse_job
+from autoscaler.config import LoadedJob, parse_job, validate_file
 from autoscaler.controller.crd import build_crd, render_crd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,13 +51,17 @@ def test_the_committed_crd_is_the_generated_one():
 
 
 def test_the_crd_schema_is_structural():
+    jsonschema = pytest.importorskip("jsonschema", reason="comes with kubernetes-validate")
     schema = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 
     def walk(node: dict, path: str) -> None:
         assert "$ref" not in node, path
         assert isinstance(node.get("additionalProperties", {}), dict), path  # never false
         assert "type" in node or node.get("x-kubernetes-int-or-string"), f"{path}: no type"
-        assert not ({"title", "default", "const"} & set(node)), path
+        assert not ({"title", "const"} & set(node)), path
+        if "default" in node:  # only what a user writes has defaults, and they are valid
+            assert path.startswith(".spec."), path
+            jsonschema.Draft4Validator(node).validate(node["default"])
         for k, v in node.get("properties", {}).items():
             walk(v, f"{path}.{k}")
         if "items" in node:
@@ -65,7 +69,36 @@ def test_the_crd_schema_is_structural():
 
     walk(schema, "")
     assert schema["properties"]["metadata"] == {"type": "object"}
-    assert build_crd()["spec"]["versions"][0]["subresources"] == {"status": {}}
+    versions = build_crd()["spec"]["versions"]
+    assert [(v["name"], v["served"], v["storage"]) for v in versions] == [
+        ("v1alpha1", True, True),
+        ("v1", True, False),
+    ]
+    assert versions[1]["deprecated"] is True
+    assert build_crd()["spec"]["conversion"] == {"strategy": "None"}
+    for v in versions:  # one schema: the API server converts by rewriting apiVersion
+        assert v["schema"] == versions[0]["schema"]
+        assert v["subresources"] == {
+            "status": {},
+            "scale": {
+                "specReplicasPath": ".spec.replicas",
+                "statusReplicasPath": ".status.replicas",
+                "labelSelectorPath": ".status.labelSelector",
+            },
+        }
+        columns = {c["name"]: c["jsonPath"] for c in v["additionalPrinterColumns"]}
+        assert columns["Workers"] == ".status.currentWorkers"
+        assert columns["PS"] == ".status.currentPS"
+        assert columns["Rate"] == ".status.metrics.arrivalRate"
+    status = schema["properties"]["status"]["properties"]
+    conditions = status["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    item = conditions["items"]
+    assert "type" in item["required"]
+    assert item["properties"]["lastTransitionTime"]["format"] == "date-time"
+    assert item["properties"]["observedGeneration"]["type"] == "integer"
+    assert {"replicas", "labelSelector"} <= set(status)
 
 
 @needs_kubectl
@@ -110,6 +143,7 @@ def test_example_jobs_are_valid_jobs_and_match_the_crd_schema(examples):
     schema = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     validator = jsonschema.Draft4Validator(schema)
     jobs = by_kind(examples, "ElasticTrainingJob")
+    maps = {d["metadata"]["name"]: d for d in by_kind(examples, "ConfigMap")}
     assert len(jobs) == 2
     for doc in jobs:
         validator.validate(doc)
@@ -119,32 +153,57 @@ def test_example_jobs_are_valid_jobs_and_match_the_crd_schema(examples):
         }
         job, problems = parse_job(plain)
         assert job is not None and problems == [], problems
-        model = MANIFESTS / "deployment" / "models" / job.spec.throughput.model
-        assert model.is_file(), f"{job.spec.throughput.model} is not in the kale-models map"
+        assert job.spec.replicas is None  # a manifest must not pin the job
+        ref = job.spec.throughput
+        data = None
+        if ref.config_map_ref is not None:  # the model lives next to the job, in its namespace
+            cm = maps[ref.config_map_ref.name]
+            assert cm["metadata"]["namespace"] == doc["metadata"]["namespace"]
+            data = json.loads(cm["data"][ref.config_map_ref.key])
+        LoadedJob(job, None).throughput_model(data)  # a usable model, whatever its source
     bad = copy.deepcopy(jobs[0])
     bad["spec"]["training"]["maxWorkers"] = "lots"
     assert list(validator.iter_errors(bad))
 
 
+@pytest.mark.parametrize(
+    "name", ["elastictrainingjob.yaml", "elastictrainingjob-tfjob.yaml"], ids=str
+)
+def test_example_job_files_pass_kale_validate(name):
+    job, errors, warnings = validate_file(MANIFESTS / "examples" / name)
+    assert job is not None and errors == [] and warnings == []
+
+
 @needs_kubectl
-def test_targets_of_the_example_jobs_exist(examples):
-    sts = {d["metadata"]["name"]: d for d in by_kind(examples, "StatefulSet")}
-    tfjobs = {d["metadata"]["name"] for d in by_kind(examples, "TFJob")}
-    for job in by_kind(examples, "ElasticTrainingJob"):
-        target = job["spec"]["target"]
-        if target["kind"] == "StatefulSet":
-            assert {target["workers"], target["ps"]} <= set(sts)
-            worker = sts[target["workers"]]["spec"]["template"]["spec"]["containers"][0]
-            assert worker["resources"]["limits"]["nvidia.com/gpu"] == "1"
-        else:
-            assert target["name"] in tfjobs
+def test_example_workloads_leave_replicas_to_kale_and_run_real_trainer_flags(examples):
+    from trainer.cli import train
+
+    for sts in by_kind(examples, "StatefulSet"):
+        assert "replicas" not in sts["spec"], sts["metadata"]["name"]  # HPA's convention
+    pods = [s["spec"]["template"]["spec"] for s in by_kind(examples, "StatefulSet")]
     tf = by_kind(examples, "TFJob")[0]["spec"]["tfReplicaSpecs"]
-    assert {"Worker", "PS"} <= set(tf)
+    pods += [r["template"]["spec"] for r in tf.values()]
+    trainer_args = [
+        c["args"] for p in pods for c in p["containers"] if c.get("args", [None])[0] == "train"
+    ]
+    assert len(trainer_args) == 2
+    for args in trainer_args:
+        ctx = train.make_context("train", list(args[1:]))  # click refuses unknown flags
+        assert ctx.params["workers"] == 1
+        job_file = ctx.params["job_path"]
+        mounts = {
+            m["mountPath"]
+            for p in pods
+            for c in p["containers"]
+            if c.get("args") == args
+            for m in c.get("volumeMounts", [])
+        }
+        assert str(job_file.parent) in mounts
 
 
 @needs_kubectl
 def test_the_deployment_is_hardened_and_highly_available(base):
-    (dep,) = by_kind(base, "Deployment")
+    (dep,) = [d for d in by_kind(base, "Deployment") if d["metadata"]["name"] == "kale-controller"]
     spec = dep["spec"]["template"]["spec"]
     (c,) = spec["containers"]
     assert dep["spec"]["replicas"] == 2

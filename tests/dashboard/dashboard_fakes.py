@@ -84,7 +84,7 @@ class Traffic:
 
 def job_doc(name: str) -> dict:
     return {
-        "apiVersion": "kale.dev/v1",
+        "apiVersion": "kale.dev/v1alpha1",
         "kind": "ElasticTrainingJob",
         "metadata": {"name": name, "namespace": "ml"},
         "spec": {

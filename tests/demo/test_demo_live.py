@@ -141,6 +141,9 @@ def test_a_short_demo_runs_to_its_summary_and_leaves_nothing_behind(tmp_path):
     result = json.loads((state / "simulation.json").read_text())
     assert result["policies"]["kale-live"]["steps"] >= 5
     assert result["series"]["policies"]["kale-live"]["time"]
+    # ... and where the simulated policies' workers would land (kale scheduler's FGD)
+    assert "where their workers land (fgd" in out
+    assert result["placement"]["hpa"]["policy"] == "fgd"
 
 
 def test_ctrl_c_stops_everything_and_still_prints_the_summary(tmp_path):

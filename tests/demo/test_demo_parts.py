@@ -12,7 +12,7 @@ import pytest
 from autoscaler.config import parse_job
 from autoscaler.demo import plan as plans
 from autoscaler.demo.plan import DemoPlan
-from autoscaler.demo.summary import format_table, live_metrics
+from autoscaler.demo.summary import closing_lines, format_table, live_metrics
 from autoscaler.demo.warp import WarpedForecaster
 from autoscaler.policy.sizing import sizing_for
 from autoscaler.sources.demo_consumer import Pacer, my_partitions, ready_time, worker_rate
@@ -153,7 +153,25 @@ def test_live_metrics_count_violations_delay_resizes_and_gpu_hours_in_trace_time
     assert m["max_delay_min"] == pytest.approx(40.0)
     assert series["time"][0] == 5e8 + 600.0 and series["workers"] == [2, 4, 3, 3]
     text = format_table({"policies": {"kale-live": m}, "lower_bound_gpu_hours": 2.0})
-    assert "kale-live" in text and "25.00%" in text
+    # Violations as a percentage, every number through the one formatter (never 2.667).
+    assert "kale-live" in text and " 25% " in text and " 2.67 " in text
+
+
+def test_the_closing_table_says_how_many_and_where():
+    from autoscaler.sim.placement_replay import PlacementSettings, replay_workers
+
+    metrics = {"slo_violation_rate": 0.0, "gpu_hours": 3.0, "mean_workers": 2.0}
+    sizes = np.array([2, 2, 5, 5, 3, 8, 8, 2])
+    where = {"kale": replay_workers(sizes, 1, PlacementSettings(policy="fgd", nodes=16))}
+    result = {"policies": {"kale": metrics}, "placement": where, "lower_bound_gpu_hours": 2.0}
+    text = "\n".join(closing_lines(result, PLAN, wall_s=1, interrupted=False, state_dir=None))
+    assert "where their workers land (fgd on a shared 16-node cluster" in text
+    assert "pending" in text and "frag_free" in text
+    assert where["kale"]["resizes"] == 4 and where["kale"]["max_nodes_used"] >= 1
+    no_where = closing_lines(
+        {**result, "placement": {}}, PLAN, wall_s=1, interrupted=False, state_dir=None
+    )
+    assert not any("where their workers land" in line for line in no_where)
 
 
 def test_live_metrics_of_a_run_with_no_tick_say_so():

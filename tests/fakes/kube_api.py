@@ -5,9 +5,13 @@ mock. This server speaks HTTP/1.1 JSON on 127.0.0.1 and serves exactly what Kale
 
 * ``apps/v1`` statefulsets, with the ``scale`` and ``status`` subresources (a stand-in for the
   StatefulSet controller sets ``status.replicas``/``readyReplicas`` to ``spec.replicas``);
-* ``kubeflow.org/v1`` tfjobs, ``kale.dev/v1`` elastictrainingjobs (``status`` subresource:
-  writes to the main resource leave status alone and vice versa; list across namespaces);
-* ``coordination.k8s.io/v1`` leases and ``core/v1`` events.
+* ``kubeflow.org/v1`` tfjobs; ``kale.dev/v1alpha1`` elastictrainingjobs (also served as the
+  deprecated ``v1``, stored once; ``scale`` subresource on the CRD's replica paths; ``status``
+  subresource: writes to the main resource leave status alone and vice versa; list across
+  namespaces);
+* ``coordination.k8s.io/v1`` leases, ``core/v1`` events and configmaps;
+* ``core/v1`` pods and nodes with watches and ``pods/binding`` (:mod:`tests.fakes.kube_core`,
+  reached as ``api.core``).
 
 Semantics that matter to a controller are real: ``resourceVersion`` on every object (PUT or
 PATCH carrying a stale one answers 409 Conflict), ``generation`` bumped on spec changes only,
@@ -19,11 +23,13 @@ writes a kubeconfig the official client loads.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as dt
 import json
 import re
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -35,15 +41,29 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
+from .kube_core import CoreStore, WatchStream
+
 Key = tuple[str, str, str, str, str]  # group, version, resource, namespace, name
 
 KINDS: dict[tuple[str, str, str], tuple[str, bool]] = {
     # (group, version, plural) -> (kind, has a status subresource)
     ("", "v1", "events"): ("Event", False),
+    ("", "v1", "configmaps"): ("ConfigMap", False),
     ("apps", "v1", "statefulsets"): ("StatefulSet", True),
     ("kubeflow.org", "v1", "tfjobs"): ("TFJob", True),
+    ("kale.dev", "v1alpha1", "elastictrainingjobs"): ("ElasticTrainingJob", True),
     ("kale.dev", "v1", "elastictrainingjobs"): ("ElasticTrainingJob", True),
     ("coordination.k8s.io", "v1", "leases"): ("Lease", False),
+}
+
+STORAGE_VERSION: dict[tuple[str, str], str] = {("kale.dev", "v1"): "v1alpha1"}
+"""Served versions stored as another one (the CRD's ``conversion: None``: same schema, the
+API server rewrites ``apiVersion`` only); objects are kept once, under the storage version."""
+
+CRD_SCALE: dict[str, tuple[str, str, str, int]] = {
+    # plural -> (specReplicasPath, statusReplicasPath, labelSelectorPath, spec maximum),
+    # as manifests/crd/elastictrainingjobs.yaml declares them.
+    "elastictrainingjobs": (".spec.replicas", ".status.replicas", ".status.labelSelector", 10000),
 }
 
 _PATH = re.compile(
@@ -58,15 +78,26 @@ def now_iso() -> str:
 
 @dataclass
 class Failure:
-    """An injected answer: the next ``times`` matching requests get ``status``."""
+    """An injected answer: the next ``times`` matching requests get ``status``.
 
-    status: int
+    ``status`` None answers normally, after ``delay_s`` (a slow server); ``lose`` applies
+    the request and then drops the connection without answering (the answer was lost on
+    the way: the client cannot tell whether its write happened).
+    """
+
+    status: int | None
     method: str | None = None
     path: str | None = None
     """Substring the request path must contain (None: any path)."""
     times: int = 1
     retry_after: float | None = None
     hits: int = 0
+    delay_s: float = 0.0
+    lose: bool = False
+
+
+class LostAnswer(Exception):
+    """Raised by :meth:`FakeKubeApi.handle` after applying a request whose answer is lost."""
 
 
 @dataclass
@@ -78,6 +109,12 @@ class Request:
     content_type: str | None = None
     time: float = 0.0
     """Wall time the answer was sent (seconds since the epoch)."""
+    started: float = 0.0
+    """Wall time the request arrived (requests overlapping in time ran concurrently)."""
+    clock: float | None = None
+    """The client's own (fake) time, when it sends an ``X-Test-Clock`` header."""
+    query: str = ""
+    """The query string (``watch=true&resourceVersion=…`` marks a watch)."""
 
 
 class ApiError(Exception):
@@ -165,14 +202,25 @@ class FakeKubeApi:
         self.auto_ready = True
         """Whether status.replicas follows spec.replicas at once (the StatefulSet controller)."""
         self._rv = 1000
+        self.changes = threading.Condition(self.lock)
+        """Notified on every change (watches wait on it)."""
+        self.log: list[tuple[int, str, Key, dict]] = []
+        """(resourceVersion, ADDED/MODIFIED/DELETED, key, object): what watches replay."""
+        self.log_limit = 20_000
+        self.compacted = 0
+        """Watches from a resourceVersion at or below this get 410 Gone (history compacted)."""
+        self._stopping = False
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
+        self.core = CoreStore(self)
+        """Pods, nodes, bindings and watches (a scheduler's part of the API)."""
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> FakeKubeApi:
+        self._stopping = False
         handler = type("Handler", (_Handler,), {"api": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self._server = _QuietServer(("127.0.0.1", self.port), handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
@@ -183,10 +231,15 @@ class FakeKubeApi:
 
     def stop(self) -> None:
         """Stop answering (clients then see connection errors); ``start()`` resumes."""
+        with self.lock:
+            self._stopping = True
+            self.changes.notify_all()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+            with self.lock:  # open watches notice and drop their connections
+                self.core.cond.notify_all()
 
     def __enter__(self) -> FakeKubeApi:
         return self.start()
@@ -233,9 +286,35 @@ class FakeKubeApi:
             self.failures.append(f)
         return f
 
+    def slow(
+        self,
+        delay_s: float,
+        *,
+        method: str | None = None,
+        path: str | None = None,
+        times: int = 1,
+        status: int | None = None,
+    ) -> Failure:
+        """Answer the next ``times`` matching requests after ``delay_s`` (normally, or with
+        ``status``)."""
+        f = Failure(status, method.upper() if method else None, path, times, delay_s=delay_s)
+        with self.lock:
+            self.failures.append(f)
+        return f
+
+    def lose(
+        self, *, method: str | None = None, path: str | None = None, times: int = 1
+    ) -> Failure:
+        """Apply the next ``times`` matching requests, then drop their connections unanswered."""
+        f = Failure(None, method.upper() if method else None, path, times, lose=True)
+        with self.lock:
+            self.failures.append(f)
+        return f
+
     def put(self, obj: dict) -> dict:
         """Create or overwrite an object directly (no checks), as an admin would."""
-        group, version = _split_api_version(obj["apiVersion"])
+        group, version = _stored(obj["apiVersion"])
+        obj["apiVersion"] = f"{group}/{version}" if group else version
         plural = _plural(group, version, obj["kind"])
         md = obj.setdefault("metadata", {})
         md.setdefault("namespace", "default")
@@ -245,22 +324,26 @@ class FakeKubeApi:
             self._stamp(obj, old)
             self.objects[key] = copy.deepcopy(obj)
             self._settle(key)
+            self._changed(key, "ADDED" if old is None else "MODIFIED")
             return copy.deepcopy(self.objects[key])
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict | None:
-        group, version = _split_api_version(api_version)
+        group, version = _stored(api_version)
         key = (group, version, _plural(group, version, kind), namespace, name)
         with self.lock:
             obj = self.objects.get(key)
             return copy.deepcopy(obj) if obj is not None else None
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
-        group, version = _split_api_version(api_version)
+        group, version = _stored(api_version)
+        key = (group, version, _plural(group, version, kind), namespace, name)
         with self.lock:
-            self.objects.pop((group, version, _plural(group, version, kind), namespace, name), None)
+            old = self.objects.pop(key, None)
+            if old is not None:
+                self._changed(key, "DELETED", old)
 
     def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict]:
-        group, version = _split_api_version(api_version)
+        group, version = _stored(api_version)
         plural = _plural(group, version, kind)
         with self.lock:
             return [
@@ -271,10 +354,32 @@ class FakeKubeApi:
 
     def touch(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         """Bump an object's resourceVersion, as another writer would (forces a 409)."""
-        group, version = _split_api_version(api_version)
+        group, version = _stored(api_version)
         with self.lock:
-            obj = self.objects[(group, version, _plural(group, version, kind), namespace, name)]
+            key = (group, version, _plural(group, version, kind), namespace, name)
+            obj = self.objects[key]
             obj["metadata"]["resourceVersion"] = self._next_rv()
+            self._changed(key, "MODIFIED")
+
+    def compact(self) -> None:
+        """Forget the change history, as etcd compaction does: watches resuming from an
+        older resourceVersion get 410 Gone and must list again."""
+        with self.lock:
+            self.compacted = self._rv
+            self.log.clear()
+
+    def max_concurrent(self, method: str | None = None, contains: str = "") -> int:
+        """Most matching requests that were being served at the same moment."""
+        edges = sorted(
+            [(r.started, 1) for r in self.calls(method, contains)]
+            + [(r.time, -1) for r in self.calls(method, contains)],
+            key=lambda e: (e[0], e[1]),
+        )
+        most = now = 0
+        for _, step in edges:
+            now += step
+            most = max(most, now)
+        return most
 
     def calls(self, method: str | None = None, contains: str = "") -> list[Request]:
         with self.lock:
@@ -285,6 +390,51 @@ class FakeKubeApi:
             ]
 
     # -- internals -----------------------------------------------------------------------
+    def _changed(self, key: Key, kind: str, obj: dict | None = None) -> None:
+        """Log a change for watches (call with the lock held)."""
+        current = obj if obj is not None else self.objects[key]
+        rv = int(current["metadata"]["resourceVersion"])
+        if kind == "DELETED":
+            rv = int(self._next_rv())
+            current = copy.deepcopy(current)
+            current["metadata"]["resourceVersion"] = str(rv)
+        self.log.append((rv, kind, key, copy.deepcopy(current)))
+        if len(self.log) > self.log_limit:
+            drop = len(self.log) - self.log_limit
+            self.compacted = self.log[drop - 1][0]
+            del self.log[:drop]
+        self.changes.notify_all()
+
+    def watch_events(
+        self, group: str, version: str, res: str, ns: str | None, since: int, timeout_s: float
+    ) -> Any:
+        """Yield watch events after resourceVersion ``since`` until ``timeout_s`` passes or
+        the server stops; first an ERROR 410 when ``since`` is older than the history."""
+        if since and since <= self.compacted:
+            yield {
+                "type": "ERROR",
+                "object": status_body(410, "Expired", f"too old resource version: {since}"),
+            }
+            return
+        deadline = time.monotonic() + timeout_s
+        sent = since
+        while True:
+            with self.lock:
+                batch = [
+                    e
+                    for e in self.log
+                    if e[0] > sent and e[2][:3] == (group, version, res) and ns in (None, e[2][3])
+                ]
+                if not batch:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._stopping:
+                        return
+                    self.changes.wait(timeout=min(left, 0.2))
+                    continue
+            for rv, kind, _, obj in batch:
+                sent = max(sent, rv)
+                yield {"type": kind, "object": obj}
+
     def _next_rv(self) -> str:
         self._rv += 1
         return str(self._rv)
@@ -316,6 +466,8 @@ class FakeKubeApi:
                 availableReplicas=n,
                 observedGeneration=obj["metadata"]["generation"],
             )
+        if key[2] == "statefulsets":
+            self.core.on_statefulset(obj)
 
     def _injected(self, method: str, path: str) -> Failure | None:
         with self.lock:
@@ -335,7 +487,12 @@ class FakeKubeApi:
         parts = urlsplit(raw_path)
         path = parts.path
         injected = self._injected(method, path)
-        if injected is not None:
+        if injected is not None and injected.delay_s:
+            time.sleep(injected.delay_s)
+        if injected is not None and injected.lose:
+            self._dispatch(method, parts, body, content_type)  # applied; the answer is lost
+            raise LostAnswer(f"{method} {path}")
+        if injected is not None and injected.status is not None:
             headers = {}
             if injected.retry_after is not None:
                 headers["Retry-After"] = f"{injected.retry_after:g}"
@@ -350,14 +507,51 @@ class FakeKubeApi:
                 status_body(injected.status, reason, f"injected failure {injected.status}"),
                 headers,
             )
+        return self._dispatch(method, parts, body, content_type)
+
+    def _dispatch(
+        self, method: str, parts: Any, body: Any, content_type: str | None
+    ) -> tuple[int, dict, dict[str, str]]:
+        path = parts.path
         m = _PATH.match(path)
         if not m:
             raise ApiError(404, "NotFound", f"the server could not find the path {path}")
         group = m["g"] or ""
         version = m["v"] or m["cv"]
         res, ns, name, sub = m["res"], m["ns"], m["name"], m["sub"]
+        if CoreStore.serves(group, version, res):
+            query = parse_qs(parts.query)
+            return self.core.handle(method, res, ns, name, sub, query, body, content_type)
         if (group, version, res) not in KINDS:
             raise ApiError(404, "NotFound", f"the server could not find the resource {res}")
+        storage = STORAGE_VERSION.get((group, version), version)
+        if storage != version:  # served as `version`, stored as `storage`
+            code, payload, headers = self._dispatch_at(
+                method, parts, body, content_type, group, storage, res, ns, name, sub
+            )
+            return code, _served_as(payload, f"{group}/{version}", f"{group}/{storage}"), headers
+        return self._dispatch_at(
+            method, parts, body, content_type, group, version, res, ns, name, sub
+        )
+
+    def _dispatch_at(
+        self,
+        method: str,
+        parts: Any,
+        body: Any,
+        content_type: str | None,
+        group: str,
+        version: str,
+        res: str,
+        ns: str | None,
+        name: str | None,
+        sub: str | None,
+    ) -> tuple[int, dict, dict[str, str]]:
+        if isinstance(body, dict) and isinstance(body.get("apiVersion"), str):
+            served = body["apiVersion"]
+            stored = STORAGE_VERSION.get(_split_api_version(served))
+            if stored is not None:
+                body = {**body, "apiVersion": f"{_split_api_version(served)[0]}/{stored}"}
         kind, has_status = KINDS[(group, version, res)]
         query = parse_qs(parts.query)
         with self.lock:
@@ -378,6 +572,8 @@ class FakeKubeApi:
                 return self._status(key, kind, method, body, content_type)
             if sub == "scale" and res == "statefulsets":
                 return self._scale(key, method, body, content_type)
+            if sub == "scale" and res in CRD_SCALE:
+                return self._crd_scale(key, kind, method, body, content_type)
             raise ApiError(404, "NotFound", f"no subresource {sub} on {res}")
 
     def _missing(self, key: Key, kind: str) -> ApiError:
@@ -429,6 +625,7 @@ class FakeKubeApi:
         self._stamp(obj, None)
         self.objects[key] = obj
         self._settle(key)
+        self._changed(key, "ADDED")
         return copy.deepcopy(obj)
 
     def _check_rv(self, current: dict, given: Any, key: Key) -> None:
@@ -471,6 +668,7 @@ class FakeKubeApi:
         self._stamp(new, old)
         self.objects[key] = new
         self._settle(key)
+        self._changed(key, "MODIFIED")
         return copy.deepcopy(new)
 
     def _item(
@@ -489,6 +687,7 @@ class FakeKubeApi:
             return 200, copy.deepcopy(current), {}
         if method == "DELETE":
             del self.objects[key]
+            self._changed(key, "DELETED", current)
             return 200, status_body(200, "", "deleted", {"name": key[4]}), {}
         if method == "PUT":
             if not isinstance(body, dict):
@@ -529,6 +728,7 @@ class FakeKubeApi:
             new["status"] = new_status
         new["metadata"]["resourceVersion"] = self._next_rv()
         self.objects[key] = new
+        self._changed(key, "MODIFIED")
         return 200, copy.deepcopy(new), {}
 
     def _scale_of(self, obj: dict) -> dict:
@@ -572,6 +772,96 @@ class FakeKubeApi:
         self._write(key, new, current)
         return 200, self._scale_of(self.objects[key]), {}
 
+    def _crd_scale(
+        self, key: Key, kind: str, method: str, body: Any, content_type: str | None
+    ) -> tuple[int, dict, dict]:
+        """A custom resource's ``scale`` subresource, as the apiextensions server serves it:
+        GET fails while ``specReplicasPath`` holds nothing; PUT/PATCH write that field
+        (and only it), bounded by the schema; ``status`` comes from the status paths."""
+        spec_path, status_path, selector_path, maximum = CRD_SCALE[key[2]]
+        current = self.objects.get(key)
+        if current is None:
+            raise self._missing(key, kind)
+        found = _at(current, spec_path)
+        scale = self._crd_scale_of(current, spec_path, status_path, selector_path)
+        if method == "GET":
+            if found is None:
+                raise ApiError(
+                    500, "InternalError", f'the spec replicas field "{spec_path}" does not exist'
+                )
+            return 200, scale, {}
+        if found is None:
+            scale["spec"]["replicas"] = -2147483648  # "not set before", as the server does
+        if method == "PUT":
+            self._check_rv(current, body, key)
+            new_scale = body
+        elif method == "PATCH":
+            new_scale = self._patched(scale, body, content_type, key)
+        else:
+            raise ApiError(405, "MethodNotAllowed", method)
+        replicas = (new_scale or {}).get("spec", {}).get("replicas")
+        if replicas == -2147483648 or replicas is None:
+            raise ApiError(
+                400, "BadRequest", f'the spec replicas field "{spec_path}" cannot be empty'
+            )
+        if not isinstance(replicas, int) or not 0 <= replicas <= maximum:
+            raise ApiError(
+                422,
+                "Invalid",
+                f'{kind}.kale.dev "{key[4]}" is invalid: spec.replicas: Invalid value: '
+                f"{replicas}: spec.replicas in body should be between 0 and {maximum}",
+            )
+        new = copy.deepcopy(current)
+        parent = new
+        parts = spec_path.strip(".").split(".")
+        for part in parts[:-1]:
+            parent = parent.setdefault(part, {})
+        parent[parts[-1]] = replicas
+        self._write(key, new, current)
+        return 200, self._crd_scale_of(self.objects[key], spec_path, status_path, selector_path), {}
+
+    def _crd_scale_of(
+        self, obj: dict, spec_path: str, status_path: str, selector_path: str
+    ) -> dict:
+        md = obj["metadata"]
+        selector = _at(obj, selector_path)
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                k: md[k]
+                for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            },
+            "spec": {"replicas": _at(obj, spec_path) or 0},
+            "status": {
+                "replicas": _at(obj, status_path) or 0,
+                "selector": selector if isinstance(selector, str) else "",
+            },
+        }
+
+
+def _at(obj: dict, path: str) -> Any:
+    """The value at a dotted JSON path (``.spec.replicas``), or None."""
+    node: Any = obj
+    for part in path.strip(".").split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _served_as(payload: Any, served: str, stored: str) -> Any:
+    """An answer as the requested version shows it (apiVersion rewritten, as conversion
+    ``None`` does)."""
+    if not isinstance(payload, dict):
+        return payload
+    out = dict(payload)
+    if out.get("apiVersion") == stored:
+        out["apiVersion"] = served
+    if isinstance(out.get("items"), list):
+        out["items"] = [_served_as(i, served, stored) for i in out["items"]]
+    return out
+
 
 def _split_api_version(api_version: str) -> tuple[str, str]:
     if "/" in api_version:
@@ -580,11 +870,26 @@ def _split_api_version(api_version: str) -> tuple[str, str]:
     return "", api_version
 
 
+def _stored(api_version: str) -> tuple[str, str]:
+    group, version = _split_api_version(api_version)
+    return group, STORAGE_VERSION.get((group, version), version)
+
+
 def _plural(group: str, version: str, kind: str) -> str:
     for (g, v, plural), (k, _) in KINDS.items():
         if (g, v, k) == (group, version, kind):
             return plural
     raise KeyError(f"the fake does not serve {group}/{version} {kind}")
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that drops its connection (one killed with SIGKILL) is no server error."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -600,7 +905,50 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
+    def _watch(self, query: dict) -> bool:
+        """Serve a watch (chunked JSON lines) if this GET is one; returns whether it was."""
+        if query.get("watch", [""])[0] not in ("true", "1"):
+            return False
+        api = self.api
+        path = urlsplit(self.path).path
+        started = time.time()
+        m = _PATH.match(path)
+        if m is None or CoreStore.serves(m["g"] or "", m["v"] or m["cv"], m["res"]):
+            return False  # pods and nodes: the core store serves their watches
+        injected = api._injected("GET", path)
+        if injected is not None and injected.status is not None:
+            return False  # answered as a plain request (an error)
+        group, version = m["g"] or "", m["v"] or m["cv"]
+        since = int(query.get("resourceVersion", ["0"])[0] or 0)
+        timeout_s = float(query.get("timeoutSeconds", ["30"])[0])
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for event in api.watch_events(group, version, m["res"], m["ns"], since, timeout_s):
+                line = json.dumps(event).encode() + b"\n"
+                self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass  # the client went away
+        with api.lock:
+            api.requests.append(
+                Request("GET", path, 200, None, None, time.time(), started, None, self._query())
+            )
+        self.close_connection = True
+        return True
+
+    def _query(self) -> str:
+        return urlsplit(self.path).query
+
     def _serve(self, method: str) -> None:
+        if method == "GET" and self._watch(parse_qs(urlsplit(self.path).query)):
+            return
+        started = time.time()
+        stamp = self.headers.get("X-Test-Clock")
+        clock = float(stamp) if stamp else None
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         content_type = self.headers.get("Content-Type")
@@ -608,6 +956,25 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = json.loads(raw) if raw else None
             code, payload, headers = self.api.handle(method, self.path, body, content_type)
+        except LostAnswer:
+            with self.api.lock:
+                self.api.requests.append(
+                    Request(
+                        method,
+                        urlsplit(self.path).path,
+                        0,
+                        body,
+                        content_type,
+                        time.time(),
+                        started,
+                        clock,
+                        self._query(),
+                    )
+                )
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.request.shutdown(socket.SHUT_RDWR)
+            return
         except ApiError as err:
             code, payload, headers = (
                 err.code,
@@ -618,8 +985,21 @@ class _Handler(BaseHTTPRequestHandler):
             code, payload, headers = 400, status_body(400, "BadRequest", str(err)), {}
         with self.api.lock:
             self.api.requests.append(
-                Request(method, urlsplit(self.path).path, code, body, content_type, time.time())
+                Request(
+                    method,
+                    urlsplit(self.path).path,
+                    code,
+                    body,
+                    content_type,
+                    time.time(),
+                    started,
+                    clock,
+                    self._query(),
+                )
             )
+        if isinstance(payload, WatchStream):
+            self._stream(payload)
+            return
         data = json.dumps(payload).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -628,6 +1008,25 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(data)
+
+    def _stream(self, watch: WatchStream) -> None:
+        """A watch: chunked newline-delimited JSON until it ends or the client goes."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for line in watch.lines():
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+            if watch.dropped:  # no final chunk: the client sees a broken stream
+                self.close_connection = True
+                self.request.shutdown(socket.SHUT_RDWR)
+                return
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
     def do_GET(self) -> None:
         self._serve("GET")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -13,6 +14,8 @@ from autoscaler.tracegen import generate_trace
 from autoscaler.traces import save_trace
 
 FAST = ["--horizon", "8", "--epochs", "1"]
+# Only a guard against a hang: a loaded 2-core machine can take a minute to import torch.
+SUBPROCESS_TIMEOUT_S = 240
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +115,13 @@ def test_backtest_says_which_model_was_not_scored_and_why(capsys, short_fit_csv)
     lines = [ln for ln in err.splitlines() if ln.startswith("kale: warning: kale was not")]
     assert len(lines) == 1
     assert "--test-days" in lines[0] and "fitted on the 1 days" in lines[0]
+    # stderr is not a terminal here: one progress line per fit, failed or not.
+    fits = [ln for ln in err.splitlines() if ln.startswith("kale: backtest: ")]
+    assert len(fits) == 2
+    assert re.fullmatch(r"kale: backtest: kale on 96 steps failed after \d+\.\d s \(1/2\)", fits[0])
+    assert re.fullmatch(
+        r"kale: backtest: seasonal_naive on 96 steps fitted in \d+\.\d s \(2/2\)", fits[1]
+    )
 
 
 def test_backtest_with_nothing_scored_exits_2(capsys, short_fit_csv):
@@ -185,7 +195,8 @@ def test_short_trace_still_forecasts_and_warns(capsys, tmp_path):
 
 def test_the_fallback_reason_is_said_once(tmp_path):
     """In a real process (pytest's log capture would hide a second, bare copy from the
-    fallback wrapper's log): one ``kale: warning:`` line, nothing else on stderr."""
+    fallback wrapper's log): one ``kale: warning:`` line and, stderr not being a terminal,
+    the one progress line of the fit; nothing else."""
     path = tmp_path / "short.csv"
     save_trace(generate_trace(days=1, interval_s=900, seed=1), path)
     done = subprocess.run(
@@ -205,10 +216,12 @@ def test_the_fallback_reason_is_said_once(tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=SUBPROCESS_TIMEOUT_S,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines() == [
+    progress, *rest = done.stderr.splitlines()
+    assert re.fullmatch(r"kale: forecast: kale on 96 steps fitted in \d+\.\d s \(1/1\)", progress)
+    assert rest == [
         "kale: warning: using seasonal_naive: history is 1 days, kale needs 2 days (192 steps)"
     ]
 
@@ -221,7 +234,7 @@ def test_a_model_warning_names_kale_once(capsys):
     from autoscaler.cli.forecast import _route_library_warnings
 
     _route_library_warnings()
-    logging.getLogger("forecasting.transformer.forecaster").warning(
+    logging.getLogger("forecasting.transformer.train").warning(
         "kale: training stopped by the time budget after %d epochs", 2
     )
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "time budget" in ln]

@@ -27,3 +27,37 @@ def test_checker_catches_a_leaf_importing_the_autoscaler(tmp_path):
     found = _checker().violations(tmp_path)
     assert "throughput/bad.py imports autoscaler: throughput is a leaf" in found
     assert "autoscaler/policy/x.py imports kafka: only the Kafka source talks to Kafka" in found
+
+
+def test_only_the_cli_imports_the_cli(tmp_path):
+    # The trainer's commands once printed with autoscaler.cli.output: a cli <-> trainer cycle.
+    (tmp_path / "trainer").mkdir()
+    (tmp_path / "trainer" / "cli.py").write_text("from autoscaler.cli.output import table\n")
+    (tmp_path / "autoscaler" / "demo").mkdir(parents=True)
+    (tmp_path / "autoscaler" / "demo" / "summary.py").write_text(
+        "def f():\n    from autoscaler.cli import output\n"  # a lazy import counts too
+    )
+    (tmp_path / "autoscaler" / "cli").mkdir()
+    (tmp_path / "autoscaler" / "cli" / "main.py").write_text("import autoscaler.cli.output\n")
+    found = _checker().violations(tmp_path)
+    assert any(v.startswith("trainer/cli.py imports autoscaler.cli:") for v in found)
+    assert any(v.startswith("autoscaler/demo/summary.py imports autoscaler.cli:") for v in found)
+    assert not any(v.startswith("autoscaler/cli/main.py") for v in found)
+
+
+def test_checker_reports_an_import_cycle_between_packages_with_the_files(tmp_path):
+    (tmp_path / "autoscaler" / "dashboard").mkdir(parents=True)
+    (tmp_path / "autoscaler" / "dashboard" / "app.py").write_text(
+        "from autoscaler.controller.timeline import TimelineStore\n"
+    )
+    (tmp_path / "autoscaler" / "controller").mkdir()
+    (tmp_path / "autoscaler" / "controller" / "loop.py").write_text(
+        "import autoscaler.dashboard.app\nimport autoscaler.errors\n"
+    )
+    (tmp_path / "autoscaler" / "errors.py").write_text("")
+    found = _checker().violations(tmp_path)
+    assert found == [
+        "import cycle between autoscaler.controller, autoscaler.dashboard: "
+        "autoscaler/controller/loop.py imports autoscaler.dashboard; "
+        "autoscaler/dashboard/app.py imports autoscaler.controller"
+    ]

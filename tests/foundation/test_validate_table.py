@@ -17,7 +17,7 @@ from autoscaler.cli.main import main
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 BASE: dict[str, Any] = {
-    "apiVersion": "kale.dev/v1",
+    "apiVersion": "kale.dev/v1alpha1",
     "kind": "ElasticTrainingJob",
     "metadata": {"name": "ctr-model", "namespace": "ml"},
     "spec": {
@@ -130,7 +130,11 @@ FAILURES = [
         "spec.source.kafka.bootstrapServers.1: 'nohost' is not host:port",
     ),
     # wrong apiVersion
-    ("bad-api-version", {"apiVersion": "kale.dev/v2"}, "apiVersion: Input should be 'kale.dev/v1'"),
+    (
+        "bad-api-version",
+        {"apiVersion": "kale.dev/v2"},
+        "apiVersion: Input should be 'kale.dev/v1alpha1' or 'kale.dev/v1'",
+    ),
     # StatefulSet target needs its names
     (
         "statefulset-without-ps",
@@ -191,7 +195,8 @@ SUCCESSES = [
 
 
 def _write(tmp_path: Path, doc: dict[str, Any]) -> Path:
-    (tmp_path / "model.json").write_text("{}")
+    # a real fitted model: `kale validate` checks the file is one (format kale.throughput/v1)
+    (tmp_path / "model.json").write_text((EXAMPLES / "models" / "ctr-sync.json").read_text())
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
@@ -233,7 +238,7 @@ FILE_FAILURES = [
     # YAML syntax error, with its line number
     (
         "syntax",
-        "apiVersion: kale.dev/v1\nkind: [ElasticTrainingJob\nspec: {}\n",
+        "apiVersion: kale.dev/v1alpha1\nkind: [ElasticTrainingJob\nspec: {}\n",
         "syntax error at line 3",
     ),
     # a list at the top

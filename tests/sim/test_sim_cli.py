@@ -25,7 +25,7 @@ METRICS = {
 
 def _job(name, model="models/m.json", priority=0, annotations=None, min_workers=1):
     return {
-        "apiVersion": "kale.dev/v1",
+        "apiVersion": "kale.dev/v1alpha1",
         "kind": "ElasticTrainingJob",
         "metadata": {"name": name, "annotations": annotations or {}},
         "spec": {

@@ -48,7 +48,7 @@ def test_warm_up_must_leave_something_to_evaluate():
 
 def _job(duration="5m", ratio=4):
     data = {
-        "apiVersion": "kale.dev/v1",
+        "apiVersion": "kale.dev/v1alpha1",
         "kind": "ElasticTrainingJob",
         "metadata": {"name": "j"},
         "spec": {

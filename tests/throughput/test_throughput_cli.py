@@ -12,6 +12,8 @@ import pytest
 from autoscaler.cli.main import main
 
 KALE = Path(sys.executable).parent / "kale"
+# Only a guard against a hang: start-up (numpy, scipy) can take a minute on a loaded machine.
+SUBPROCESS_TIMEOUT_S = 240
 
 
 @pytest.fixture(scope="module")
@@ -266,7 +268,7 @@ def test_installed_entry_point_exits_2_with_one_line(tmp_path: Path) -> None:
         [str(KALE), "throughput", "fit", "--profile", str(bad), "--mode", "sync"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SUBPROCESS_TIMEOUT_S,
         check=False,
     )
     assert proc.returncode == 2

@@ -16,14 +16,43 @@ async function getJSON(url) {
 }
 const ms = (t) => (t === null || t === undefined ? null : t * 1000);
 const msAll = (ts) => ts.map(ms);
+// The terminal's number formatter (autoscaler/terminal/formatting.py), so a number reads the
+// same in both: 3 significant digits, k/M/G from 1000 up (8.03k, 61.4k), whole numbers below
+// 1000 exact, never an exponent.
+const SUFFIXES = ["", "k", "M", "G", "T", "P"];
 function fmt(v, digits = 3) {
   if (v === null || v === undefined || Number.isNaN(v)) return "–";
   if (typeof v !== "number") return String(v);
-  const a = Math.abs(v);
-  if (a >= 1e6) return (v / 1e6).toFixed(2) + "M";
-  if (a >= 1e4) return (v / 1e3).toFixed(1) + "k";
-  if (Number.isInteger(v)) return String(v);
-  return v.toPrecision(digits);
+  if (!Number.isFinite(v)) return v > 0 ? "∞" : "-∞";
+  if (Math.abs(v) < 1000 && Number.isInteger(v)) return String(v);
+  let m = Math.abs(v), tier = 0;
+  while (m >= 1000 && tier < SUFFIXES.length - 1) { m /= 1000; tier += 1; }
+  for (;;) {
+    let e = Math.floor(Math.log10(m));
+    let d = Math.max(0, digits - 1 - e);
+    let r = Number(m.toFixed(d));
+    if (r >= 10 ** (e + 1)) { e += 1; d = Math.max(0, digits - 1 - e); r = Number(m.toFixed(d)); }
+    if (r < 1000 || tier === SUFFIXES.length - 1) {
+      return (v < 0 ? "-" : "") + r.toFixed(d) + SUFFIXES[tier];
+    }
+    m = r / 1000; tier += 1;
+  }
+}
+function fmtPct(fraction) {
+  return fraction === null || fraction === undefined ? "–" : fmt(100 * fraction) + "%";
+}
+// A run "keeps the SLO" when at most this share of its steps were late (DESIGN.md: ≤ 1 %).
+const SLO_BUDGET = 0.01;
+// Per metric, the runs to highlight: the lowest value among the runs that kept the SLO. The
+// cheapest run is no win if it broke the SLO, so a run over budget is never highlighted.
+function simBest(policies, names, keys) {
+  const kept = names.filter((n) => (policies[n].slo_violation_rate ?? Infinity) <= SLO_BUDGET);
+  const best = {};
+  for (const key of keys) {
+    const low = Math.min(...kept.map((n) => policies[n][key] ?? Infinity));
+    best[key] = kept.filter((n) => Number.isFinite(low) && policies[n][key] === low);
+  }
+  return best;
 }
 function fmtDur(s) {
   if (s === null || s === undefined) return "–";
@@ -286,17 +315,15 @@ function renderSimTable(sim, names) {
   table.tHead.replaceChildren(head);
   const body = table.tBodies[0];
   body.replaceChildren();
-  const best = {};
-  for (const [key] of SIM_METRICS) {
-    best[key] = Math.min(...names.map((n) => sim.policies[n][key] ?? Infinity));
-  }
+  const best = simBest(sim.policies, names, SIM_METRICS.map((m) => m[0]));
   for (const n of names) {
     const p = sim.policies[n];
     const tr = document.createElement("tr");
     cell(tr, n);
     for (const [key, , k] of SIM_METRICS) {
-      cell(tr, fmt((p[key] ?? null) === null ? null : p[key] * k),
-           "num" + (p[key] === best[key] ? " best" : ""));
+      const value = p[key] ?? null;
+      const text = value === null ? "–" : k === 100 ? fmtPct(value) : fmt(value * k);
+      cell(tr, text, "num" + (best[key].includes(n) ? " best" : ""));
     }
     cell(tr, fmt(p.lower_bound_ratio), "num");
     cell(tr, fmt(p.mean_workers), "num");

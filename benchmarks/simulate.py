@@ -39,7 +39,14 @@ from autoscaler.traces import load_trace  # noqa: E402
 from throughput.model import ThroughputModel  # noqa: E402
 
 POLICIES = ["kale", "hpa", "keda", "autopilot", "madu", "static", "oracle"]
-REAL = ROOT.parent / "shared" / "data" / "nasa_http_jul1995_1min.csv"
+REAL = next(
+    (
+        base / "shared" / "data" / "nasa_http_jul1995_1min.csv"
+        for base in (ROOT.parent, ROOT.parent.parent)  # a checkout in /work or a worktree
+        if (base / "shared" / "data" / "nasa_http_jul1995_1min.csv").exists()
+    ),
+    ROOT.parent / "shared" / "data" / "nasa_http_jul1995_1min.csv",
+)
 
 
 def traces(

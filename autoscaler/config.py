@@ -199,6 +199,12 @@ class Rescale(_Model):
         description="JSON written by `kale profile` (used when duration is auto); relative "
         "paths are relative to the job file.",
     )
+    max_per_hour: float = Field(
+        default=2.0,
+        gt=0,
+        le=60,
+        description="Most resizes the planner starts in any hour (each stops the job).",
+    )
 
 
 ConfigMapName = _pattern(

@@ -106,12 +106,57 @@ class Metadata(_Model):
     annotations: dict[LabelKey, AnnotationValue] = Field(default_factory=dict, max_length=256)
 
 
+SecretName = _pattern(
+    r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?",
+    "a Secret name (a DNS-1123 subdomain)",
+    max_length=253,
+)
+SecretKey = _pattern(r"[-._a-zA-Z0-9]{1,253}", "a Secret key", max_length=253)
+
+
+class TlsSecretRef(_Model):
+    name: SecretName = Field(description="A Secret in the job's namespace.")
+    ca_key: SecretKey = Field(default="ca.crt", description="Key of the CA bundle (PEM).")
+    cert_key: SecretKey | None = Field(
+        default=None, description="Key of the client certificate (PEM), for mutual TLS."
+    )
+    key_key: SecretKey | None = Field(
+        default=None, description="Key of the client certificate's private key (PEM)."
+    )
+
+
+class KafkaTls(_Model):
+    secret_ref: TlsSecretRef | None = Field(
+        default=None, description="CA and client certificate; absent: the system's CAs."
+    )
+    check_hostname: bool = Field(
+        default=True, description="Verify that each broker's certificate names its host."
+    )
+
+
+class SaslSecretRef(_Model):
+    name: SecretName = Field(description="A Secret in the job's namespace.")
+    username_key: SecretKey = Field(default="username", description="Key of the user name.")
+    password_key: SecretKey = Field(default="password", description="Key of the password.")
+
+
+class KafkaSasl(_Model):
+    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
+        description="SASL mechanism the brokers accept."
+    )
+    secret_ref: SaslSecretRef = Field(description="Where the user name and password are.")
+
+
 class KafkaSource(_Model):
     bootstrap_servers: list[HostPort] = Field(
         min_length=1, max_length=32, description="host:port of the brokers."
     )
     topic: Topic = Field(description="Topic the training samples arrive on.")
     consumer_group: ConsumerGroup = Field(description="Consumer group of the trainer.")
+    tls: KafkaTls | None = Field(
+        default=None, description="Encrypt the connections (SSL / SASL_SSL)."
+    )
+    sasl: KafkaSasl | None = Field(default=None, description="Authenticate with SASL.")
 
 
 class Source(_Model):
@@ -154,6 +199,12 @@ class Rescale(_Model):
         default=None,
         description="JSON written by `kale profile` (used when duration is auto); relative "
         "paths are relative to the job file.",
+    )
+    max_per_hour: float = Field(
+        default=2.0,
+        gt=0,
+        le=60,
+        description="Most resizes the planner starts in any hour (each stops the job).",
     )
 
 

@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         proc = start_scheduler(api, Path(tmp), args)
         try:
             deadline = time.monotonic() + 120
-            while {r for v, r, *_ in api.core.verbs if v == "watch"} != {"pods", "nodes"}:
+            while not {"pods", "nodes"} <= {r for v, r, *_ in api.core.verbs if v == "watch"}:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit((Path(tmp) / "scheduler.log").read_text()[-2000:])
                 time.sleep(0.05)  # the scheduler is up once it watches both

@@ -37,3 +37,32 @@ def plot_allocation(summary: Mapping[str, Mapping[str, Any]], path: str | Path) 
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out
+
+
+def plot_training(
+    records: list[Mapping[str, float]], path: str | Path, *, title: str, metric: str | None = None
+) -> Path:
+    """An agent's training curve: return per episode (and ``metric``, if given) and loss."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    episodes = [r["episode"] for r in records]
+    panels = 3 if metric else 2
+    fig, axes = plt.subplots(1, panels, figsize=(4.5 * panels, 3.6))
+    series = [("return", "episode return"), ("loss", "mean TD loss")]
+    if metric:
+        series.append((metric, metric.replace("_", " ")))
+    for ax, (key, label) in zip(axes, series, strict=True):
+        ax.plot(episodes, [r.get(key, float("nan")) for r in records], linewidth=1.2)
+        ax.set(xlabel="episode", ylabel=label)
+        ax.grid(alpha=0.3)
+    if any(r.get("loss", 0) > 0 for r in records):
+        axes[1].set_yscale("log")
+    fig.suptitle(title)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

@@ -26,7 +26,7 @@ import numpy as np
 
 from placement.faults import FaultClock, FaultModel
 from placement.pool import ProcessorPool, ResourcePool
-from placement.queue.base import QueuePolicy, QueueView, order
+from placement.queue.base import MachineView, QueuePolicy, QueueView, order
 from placement.queue.rlscheduler import ScheduleRun
 from placement.workloads.batch import BatchJobs, nodes_needed
 
@@ -72,6 +72,8 @@ class _Engine:
         n = len(jobs)
         self.jobs, self.pool, self.policy, self.backfill = jobs, pool, policy, backfill
         self.units_held = units_held
+        units = getattr(pool, "processors", None) or len(getattr(pool, "unit_names", ()))
+        self.capacity = float(units or np.sum(jobs.size))
         self.remaining = jobs.run_s.astype(np.float64).copy()
         self.est_left = jobs.estimate_s.astype(np.float64).copy()
         self.first_start = np.full(n, np.nan)
@@ -191,7 +193,9 @@ class _Engine:
         if not self.queue:
             return
         q = np.asarray(self.queue, dtype=np.int64)
-        view = QueueView(self.jobs.submit_s[q], self.est_left[q], self.jobs.size[q], now)
+        view = QueueView(
+            self.jobs.submit_s[q], self.est_left[q], self.jobs.size[q], now, self.machine()
+        )
         ranked = q[order(self.policy, view)].tolist()
         started: set[int] = set()
         position = 0
@@ -203,6 +207,15 @@ class _Engine:
             started |= self.backfill_around(ranked[position], ranked[position + 1 :], now)
         if started:
             self.queue = [j for j in self.queue if j not in started]
+
+    def machine(self) -> MachineView:
+        """The pool as a learned queue policy sees it: interchangeable units (processors or
+        GPUs), the running jobs' estimated ends and sizes (``placement.agents``)."""
+        ids = np.asarray(sorted(self.running), dtype=np.int64)
+        sizes = self.jobs.size[ids].astype(np.float64)
+        free = max(self.capacity - float(sizes.sum()) - len(self.down), 0.0)
+        ends = self.seg_start[ids] + self.est_left[ids]
+        return MachineView(self.capacity, free, ends, sizes)
 
     def reservation(self, head: int, now: float) -> tuple[float, list[int]]:
         """The head's shadow time and the running jobs expected to have ended by then."""

@@ -22,6 +22,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "autoscaler.cli.place_timed:timed",
         "Queue (and node) policies over time: waits, slowdown, utilisation, faults.",
     ),
+    "train": (
+        "autoscaler.cli.place_train:train",
+        "Train a learned scheduler (balance_dqn, tr_dqn) and save it as agent.pt.",
+    ),
 }
 
 

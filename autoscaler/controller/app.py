@@ -32,6 +32,7 @@ from autoscaler.controller.sinks import FileStatusSink, LogEventSink, NullSink
 from autoscaler.controller.state import SqliteStateStore
 from autoscaler.controller.workers import DaemonPool
 from autoscaler.errors import UserError
+from autoscaler.kafka_auth import LocalSecrets
 from autoscaler.policy.kale import KaleSettings
 from autoscaler.resources import ResourceManager
 
@@ -165,6 +166,7 @@ def meter_factory(
             block_first=block_first,
             background=background,
             backfill_deadline_s=deadline,
+            security=entry.kafka_security,
         )
 
     return make
@@ -263,6 +265,7 @@ def build(
         from autoscaler.actuators.crd_status import ElasticTrainingJobs
         from autoscaler.actuators.events import EventRecorder
         from autoscaler.actuators.job_watch import JobInformer
+        from autoscaler.actuators.secrets import Secrets
 
         crs = ElasticTrainingJobs(kube.get(), namespaces=cfg.jobs.namespaces or [])
         # A watch keeps the jobs current; the tick reads its cache instead of listing.
@@ -272,11 +275,16 @@ def build(
             models_dir=cfg.jobs.models_dir or ".",
             policy=cfg.admission_policy(),
             config_maps=ConfigMaps(kube.get()).read,
+            secrets=Secrets(kube.get()).read,
         )
         status_sink, event_sink = crs, EventRecorder(kube.get(), instance=me, clock=clock)
     else:
         assert cfg.jobs.directory is not None
-        jobs = DirectoryJobs(cfg.jobs.directory, policy=cfg.admission_policy())
+        jobs = DirectoryJobs(
+            cfg.jobs.directory,
+            policy=cfg.admission_policy(),
+            secrets=LocalSecrets(cfg.secrets_dir).read,
+        )
         status_sink, event_sink = FileStatusSink(state_dir / "status"), LogEventSink()
     if dry_run:
         status_sink, event_sink = NullSink(), LogEventSink()

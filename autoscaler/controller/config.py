@@ -261,6 +261,12 @@ class ControllerConfig(_Model):
         default=".kale-state",
         description="Controller state and the meters' arrival history (SQLite).",
     )
+    secrets_dir: str | None = Field(
+        default=None,
+        description="Local mode: Secrets the jobs name (Kafka SASL/TLS) are read from "
+        "<secretsDir>/<name>/<key> or KALE_SECRET_<NAME>_<KEY> (default $KALE_SECRETS_DIR, "
+        "else /etc/kale/secrets). Cluster mode reads them from the job's namespace.",
+    )
     dry_run: bool = Field(default=False, description="Plan and log, change nothing.")
     log_format: Literal["json", "text"] = "json"
     policy: Policy = Policy()
@@ -369,6 +375,7 @@ def load_controller_config(path: str | Path) -> ControllerConfig:
             "policy": policy,
             "kubeconfig": _resolve(base, cfg.kubeconfig),
             "state_dir": _resolve(base, cfg.state_dir),
+            "secrets_dir": _resolve(base, cfg.secrets_dir),
         }
     )
 

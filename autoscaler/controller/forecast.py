@@ -198,9 +198,10 @@ class ForecastCache:
             return None
         hist = History.of(history)
         if self.pool is None:
+            before = self.feed.fits[-1].serial if self.feed.fits else 0
             if not refresh(self.feed, hist, step, self.make):
                 log.warning("forecaster %s: %s", self.name, self.reason)
-            elif self.feed.latest() is not None and self.feed.latest().step == step:
+            elif self.feed.fits and self.feed.fits[-1].serial != before:
                 self.fitted_at = now
         else:
             self._collect(step)

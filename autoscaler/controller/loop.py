@@ -31,7 +31,7 @@ import math
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -286,7 +286,7 @@ class Controller(ActingStages):
         for key, entry in valid.items():
             rt = self.runtimes.get(key)
             if rt is not None and rt.entry.fingerprint == entry.fingerprint:
-                rt.entry = entry
+                rt.entry = self._new_credentials(rt, entry)
                 self._adopt_newer_state(rt, entry)
                 continue
             held = self._build_failures.get(key)
@@ -367,7 +367,11 @@ class Controller(ActingStages):
             pool=self._fits,
             interim=_interim_model,
         )
-        keep_meter = old is not None and old.entry.job.spec.source == job.spec.source
+        keep_meter = (
+            old is not None
+            and old.entry.job.spec.source == job.spec.source
+            and old.entry.kafka_security == entry.kafka_security
+        )
         keep_actuator = old is not None and old.entry.job.spec.target == job.spec.target
         meter = old.meter if keep_meter and old else self.meter_factory(entry)
         if keep_actuator and old:
@@ -399,6 +403,19 @@ class Controller(ActingStages):
             extra={"fields": {"event": "job_added", "job": entry.key}},
         )
         return rt
+
+    def _new_credentials(self, rt: JobRuntime, entry: JobEntry) -> JobEntry:
+        """A rotated Secret: reconnect with the new credentials (a new meter), keeping the
+        job's forecaster and state; while a measurement is running, at a later tick (the
+        entry kept then still carries the old credentials, so the change is seen again)."""
+        if rt.entry.kafka_security == entry.kafka_security:
+            return entry
+        if rt.measuring is not None and not rt.measuring.done():
+            return replace(entry, kafka_security=rt.entry.kafka_security)
+        log.info("%s: Kafka credentials changed; reconnecting", entry.key)
+        rt.meter.close()
+        rt.meter = self.meter_factory(entry)
+        return entry
 
     def _resume_state(self, entry: JobEntry) -> JobState:
         """The newer of the state in the store and the one in the job's status."""

@@ -26,6 +26,13 @@ PUBLISHED = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
 """The six of the inflation experiment (what ``kale place simulate`` compares by default)."""
 
 NEEDS_TYPICAL = frozenset({"fgd"})
+AGENT_PREFIX = "agent:"
+"""``agent:PATH`` names a saved learned agent (``placement.agents``) instead of a heuristic."""
+
+
+def _check_agent_name(name: str) -> None:
+    if not name[len(AGENT_PREFIX) :].strip():
+        raise PlacementInputError(f"{name!r}: give the agent file after 'agent:'")
 
 
 def parse_policy_names(text: str) -> list[str]:
@@ -34,7 +41,9 @@ def parse_policy_names(text: str) -> list[str]:
     if not names:
         raise PlacementInputError(f"no policy named; known: {', '.join(POLICIES)}")
     for name in names:
-        if name not in POLICIES:
+        if name.startswith(AGENT_PREFIX):
+            _check_agent_name(name)
+        elif name not in POLICIES:
             raise PlacementInputError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
     if len(set(names)) != len(names):
         raise PlacementInputError(f"a policy is named twice in {text!r}")
@@ -42,7 +51,14 @@ def parse_policy_names(text: str) -> list[str]:
 
 
 def make_policy(name: str, context: PolicyContext | None = None) -> ScorePolicy:
-    """A fresh policy; ``context`` supplies the random generator and typical pods."""
+    """A fresh policy; ``context`` supplies the random generator and typical pods.
+
+    ``agent:PATH`` loads a saved node-level agent (torch is imported only then)."""
+    if name.startswith(AGENT_PREFIX):
+        _check_agent_name(name)
+        from placement.agents import node_policy
+
+        return node_policy(name[len(AGENT_PREFIX) :], context or PolicyContext())
     factory = POLICIES.get(name)
     if factory is None:
         raise PlacementInputError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")

@@ -19,6 +19,27 @@ import numpy as np
 
 
 @dataclass(frozen=True)
+class MachineView:
+    """The machine as a queue policy may see it: a pool of interchangeable units.
+
+    Heuristic priorities ignore it; a learned queue policy (``placement.agents``) needs it
+    to tell a job that fits now from one that would have to be reserved.
+    """
+
+    capacity: float
+    """Units of the whole machine (processors, or GPUs)."""
+    free: float
+    """Units free now."""
+    running_end_s: np.ndarray
+    """Estimated end (start + estimate) of each running job."""
+    running_size: np.ndarray
+    """Units each running job holds."""
+    job_units: np.ndarray | None = None
+    """Units each waiting job of the view would hold, where they differ from its ``size``
+    (whole nodes of a multi-processor node); None: the size."""
+
+
+@dataclass(frozen=True)
 class QueueView:
     """The waiting jobs as aligned arrays, in the queue's current order, at time ``now_s``."""
 
@@ -31,6 +52,8 @@ class QueueView:
     """Processors (SWF) or GPUs (openb) the job asks for."""
     now_s: float
     """The simulated time of the decision."""
+    machine: MachineView | None = None
+    """The machine's state, where the simulator provides it (None: not known)."""
 
     @property
     def wait_s(self) -> np.ndarray:
@@ -51,6 +74,18 @@ class QueuePolicy(Protocol):
 
     def keys(self, view: QueueView) -> tuple[np.ndarray, ...]:
         """Sort keys for every waiting job, most significant first (lower = sooner)."""
+        ...
+
+
+class BackfillChooser(Protocol):
+    """Optional second method of a queue policy: which eligible job backfills next.
+
+    EASY asks it again after every start, until no candidate is left; a policy without it
+    backfills in submit order (the reference rule).
+    """
+
+    def pick_backfill(self, view: QueueView, candidates: np.ndarray, shadow_s: float) -> int:
+        """Index into ``candidates`` (positions in ``view``, each of which may backfill)."""
         ...
 
 

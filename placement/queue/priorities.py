@@ -98,7 +98,16 @@ QUEUE_POLICIES: dict[str, QueuePolicy] = {
 
 
 def queue_policy(name: str) -> QueuePolicy:
-    """The policy called ``name``; an unknown name is a user error listing the known ones."""
+    """The policy called ``name``; an unknown name is a user error listing the known ones.
+
+    ``agent:PATH`` loads a saved queue-level agent (``placement.agents``; torch only then)."""
+    if name.strip().startswith("agent:"):
+        path = name.strip()[len("agent:") :].strip()
+        if not path:
+            raise PlacementInputError(f"{name!r}: give the agent file after 'agent:'")
+        from placement.agents import queue_policy as load_queue_agent
+
+        return load_queue_agent(path, label=name.strip())  # type: ignore[no-any-return]
     try:
         return QUEUE_POLICIES[name.strip().lower()]
     except KeyError:

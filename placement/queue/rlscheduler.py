@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.queue.base import QueuePolicy, QueueView, order
+from placement.queue.base import BackfillChooser, MachineView, QueuePolicy, QueueView, order
 from placement.queue.easy import may_backfill, reserve
 from placement.workloads.batch import BatchJobs, nodes_needed
 
@@ -64,6 +64,7 @@ class _Sim:
         self.procs = jobs.size  # what the priorities see
         self.size = need  # whole nodes held (processors when a node is a processor)
         self.start = np.full(len(jobs), np.nan)
+        self.capacity = capacity
         self.free = capacity
         self.queue: list[int] = []
         self.running: list[int] = []
@@ -97,13 +98,40 @@ class _Sim:
         self.running.append(j)
         self.queue.remove(j)
 
+    def machine(self, q: np.ndarray) -> MachineView:
+        """The machine as a learned policy sees it (estimated ends of running jobs), with
+        the units each job of ``q`` would hold."""
+        running = np.asarray(self.running, dtype=np.int64)
+        return MachineView(
+            capacity=float(self.capacity),
+            free=float(self.free),
+            running_end_s=self.start[running] + self.est[running],
+            running_size=self.size[running].astype(np.float64),
+            job_units=self.size[q].astype(np.float64),
+        )
+
+    def view(self, q: np.ndarray) -> QueueView:
+        return QueueView(self.submit[q], self.est[q], self.procs[q], self.now, self.machine(q))
+
     def pick_head(self, policy: QueuePolicy) -> int:
         q = np.asarray(self.queue, dtype=np.int64)
-        view = QueueView(self.submit[q], self.est[q], self.procs[q], self.now)
-        self.queue = q[order(policy, view)].tolist()
+        self.queue = q[order(policy, self.view(q))].tolist()
         return self.queue[0]
 
-    def wait_with_backfill(self, head: int) -> None:
+    def backfill_by(self, policy: BackfillChooser, head: int, shadow: float) -> None:
+        """Start eligible jobs one at a time in the order ``policy.pick_backfill`` asks."""
+        while True:
+            q = np.asarray(self.queue, dtype=np.int64)
+            q = q[np.argsort(self.submit[q], kind="stable")]
+            self.queue = q.tolist()
+            ok = (q != head) & (self.size[q] <= self.free) & (self.now + self.est[q] < shadow)
+            candidates = np.flatnonzero(ok)
+            if candidates.size == 0:
+                return
+            pick = int(policy.pick_backfill(self.view(q), candidates, shadow))
+            self.launch(int(q[candidates[pick]]))
+
+    def wait_with_backfill(self, head: int, policy: object = None) -> None:
         self.running.sort(key=lambda j: self.start[j] + self.est[j])
         ends = np.array([self.start[j] + self.est[j] for j in self.running])
         sizes = np.array([self.size[j] for j in self.running])
@@ -117,7 +145,12 @@ class _Sim:
         # (An estimated end already past counts as "now"; the strict test below then lets
         # nothing backfill, exactly as the reference code's raw past time does.)
         shadow = reservation.start_s
+        chooser: BackfillChooser | None = policy if hasattr(policy, "pick_backfill") else None  # type: ignore[assignment]
         while self.size[head] > self.free:
+            if chooser is not None:
+                self.backfill_by(chooser, head, shadow)
+                self.step()
+                continue
             q = np.asarray(self.queue, dtype=np.int64)
             q = q[np.argsort(self.submit[q], kind="stable")]
             self.queue = q.tolist()
@@ -159,7 +192,7 @@ def simulate(
         head = sim.pick_head(policy)
         if sim.size[head] > sim.free:
             if backfill:
-                sim.wait_with_backfill(head)
+                sim.wait_with_backfill(head, policy)
             else:
                 while sim.size[head] > sim.free:
                     sim.step()

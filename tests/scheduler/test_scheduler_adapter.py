@@ -16,6 +16,7 @@ from autoscaler.scheduler.faults import FaultCounts
 from autoscaler.scheduler.objects import Demand, NodeInfo, PodInfo
 from autoscaler.scheduler.view import ClusterView
 from placement.cluster import Cluster
+from placement.errors import PlacementInputError
 from placement.frag import typical_pods
 from placement.placer import place, tie_order
 from placement.policies import POLICIES, PolicyContext, make_policy
@@ -98,8 +99,11 @@ def test_fault_bestfit_avoids_nodes_and_gpus_with_recent_faults():
 def test_unknown_and_agent_policies_are_refused_with_the_reason():
     with pytest.raises(ValueError, match="unknown policy 'fgdx'; known: first-fit, random"):
         check_policy_name("fgdx")
-    with pytest.raises(ValueError, match=r"placement\.agents"):
-        check_policy_name("agent:/tmp/model.pt")
+    with pytest.raises(ValueError, match=r"agent: needs a path"):
+        check_policy_name("agent:")
+    check_policy_name("agent:/tmp/model.pt")  # placement.agents is there: the name is valid
+    with pytest.raises(PlacementInputError, match="no such agent file"):
+        make_policy("agent:/tmp/no-such-model.pt", PolicyContext())
 
 
 def test_mapping_to_the_placement_model():

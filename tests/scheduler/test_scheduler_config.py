@@ -30,7 +30,7 @@ def test_relative_paths_resolve_against_the_file(tmp_path):
     [
         ("polcy: fgd\n", "polcy: unknown field"),  # a typo is not ignored
         ("policy: fgdx\n", "policy: unknown policy 'fgdx'; known: first-fit, random"),
-        ("policy: 'agent:model.pt'\n", "policy: saved agents (agent:PATH) need placement.agents"),
+        ("policy: 'agent:'\n", "policy: agent: needs a path"),
         ("schedulerName: Kale_1\n", "schedulerName: String should match pattern"),
         ("faults: {window: soon}\n", "faults.window: expected a duration such as 90s"),
         ("backoff: {initial: 0s}\n", "backoff.initial: Input should be greater than 0"),

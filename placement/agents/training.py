@@ -1,0 +1,123 @@
+"""``train_agent``: build an agent's environment from the data and train it (the CLI's call).
+
+The data decide the environment: a node list and a pod list make node-level episodes (the
+inflation experiment on random shares of the cluster, seeds far from the judged ones); an
+SWF log makes queue-level episodes on windows of the log that overlap none of the judged
+sequences (RLScheduler's ten start indices by default), so an agent trained here can be
+judged on those sequences honestly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from placement.agents import AGENTS, agent_class
+from placement.cluster import NodeSpec
+from placement.env.node_env import NodePlacementEnv
+from placement.env.queue_env import QueueEnv, training_sequences
+from placement.errors import PlacementInputError
+from placement.pod import Pod
+from placement.queue.protocol import RLSCHEDULER_STARTS, SEQUENCE_LENGTH
+from placement.workloads.batch import BatchJobs
+
+
+def _with_overrides(settings: Any, overrides: dict[str, Any]) -> Any:
+    """``settings`` with top-level fields, or ``env.FIELD`` fields, replaced."""
+    top = {k: v for k, v in overrides.items() if "." not in k}
+    env = {k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("env.")}
+    try:
+        if env:
+            top["env"] = dataclasses.replace(settings.env, **env)
+        return dataclasses.replace(settings, **top)
+    except TypeError as exc:
+        raise PlacementInputError(f"bad agent setting: {exc}") from None
+
+
+def train_agent(
+    name: str,
+    *,
+    episodes: int,
+    seed: int = 0,
+    device: str = "cpu",
+    nodes: Sequence[NodeSpec] | None = None,
+    pods: Sequence[Pod] | None = None,
+    jobs: BatchJobs | None = None,
+    processors: int | None = None,
+    exclude_starts: tuple[int, ...] = RLSCHEDULER_STARTS,
+    overrides: dict[str, Any] | None = None,
+    on_episode: Callable[[dict[str, float]], None] | None = None,
+) -> Any:
+    """Train agent ``name`` for ``episodes`` episodes and return it (save it yourself)."""
+    if episodes < 1:
+        raise PlacementInputError("train for at least one episode")
+    cls = agent_class(name)
+    settings = _with_overrides(cls.settings_type(seed=seed), overrides or {})
+    if AGENTS[name][1] == "node":
+        if not nodes or not pods:
+            raise PlacementInputError(
+                f"{name} trains on a node list and a pod list (--nodes, --pods)"
+            )
+        env: Any = NodePlacementEnv(list(nodes), list(pods), settings.env)
+    else:
+        if jobs is None or not processors:
+            raise PlacementInputError(f"{name} trains on an SWF log (--swf) with its machine size")
+        sequences = training_sequences(
+            jobs,
+            exclude_starts=exclude_starts,
+            exclude_length=SEQUENCE_LENGTH,
+            length=settings.sequence_jobs,
+            count=settings.sequences,
+            seed=seed,
+        )
+        env = QueueEnv(sequences, processors=processors, settings=settings.env)
+    agent = cls(settings, device=device)
+    agent.train(env, episodes, on_episode=on_episode)
+    return agent
+
+
+def load_training_data(
+    nodes_path: str | None, pods_path: str | None, swf_path: str | None, processors: int | None
+) -> dict[str, Any]:
+    """``train_agent``'s data keywords from the CLI's files (only those given are read)."""
+    data: dict[str, Any] = {}
+    if nodes_path or pods_path:
+        from placement.workloads.openb import load_nodes, load_pods
+
+        if not (nodes_path and pods_path):
+            raise PlacementInputError("give both --nodes and --pods")
+        data["nodes"], data["pods"] = load_nodes(nodes_path), load_pods(pods_path)
+    if swf_path:
+        from placement.workloads.batch import batch_jobs_from_swf
+        from placement.workloads.swf import load_swf
+
+        trace = load_swf(swf_path)
+        data["jobs"] = batch_jobs_from_swf(trace)
+        data["processors"] = processors or trace.processors
+        if not data["processors"]:
+            raise PlacementInputError(
+                "the log states no MaxProcs/MaxNodes: pass --processors", path=swf_path
+            )
+    if not data:
+        raise PlacementInputError("no training data: give --nodes and --pods, or --swf")
+    return data
+
+
+def training_summary(agent: Any, out_path: str, plot_path: str | None) -> dict[str, Any]:
+    """The ``--json`` document (and the ``--plot`` image, when asked)."""
+    records = agent.curve.records
+    if plot_path:
+        from placement.plots import plot_training
+
+        metric = "allocated_share" if agent.name == "balance_dqn" else None
+        plot_training(records, plot_path, title=f"{agent.name} training", metric=metric)
+    return {
+        "agent": agent.name,
+        "output": out_path,
+        "episodes": len(records),
+        "seconds": round(agent.curve.seconds, 3),
+        "final": records[-1] if records else {},
+        "curve": records,
+        "settings": dataclasses.asdict(agent.settings),
+    }

@@ -106,12 +106,12 @@ class Metadata(_Model):
     annotations: dict[LabelKey, AnnotationValue] = Field(default_factory=dict, max_length=256)
 
 
-SecretName = _pattern(
+SecretName: Any = _pattern(  # a type (Annotated), built at run time
     r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?",
     "a Secret name (a DNS-1123 subdomain)",
     max_length=253,
 )
-SecretKey = _pattern(r"[-._a-zA-Z0-9]{1,253}", "a Secret key", max_length=253)
+SecretKey: Any = _pattern(r"[-._a-zA-Z0-9]{1,253}", "a Secret key", max_length=253)
 
 
 class TlsSecretRef(_Model):

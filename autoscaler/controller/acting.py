@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,8 +45,15 @@ from autoscaler.controller.status import (
     resize_message,
     selector_of,
 )
-from autoscaler.controller.workers import wait_until
+from autoscaler.controller.workers import DaemonPool, wait_until
 from autoscaler.policy.types import Decision
+
+if TYPE_CHECKING:  # the loop imports this module
+    from autoscaler.controller.loop import ControllerSettings
+    from autoscaler.controller.metrics import ControllerMetrics
+    from autoscaler.controller.sinks import EventSink, StatusSink
+    from autoscaler.controller.state import StateStore
+    from autoscaler.controller.timeline import TimelineStore
 
 log = logging.getLogger("autoscaler.controller.loop")
 
@@ -76,13 +83,13 @@ class ActingStages:
     """Mixed into :class:`~autoscaler.controller.loop.Controller` (its attributes are used)."""
 
     clock: Callable[[], float]
-    metrics: Any
-    settings: Any
-    store: Any
-    status_sink: Any
-    event_sink: Any
-    timeline: Any
-    _act_pool: Any
+    metrics: ControllerMetrics
+    settings: ControllerSettings
+    store: StateStore
+    status_sink: StatusSink
+    event_sink: EventSink
+    timeline: TimelineStore | None
+    _act_pool: DaemonPool | None
     _writes_status: bool
     on_progress: Callable[[], None] | None
     _fail: Callable[..., None]

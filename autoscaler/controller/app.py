@@ -30,6 +30,7 @@ from autoscaler.controller.metrics import ControllerMetrics, Health, MetricsServ
 from autoscaler.controller.runner import Runner
 from autoscaler.controller.sinks import FileStatusSink, LogEventSink, NullSink
 from autoscaler.controller.state import SqliteStateStore
+from autoscaler.controller.timeline import TimelineStore
 from autoscaler.controller.workers import DaemonPool
 from autoscaler.errors import UserError
 from autoscaler.kafka_auth import LocalSecrets
@@ -93,12 +94,15 @@ def actuator_factory(
         if target.kind == "StatefulSet":
             from autoscaler.actuators.statefulset import StatefulSetActuator
 
+            # Validated (jobrules, the CRD's CEL): a StatefulSet target names both sets.
+            assert target.workers is not None and target.ps is not None
             return StatefulSetActuator(
                 kube.get(), namespace=ns, workers=target.workers, ps=target.ps
             )
         if target.kind == "TFJob":
             from autoscaler.actuators.tfjob import TFJobActuator
 
+            assert target.name is not None  # validated: a TFJob target names it
             return TFJobActuator(kube.get(), namespace=ns, name=target.name)
         if target.kind == "Local":
             from autoscaler.actuators.local import LocalActuator
@@ -229,10 +233,8 @@ class BuildOptions:
     """Applied to each job's actuator once it is made (None: used as made)."""
 
 
-def _timeline(state_dir: Path, cfg: ControllerConfig, dry_run: bool) -> Any:
+def _timeline(state_dir: Path, cfg: ControllerConfig, dry_run: bool) -> TimelineStore:
     """The per-tick history the dashboard reads (``<stateDir>/timeline.sqlite``)."""
-    from autoscaler.controller.timeline import TimelineStore
-
     timeline = TimelineStore(state_dir / "timeline.sqlite")
     timeline.set_meta(quota_gpus=cfg.quota.gpus, interval_s=cfg.interval, dry_run=dry_run)
     return timeline

@@ -23,6 +23,7 @@ from pydantic import (
     ValidationError,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails
 
 from autoscaler.errors import UserError
 from autoscaler.jobfiles import file_problems, read_json_file
@@ -105,12 +106,57 @@ class Metadata(_Model):
     annotations: dict[LabelKey, AnnotationValue] = Field(default_factory=dict, max_length=256)
 
 
+SecretName: Any = _pattern(  # a type (Annotated), built at run time
+    r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?",
+    "a Secret name (a DNS-1123 subdomain)",
+    max_length=253,
+)
+SecretKey: Any = _pattern(r"[-._a-zA-Z0-9]{1,253}", "a Secret key", max_length=253)
+
+
+class TlsSecretRef(_Model):
+    name: SecretName = Field(description="A Secret in the job's namespace.")
+    ca_key: SecretKey = Field(default="ca.crt", description="Key of the CA bundle (PEM).")
+    cert_key: SecretKey | None = Field(
+        default=None, description="Key of the client certificate (PEM), for mutual TLS."
+    )
+    key_key: SecretKey | None = Field(
+        default=None, description="Key of the client certificate's private key (PEM)."
+    )
+
+
+class KafkaTls(_Model):
+    secret_ref: TlsSecretRef | None = Field(
+        default=None, description="CA and client certificate; absent: the system's CAs."
+    )
+    check_hostname: bool = Field(
+        default=True, description="Verify that each broker's certificate names its host."
+    )
+
+
+class SaslSecretRef(_Model):
+    name: SecretName = Field(description="A Secret in the job's namespace.")
+    username_key: SecretKey = Field(default="username", description="Key of the user name.")
+    password_key: SecretKey = Field(default="password", description="Key of the password.")
+
+
+class KafkaSasl(_Model):
+    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
+        description="SASL mechanism the brokers accept."
+    )
+    secret_ref: SaslSecretRef = Field(description="Where the user name and password are.")
+
+
 class KafkaSource(_Model):
     bootstrap_servers: list[HostPort] = Field(
         min_length=1, max_length=32, description="host:port of the brokers."
     )
     topic: Topic = Field(description="Topic the training samples arrive on.")
     consumer_group: ConsumerGroup = Field(description="Consumer group of the trainer.")
+    tls: KafkaTls | None = Field(
+        default=None, description="Encrypt the connections (SSL / SASL_SSL)."
+    )
+    sasl: KafkaSasl | None = Field(default=None, description="Authenticate with SASL.")
 
 
 class Source(_Model):
@@ -154,14 +200,20 @@ class Rescale(_Model):
         description="JSON written by `kale profile` (used when duration is auto); relative "
         "paths are relative to the job file.",
     )
+    max_per_hour: float = Field(
+        default=2.0,
+        gt=0,
+        le=60,
+        description="Most resizes the planner starts in any hour (each stops the job).",
+    )
 
 
-ConfigMapName = _pattern(
+ConfigMapName: Any = _pattern(  # a type (Annotated), built at run time
     r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?",
     "a ConfigMap name (a DNS-1123 subdomain)",
     max_length=253,
 )
-ConfigMapKey = _pattern(r"[-._a-zA-Z0-9]{1,253}", "a ConfigMap key", max_length=253)
+ConfigMapKey: Any = _pattern(r"[-._a-zA-Z0-9]{1,253}", "a ConfigMap key", max_length=253)
 
 
 class ConfigMapKeyRef(_Model):
@@ -297,7 +349,7 @@ def _brief(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _format_error(err: dict[str, Any]) -> Problem:
+def _format_error(err: ErrorDetails) -> Problem:
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     # Union branches (e.g. 'auto' | duration) add their own tag to the location: drop it.
     loc = tuple(p for p in loc if p not in ("literal['auto']", "float"))
@@ -353,7 +405,7 @@ def parse_job(data: Any) -> tuple[ElasticTrainingJob | None, list[Problem]]:
     try:
         job = ElasticTrainingJob.model_validate(data)
     except ValidationError as exc:
-        problems = [_format_error(e) for e in exc.errors()]  # type: ignore[arg-type]
+        problems = [_format_error(e) for e in exc.errors()]
         return None, _dedupe(problems)
     return job, cross_check(job) + override_problems(job.metadata.annotations)
 

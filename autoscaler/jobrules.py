@@ -231,6 +231,20 @@ def _inline_theta_count(job: ElasticTrainingJob) -> list[Problem]:
     return []
 
 
+def _tls_client_pair(job: ElasticTrainingJob) -> list[Problem]:
+    tls = job.spec.source.kafka.tls
+    ref = tls.secret_ref if tls is not None else None
+    if ref is not None and (ref.cert_key is None) != (ref.key_key is None):
+        return [
+            (
+                "spec.source.kafka.tls.secretRef.certKey",
+                "and spec.source.kafka.tls.secretRef.keyKey go together (a client "
+                "certificate needs its private key)",
+            )
+        ]
+    return []
+
+
 RULES: dict[str, Callable[[ElasticTrainingJob], list[Problem]]] = {
     "min-workers-le-max-workers": _min_max,
     "sync-batch-ge-max-workers": _sync_batch,
@@ -246,6 +260,7 @@ RULES: dict[str, Callable[[ElasticTrainingJob], list[Problem]]] = {
     "local-needs-command": _local_command,
     "throughput-one-source": _one_throughput_source,
     "inline-theta-count": _inline_theta_count,
+    "tls-client-pair": _tls_client_pair,
 }
 """Every cross-field rule, by the name its CEL mirror in the CRD carries."""
 
@@ -281,6 +296,20 @@ def advisories(job: ElasticTrainingJob) -> list[Problem]:
                 f"is ≤ spec.rescale.duration ({job.spec.slo.max_delay:g}s "
                 f"≤ {rs:g}s): every resize will violate the SLO; an SLO of about twice the "
                 "rescale duration leaves room to plan",
+            )
+        )
+    kafka = job.spec.source.kafka
+    if kafka.sasl is not None and kafka.tls is None:
+        out.append(
+            (
+                "spec.source.kafka.sasl",
+                "is used without spec.source.kafka.tls: "
+                + (
+                    "PLAIN sends the password in the clear"
+                    if kafka.sasl.mechanism == "PLAIN"
+                    else "SCRAM protects the password, but the samples cross the network in "
+                    "the clear"
+                ),
             )
         )
     return out

@@ -187,10 +187,22 @@ def queue_latency(jobs, processors, name: str) -> float:
     return float(np.median(times))
 
 
+class RandomOrder:
+    """A uniformly random head (seeded): the floor a learned queue policy must clear."""
+
+    name = "random"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def keys(self, view):
+        return (self.rng.random(len(view)),)
+
+
 def judge_queue(jobs, processors, agent_name) -> dict[str, object]:
     out: dict[str, object] = {}
-    for name in [*QUEUE_BASELINES, agent_name]:
-        policy = queue_policy(name)
+    for name in ["random", *QUEUE_BASELINES, agent_name]:
+        policy = RandomOrder() if name == "random" else queue_policy(name)
         for backfill in (False, True):
             result = run_protocol(
                 jobs,

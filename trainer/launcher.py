@@ -43,6 +43,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from autoscaler.errors import KaleError, UserError
+from autoscaler.kafka_auth import LocalSecrets, SecretMissing, security_for
+from autoscaler.sources.security import KafkaSecurity
 from trainer import checkpoint
 from trainer.rescale import ResizeTiming
 from trainer.spawn import NodeConfig, run_node
@@ -214,6 +216,9 @@ class TrainerConfig:
     """Worker compute device: auto (CUDA when present), cpu or cuda."""
     history: int = 200_000
     """Step records kept for throughput and loss queries."""
+    security: KafkaSecurity | None = None
+    """The job's Kafka SASL/TLS, its Secrets read from the environment or files
+    (:class:`autoscaler.kafka_auth.LocalSecrets`: a pod mounts them); None: plaintext."""
 
     @classmethod
     def from_job(
@@ -222,6 +227,7 @@ class TrainerConfig:
         *,
         bootstrap: str | None = None,
         checkpoint_dir: str | Path | None = None,
+        secrets_dir: str | Path | None = None,
         **overrides: Any,
     ) -> TrainerConfig:
         """Settings of an ``autoscaler.config.LoadedJob`` (``--bootstrap`` overrides the job's)."""
@@ -232,6 +238,13 @@ class TrainerConfig:
             if checkpoint_dir is not None
             else Path(".kale") / "checkpoints" / job.metadata.name
         )
+        if "security" not in overrides:
+            try:
+                overrides["security"] = security_for(
+                    kafka, job.metadata.namespace, LocalSecrets(secrets_dir).read
+                )
+            except SecretMissing as exc:
+                raise UserError(f"{loaded.path or job.metadata.name}: {exc}") from None
         return cls(
             bootstrap=bootstrap or ",".join(kafka.bootstrap_servers),
             topic=kafka.topic,
@@ -460,7 +473,9 @@ class Trainer:
     def _topic_partitions(self) -> int:
         from autoscaler.sources import kafka_io
 
-        admin = kafka_io.admin_client(self.config.bootstrap, client_id="kale-trainer")
+        admin = kafka_io.admin_client(
+            self.config.bootstrap, client_id="kale-trainer", security=self.config.security
+        )
         try:
             return kafka_io.topic_partitions(admin, self.config.bootstrap, self.config.topic)
         finally:
@@ -487,6 +502,7 @@ class Trainer:
             "mode": cfg.mode,
             "spec": spec,
             "bootstrap": cfg.bootstrap,
+            "security": cfg.security,
             "topic": cfg.topic,
             "group": cfg.group,
             "device": cfg.device,

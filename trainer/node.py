@@ -209,6 +209,7 @@ def _run_worker(cfg: NodeConfig, conn: Connection, control: _Control) -> None:
         heartbeat_interval_ms=cfg.heartbeat_interval_ms,
         check_crcs=cfg.check_crcs,
         on_assignment=on_assignment,
+        security=cfg.security,
     )
     client = PSClient(spec, cfg.ps)
     sync = cfg.mode == "sync"

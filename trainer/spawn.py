@@ -30,6 +30,8 @@ class NodeConfig:
     """Samples per step of this worker (sync: its share of the global batch)."""
     spec: dict[str, Any]
     bootstrap: str
+    security: Any
+    """The job's Kafka SASL/TLS (:class:`autoscaler.sources.security.KafkaSecurity`) or None."""
     topic: str
     group: str
     shard_path: str

@@ -74,6 +74,7 @@ class SampleStream(ConsumerRebalanceListener):
         heartbeat_interval_ms: int = kafka_io.HEARTBEAT_INTERVAL_MS,
         check_crcs: bool = False,
         on_assignment: Callable[[str, list[int]], None] | None = None,
+        security: Any = None,
     ) -> None:
         self.topic = topic
         self.fields = fields
@@ -88,6 +89,7 @@ class SampleStream(ConsumerRebalanceListener):
             bootstrap,
             group=group,
             client_id=client_id,
+            security=security,
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms,
             max_poll_records=2000,

@@ -26,8 +26,10 @@ TABLE_COLUMNS = (
     ("cumulative_delay_min", "cum_delay_min"),
     ("downtime_min", "downtime_min"),
     ("rescale_count", "rescales"),
+    ("rescales_per_day", "rescales_per_day"),
     ("gpu_hours", "gpu_hours"),
     ("lower_bound_ratio", "x_lower_bound"),
+    ("regret", "regret"),
     ("mean_workers", "mean_workers"),
     ("max_delay_min", "max_delay_min"),
     ("p99_delay_min", "p99_delay_min"),
@@ -57,7 +59,7 @@ class _Bar:
 def _print_table(metrics: dict[str, dict[str, Any]], lower_bound: float, multi: bool) -> None:
     first, bound_label = ("job", "lower_bound (all jobs)") if multi else ("policy", "lower_bound")
     rows = [[name, *(m.get(k) for k, _ in TABLE_COLUMNS)] for name, m in metrics.items()]
-    rows.append([bound_label, "", "", "", "", lower_bound, 1.0, "", "", ""])
+    rows.append([bound_label, "", "", "", "", "", lower_bound, 1.0, "", "", "", ""])
     click.echo(table(rows, [first, *(h for _, h in TABLE_COLUMNS)]))
 
 
@@ -152,6 +154,13 @@ def _print_table(metrics: dict[str, dict[str, Any]], lower_bound: float, multi: 
     type=click.Path(file_okay=False),
     default=None,
     help="Folder caching forecaster fits (default: $KALE_CACHE_DIR or ~/.cache/kale).",
+)
+@click.option(
+    "--violation-budget",
+    type=click.FloatRange(0, 1),
+    default=0.01,
+    show_default=True,
+    help="Share of steps the offline optimum may violate (the regret reference).",
 )
 @click.option(
     "--placement",

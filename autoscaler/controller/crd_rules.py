@@ -166,6 +166,12 @@ CROSS_FIELD: tuple[CelRule, ...] = (
         "fixed-ratio 3, linear 1, optimus 5 sync / 4 async)",
     ),
     CelRule(
+        "tls-client-pair",
+        ("spec", "source", "kafka", "tls", "secretRef"),
+        "has(self.certKey) == has(self.keyKey)",
+        "certKey and keyKey go together (a client certificate needs its private key)",
+    ),
+    CelRule(
         "local-needs-command",
         ("spec", "target"),
         "self.kind != 'Local' || (has(self.command) && size(self.command) > 0)",

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from autoscaler.config import KIND, LoadedJob, read_yaml
+from autoscaler.config import KIND, ElasticTrainingJob, LoadedJob, read_yaml
 from autoscaler.controller.admission import (
     LOCAL_POLICY,
     AdmissionPolicy,
@@ -28,13 +28,14 @@ from autoscaler.controller.admission import (
     admit_object,
     cluster_policy,
 )
+from autoscaler.controller.references import ReferenceProblem, References
+from autoscaler.errors import UserError
+from autoscaler.kafka_auth import LocalSecrets
 from autoscaler.overrides import PAUSED, PAUSED_REPLICAS
 
 log = logging.getLogger(__name__)
 
 OVERRIDE_ANNOTATIONS = (PAUSED, PAUSED_REPLICAS)
-#: A fitted model is ~2 KB; a ConfigMap holds at most 1 MiB.
-MAX_MODEL_CHARS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -55,9 +56,11 @@ class JobEntry:
     model_data: Any = None
     """The throughput model JSON read from the job's ConfigMap (``spec.throughput.
     configMapRef``, cluster mode); None for a file or inline model."""
+    kafka_security: Any = None
+    """The job's Kafka SASL/TLS, its Secrets resolved (None: plaintext)."""
 
     @property
-    def job(self) -> Any:
+    def job(self) -> ElasticTrainingJob:
         return self.loaded.job
 
     @property
@@ -165,7 +168,16 @@ class DirectoryJobs:
     listing.
     """
 
-    def __init__(self, directory: str | Path, *, policy: AdmissionPolicy | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        policy: AdmissionPolicy | None = None,
+        secrets: Callable[[str, str], Any] | None = None,
+    ) -> None:
+        self.refs = References(secrets=secrets)
+        """Secrets the jobs name (local mode: environment and files,
+        :class:`autoscaler.kafka_auth.LocalSecrets`); ConfigMaps are refused here."""
         self.directory = Path(directory)
         self.policy = policy or LOCAL_POLICY
         self._files: dict[Path, _FileRead] = {}
@@ -203,6 +215,11 @@ class DirectoryJobs:
                 )
                 continue
             seen[key] = str(path)
+            try:
+                security = self.refs.security(key, loaded.job)
+            except ReferenceProblem as exc:
+                out.invalid.append(InvalidJob(key, [f"{path}: {exc}"], origin=str(path)))
+                continue
             out.jobs.append(
                 JobEntry(
                     key=key,
@@ -211,6 +228,7 @@ class DirectoryJobs:
                     fingerprint=_fingerprint(
                         _without_overrides(read.data), str(path), _model_stamp(loaded)
                     ),
+                    kafka_security=security,
                 )
             )
         self._files = files
@@ -299,13 +317,12 @@ class ClusterJobs:
         models_dir: str | Path = ".",
         policy: AdmissionPolicy | None = None,
         config_maps: Callable[[str, str, str], Any] | None = None,
+        secrets: Callable[[str, str], Any] | None = None,
     ) -> None:
         self.lister = lister
-        self.config_maps = config_maps
-        """``(namespace, name, key) -> value`` with ``.text`` and ``.resource_version``
-        (:class:`autoscaler.actuators.configmaps.ConfigMaps.read`); raises ``ValueError``
-        when the map or key is missing. None: a ConfigMap reference is an invalid job."""
-        self._models: dict[tuple[str, str, str], tuple[str, Any]] = {}
+        self.refs = References(config_maps=config_maps, secrets=secrets)
+        """ConfigMaps and Secrets the jobs name, read in their namespaces
+        (:mod:`autoscaler.actuators.configmaps`, :mod:`autoscaler.actuators.secrets`)."""
         self.models_dir = Path(models_dir)
         self.policy = policy or cluster_policy(models_root=self.models_dir)
         self._parsed: dict[str, tuple[str, Any, str, float, str | None]] = {}
@@ -354,9 +371,13 @@ class ClusterJobs:
                 out.invalid.append(result)
                 continue
             loaded: LoadedJob = result
-            model = self._config_map_model(key, loaded)
-            if isinstance(model, InvalidJob):
-                out.invalid.append(model)
+            try:
+                model = self.refs.model(key, loaded.job)
+                security = self.refs.security(key, loaded.job)
+            except ReferenceProblem as exc:
+                out.invalid.append(
+                    InvalidJob(key, [f"{key}: {exc}"], uid=md.get("uid"), origin="cluster")
+                )
                 continue
             stamp = _model_stamp(loaded) if model is None else f"configmap:{model[0]}"
             out.jobs.append(
@@ -369,48 +390,11 @@ class ClusterJobs:
                     origin="cluster",
                     fingerprint=_fingerprint(spec_fp, stamp),
                     model_data=None if model is None else model[1],
+                    kafka_security=security,
                 )
             )
         self._parsed = parsed
         return out
-
-    def _config_map_model(self, key: str, loaded: LoadedJob) -> tuple[str, Any] | InvalidJob | None:
-        """``(resourceVersion, model JSON)`` of the job's ConfigMap model (None: the job has
-        none); a missing map, key or bad JSON makes the job invalid; an API failure keeps
-        the last good read (a blip must not forget a job)."""
-        ref = loaded.job.spec.throughput.config_map_ref
-        if ref is None:
-            return None
-        ns = loaded.job.metadata.namespace
-        where = f"{key}: spec.throughput.configMapRef"
-        if self.config_maps is None:
-            return InvalidJob(key, [f"{where}: this controller cannot read ConfigMaps"])
-        ident = (ns, ref.name, ref.key)
-        try:
-            value = self.config_maps(ns, ref.name, ref.key)
-        except ValueError as exc:  # missing: the job's problem
-            self._models.pop(ident, None)
-            return InvalidJob(key, [f"{where}: {exc}"], origin="cluster")
-        except Exception as exc:  # the API server: transient
-            if ident in self._models:
-                return self._models[ident]
-            return InvalidJob(key, [f"{where}: cannot read it yet: {exc}"], origin="cluster")
-        hit = self._models.get(ident)
-        if hit is not None and hit[0] == value.resource_version:
-            return hit
-        text = value.text
-        try:
-            if len(text) > MAX_MODEL_CHARS:
-                raise ValueError(f"{len(text)} characters, more than {MAX_MODEL_CHARS}")
-            data = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            return InvalidJob(
-                key,
-                [f"{where}: ConfigMap {ns}/{ref.name} key {ref.key} is not a model JSON: {exc}"],
-                origin="cluster",
-            )
-        self._models[ident] = (value.resource_version, data)
-        return self._models[ident]
 
     def _parse(self, key: str, doc: dict[str, Any], md: dict[str, Any]) -> LoadedJob | InvalidJob:
         job_path = self.models_dir / f"{md.get('name', '_')}.yaml"
@@ -429,18 +413,27 @@ def _quick_key(md: dict[str, Any], kept: dict[str, Any]) -> str | None:
 
 
 class StaticJobs:
-    """A fixed list of job files (``kale plan --job``)."""
+    """A fixed list of job files (``kale plan --job``); their Kafka Secrets are read once,
+    locally (:class:`autoscaler.kafka_auth.LocalSecrets`: environment and files)."""
 
-    def __init__(self, loaded: list[LoadedJob]) -> None:
-        self.entries = [
-            JobEntry(
-                key=f"{j.job.metadata.namespace}/{j.name}",
-                loaded=j,
-                fingerprint="static",
-                origin=str(j.path or ""),
+    def __init__(self, loaded: list[LoadedJob], *, secrets: Any = None) -> None:
+        refs = References(secrets=secrets or LocalSecrets().read)
+        self.entries = []
+        for j in loaded:
+            key = f"{j.job.metadata.namespace}/{j.name}"
+            try:
+                security = refs.security(key, j.job)
+            except ReferenceProblem as exc:
+                raise UserError(f"{j.path or key}: {exc}") from None
+            self.entries.append(
+                JobEntry(
+                    key=key,
+                    loaded=j,
+                    fingerprint="static",
+                    origin=str(j.path or ""),
+                    kafka_security=security,
+                )
             )
-            for j in loaded
-        ]
 
     def list(self) -> Listing:
         return Listing(jobs=list(self.entries))

@@ -31,7 +31,8 @@ import math
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -59,8 +60,9 @@ from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.overrides import pinned_decision
 from autoscaler.controller.runtime import JobRuntime, Observed
 from autoscaler.controller.sinks import EventSink, NullSink, StatusSink
-from autoscaler.controller.state import JobState, MemoryStateStore, StateStore
+from autoscaler.controller.state import JobState, MemoryStateStore, SavedState, StateStore
 from autoscaler.controller.status import Conditions, JobReport
+from autoscaler.controller.timeline import TimelineStore
 from autoscaler.controller.workers import DaemonPool, wait_until
 from autoscaler.errors import KaleError, MetricUnavailable
 from autoscaler.overrides import override_of
@@ -144,7 +146,7 @@ class Controller(ActingStages):
         metrics: ControllerMetrics | None = None,
         state_store: StateStore | None = None,
         settings: ControllerSettings | None = None,
-        timeline: Any = None,
+        timeline: TimelineStore | None = None,
     ) -> None:
         self.jobs_source = jobs_source
         self.meter_factory = meter_factory
@@ -239,7 +241,7 @@ class Controller(ActingStages):
         if first:
             rt.failure = failure
         self.metrics.job_error(rt.key, stage, failure.error)
-        seen = getattr(rt, "_logged_failures", set())
+        seen: set[tuple[str, str]] = getattr(rt, "_logged_failures", set())
         known = (stage, failure.error) in seen
         seen.add((stage, failure.error))
         rt._logged_failures = seen  # type: ignore[attr-defined]
@@ -286,7 +288,7 @@ class Controller(ActingStages):
         for key, entry in valid.items():
             rt = self.runtimes.get(key)
             if rt is not None and rt.entry.fingerprint == entry.fingerprint:
-                rt.entry = entry
+                rt.entry = self._new_credentials(rt, entry)
                 self._adopt_newer_state(rt, entry)
                 continue
             held = self._build_failures.get(key)
@@ -367,7 +369,11 @@ class Controller(ActingStages):
             pool=self._fits,
             interim=_interim_model,
         )
-        keep_meter = old is not None and old.entry.job.spec.source == job.spec.source
+        keep_meter = (
+            old is not None
+            and old.entry.job.spec.source == job.spec.source
+            and old.entry.kafka_security == entry.kafka_security
+        )
         keep_actuator = old is not None and old.entry.job.spec.target == job.spec.target
         meter = old.meter if keep_meter and old else self.meter_factory(entry)
         if keep_actuator and old:
@@ -399,6 +405,19 @@ class Controller(ActingStages):
             extra={"fields": {"event": "job_added", "job": entry.key}},
         )
         return rt
+
+    def _new_credentials(self, rt: JobRuntime, entry: JobEntry) -> JobEntry:
+        """A rotated Secret: reconnect with the new credentials (a new meter), keeping the
+        job's forecaster and state; while a measurement is running, at a later tick (the
+        entry kept then still carries the old credentials, so the change is seen again)."""
+        if rt.entry.kafka_security == entry.kafka_security:
+            return entry
+        if rt.measuring is not None and not rt.measuring.done():
+            return replace(entry, kafka_security=rt.entry.kafka_security)
+        log.info("%s: Kafka credentials changed; reconnecting", entry.key)
+        rt.meter.close()
+        rt.meter = self.meter_factory(entry)
+        return entry
 
     def _resume_state(self, entry: JobEntry) -> JobState:
         """The newer of the state in the store and the one in the job's status."""
@@ -469,7 +488,7 @@ class Controller(ActingStages):
         futures: list[Future[Any]] = []
         # The jobs measured longest ago go first: a backlog of slow jobs cannot starve one.
         order = sorted(active, key=lambda rt: rt.measured_at or -math.inf)
-        kinds = []
+        kinds: list[tuple[str, DaemonPool, Callable[[JobRuntime], Any]]] = []
         if self._act_pool is not None:
             kinds.append(("reading", self._act_pool, self._read_target))
         if self._meter_pool is not None:
@@ -478,7 +497,7 @@ class Controller(ActingStages):
             for attr, pool, fn in kinds:
                 fut = getattr(rt, attr, None)
                 if fut is None or fut.done():  # a result a tick late is dropped: measure anew
-                    fut = pool.submit(lambda rt=rt, fn=fn: fn(rt))
+                    fut = pool.submit(partial(fn, rt))
                     setattr(rt, attr, fut)
                     if attr == "measuring":
                         rt.measuring_since = started
@@ -724,7 +743,7 @@ class Controller(ActingStages):
     # -- 6. save -------------------------------------------------------------------------
     def _save(self, runtimes: list[JobRuntime]) -> None:
         """Every job's state in one transaction; a state that cannot be stored fails alone."""
-        states: dict[str, dict[str, Any]] = {}
+        states: dict[str, SavedState] = {}
         for rt in runtimes:
             try:
                 states[rt.key] = rt.state.to_dict()

@@ -144,6 +144,7 @@ class KafkaMetricSource:
         backfill_samples: int | None = None,
         background: DaemonPool | None = None,
         backfill_deadline_s: float | None = None,
+        security: Any = None,
     ) -> None:
         from autoscaler.sources.meter import KafkaMeter
 
@@ -161,6 +162,7 @@ class KafkaMetricSource:
             timeout_s=timeout_s,
             backfill=False,  # done here, off the tick
             max_baseline_age_s=max(10 * window_s, 3 * interval_s),
+            security=security,  # the job's SASL/TLS (autoscaler.kafka_auth)
         )
         self._hist: ArrivalHistory | None = None
         self.block_first = block_first
@@ -234,7 +236,7 @@ class KafkaMetricSource:
 
         history = self.meter.history
         assert history is not None
-        extra: dict[str, Any] = {}
+        extra: dict[str, int] = {}
         if self.backfill_samples is not None:
             extra["samples_per_partition"] = self.backfill_samples
         result = backfill(
@@ -245,6 +247,7 @@ class KafkaMetricSource:
             now=self.now,
             timeout_s=max(self.meter.timeout_s, 30.0),
             deadline_s=self.backfill_deadline_s,
+            security=self.meter.security,
             **extra,
         )
         log.info("backfilled %s: %s", self.topic, result)

@@ -1,25 +1,22 @@
-"""Kale's planner: size ahead of the forecast peak, drain backlog within the SLO, no sawtooth.
+"""Kale's planner: plan the whole forecast horizon, act on its first move, plan again.
 
-At every step the planner looks at the forecast (upper quantile) for the next ``horizon``
-steps and judges candidate plans with the fluid FIFO model of :mod:`autoscaler.policy.queue`,
-counting each resize's downtime and the backlog it leaves:
+Each step the planner reads the forecast for the next ``horizon`` steps — the upper quantile
+(the SLO must hold under it) and the median — and searches plans of sizes and resize times
+together (:mod:`autoscaler.policy.horizon`): stay; resize to w₁ at some step; or resize to w₁
+and later to w₂. Plans are judged on the fluid FIFO queue, counting each resize's downtime,
+the backlog it leaves and its GPUs, within the job's resize budget (``maxPerHour``). The
+cheapest feasible plan wins; only its first move, if it is due now, is acted on.
 
-* **stay** — keep the current size. If that keeps the oldest sample younger than the SLO (minus
-  one step of margin) over the whole horizon, nothing needs to happen now.
-* **scale up now** — when staying would violate the SLO within the lead time (rescale duration
-  + one interval, plus a slack) or waiting any longer would leave no feasible resize. The new
-  size is the smallest that keeps the SLO for a hold window, with the window chosen among a
-  few lengths to minimise GPU-seconds per second including the next resize's cost: a longer
-  hold on a steep ramp over-provisions, a shorter one resizes too often.
-* **scale down now** — only to a size that keeps the SLO over a whole hold window (so never
-  right before a forecast rise) and only when the GPU-seconds saved over that window exceed
-  the resize's own cost (downtime work to re-serve, and the scale-back it implies).
+Safety, kept from the first planner:
 
-Safety: when the last observed rate exceeds the forecast made for it by more than the
-forecast's own spread, the forecast is wrong right now, and the plan is sized for
-``max(forecast, observed)`` (the reactive plan). No cascade: a backlog left by a resize only
-triggers another resize if staying cannot drain it within the SLO, because "stay" is judged
-on the queue, not on the backlog's mere existence.
+* **reactive floor** — when the last observed rate exceeds the forecast made for it by more
+  than the forecast's own spread, the forecast is wrong right now: the plan is made for
+  ``max(forecast, observed × (1 + margin))``; without a forecast, for the recent peak;
+* **no scale-in on a forecast alone** — while the observed rate contradicts the forecast (or
+  there is none), a resize now may not go to a size serving less than the rate observed last
+  step (with the same margin);
+* **no cascade** — a backlog left by a resize triggers another resize only if the queue says
+  staying cannot drain it within the SLO: staying is always one of the plans.
 
 MADU is this planner with a linear capacity model (f = a·w); the oracle is this planner fed
 the true future.
@@ -34,8 +31,10 @@ from typing import Any
 import numpy as np
 
 from autoscaler.policy.forecasts import ForecastSource, ForecastWindow, TrueFuture
-from autoscaler.policy.queue import allowed_backlog, backlog_path
+from autoscaler.policy.horizon import PlanSettings, search
 from autoscaler.policy.types import Decision, JobSizing, Observation
+
+HOUR_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -46,20 +45,16 @@ class KaleSettings:
     """How many steps ahead the forecast is read (the job's forecast horizon)."""
     slo_margin_steps: float = 1.0
     """Keep the planned oldest-sample age this many steps under the SLO."""
-    up_slack_steps: int = 2
-    """Scale up when staying violates within lead + this many steps."""
-    hold_windows_s: tuple[float, ...] = (900.0, 1800.0, 2700.0, 3600.0)
-    """Candidate hold windows (after the resize) for choosing a new size."""
+    hold_windows_s: tuple[float, ...] = (300.0, 900.0, 1800.0, 2700.0)
+    """Candidate times between a plan's first resize ending and its second one starting."""
     resize_cost_factor: float = 1.0
-    """A resize costs this × downtime × workers in GPU-seconds (lost work re-served)."""
+    """A resize is charged this × downtime × the larger size in GPU-seconds (work lost)."""
     surprise_margin: float = 0.05
     """Reactive plan sizes for the observed rate × (1 + margin)."""
-    rise_tolerance: float = 0.1
-    """A forecast rise counts once the central forecast exceeds capacity by this share."""
-    hold_fraction: float = 0.5
-    """After a scale-up, scale-in waits this share of the hold window it was sized for."""
     fallback_window_s: float = 3600.0
     """Without a forecast, size for the peak of this much recent history."""
+    tail_s: float = 900.0
+    """The size a plan ends at is charged this long past the horizon."""
 
 
 class KalePolicy:
@@ -79,87 +74,106 @@ class KalePolicy:
         self.plan_sizing = planning_sizing or sizing
         self.source = source
         self.name = name
-        self.settings = settings or KaleSettings()
+        self.settings = s = settings or KaleSettings()
         dt = sizing.interval_s
-        self.n = self.settings.horizon_steps
+        self.n = s.horizon_steps
         self.d_steps = sizing.rescale_s / dt
-        k = np.arange(self.n, dtype=float)
-        # Fraction of step k (relative to a resize started now) after the resize has ended.
-        self.avail = np.clip((k + 1.0) - self.d_steps, 0.0, 1.0)
         self.lead_steps = math.ceil(self.d_steps) + 1
-        margin = self.settings.slo_margin_steps * dt
-        # Two limits on the planned oldest-sample age. In steady state the job must keep room
-        # for a resize (which adds its downtime to the age), so the age stays under
-        # SLO − D; while a resize and its drain are under way the whole SLO may be used.
-        self.threshold_s = max(0.0, sizing.slo_s - margin)
-        self.steady_threshold_s = max(0.0, sizing.slo_s - sizing.rescale_s - margin)
-        self.settle_steps = math.ceil(2 * self.d_steps) + 1
-        # Candidate windows a new size must keep the SLO over: the shortest is this resize plus
-        # its drain plus the next resize and its drain (one step when resizes are free), then a
-        # few longer holds.
-        self._allowed_memo: tuple[np.ndarray, np.ndarray, dict[Any, np.ndarray]] | None = None
-        self.windows = sorted(
-            {min(self.n, 4 * math.ceil(self.d_steps) + 1)}
-            | {min(self.n, math.ceil(self.d_steps + h / dt)) for h in self.settings.hold_windows_s}
+        self.hour_steps = max(1, round(HOUR_S / dt))
+        self.plan_settings = PlanSettings(
+            margin_s=s.slo_margin_steps * dt,
+            hold_steps=tuple(sorted({max(1, round(h / dt)) for h in s.hold_windows_s})),
+            resize_cost_factor=s.resize_cost_factor,
+            tail_steps=max(0, round(s.tail_s / dt)),
         )
+        self.lookback_steps = int(max(s.fallback_window_s, sizing.slo_s) / dt) + self.n + 4
+        """Arrivals the planner reads back (the controller keeps at least this many)."""
 
     # -- the decision ---------------------------------------------------------------------
     def decide(self, obs: Observation, state: dict[str, Any]) -> Decision:
-        sz, psz = self.sizing, self.plan_sizing
-        cur = obs.workers
+        sz = self.sizing
+        cur = min(max(obs.workers, sz.min_workers), sz.max_workers)
         if obs.resizing:
-            state["draining"] = True
-            return Decision(cur, obs.ps, {"action": "hold", "why": "resize in progress"})
+            return Decision(obs.workers, obs.ps, {"action": "hold", "why": "resize in progress"})
         past = obs.arrivals
         fc = self.source.window(obs.step, past, self.n)
         reason: dict[str, Any] = {"lead_s": self.lead_steps * sz.interval_s}
-        load = self._planning_load(fc, past, obs, state, reason)
-        # The central forecast says when the load actually rises (the upper band is noisier).
-        central = (
-            load
+        upper = self._planning_load(fc, past, state, reason)
+        median = (
+            upper
             if fc is None or len(fc) < self.n
-            else np.minimum(np.maximum(np.asarray(fc.mean, dtype=float), 0.0), load)
+            else np.minimum(np.maximum(np.asarray(fc.central, dtype=float), 0.0), upper)
         )
-        # A resize's own backlog may use the whole SLO while it drains: answering it with
-        # another resize is the cascade the seed warns about. Draining ends once the age is
-        # back under the steady limit.
-        if obs.oldest_age_s <= self.steady_threshold_s:
-            state.pop("draining", None)
-        allowed = self._allowed(past, load, resize_at=-self.n if state.get("draining") else None)
-        reason["forecast_peak"] = float(load.max())
-        reason["backlog"] = float(obs.backlog)
-        cur = min(max(cur, sz.min_workers), sz.max_workers)
-
-        stay_v = self._violation(obs.backlog, load, np.full(self.n, psz.rate(cur)), allowed)
-        decision: Decision | None = None
-        if stay_v is not None:
-            decision = self._scale_up(obs, cur, load, central, stay_v, reason)
-        if decision is None and cur > sz.min_workers:
-            if obs.step < state.get("hold_until", -1):
-                reason["scale_in_held"] = "inside the hold window the last scale-up sized for"
-            else:
-                decision = self._scale_down(obs, cur, load, reason)
-        if decision is None:
-            reason.update(
-                action="hold",
-                why=reason.pop("waiting", "current size keeps the SLO over the horizon"),
-            )
-            decision = Decision(cur, sz.ps_for(cur), reason)
-        if decision.workers != obs.workers:
-            state["draining"] = True
-            if decision.workers > obs.workers and sz.rescale_s > 0:  # free resizes can't saw
-                hold = decision.reason.get("hold_s", 0.0) + sz.rescale_s
-                state["hold_until"] = obs.step + int(
-                    hold * self.settings.hold_fraction / sz.interval_s
-                )
-        return decision
+        last = float(past[-1]) if len(past) else 0.0
+        # The observed rate overrules a forecast of less (no scale-in below it) only when it
+        # contradicts the forecast made for it, or when there is no forecast.
+        floor = last * (1 + self.settings.surprise_margin) if "reactive" in reason else 0.0
+        if fc is None or len(fc) < self.n:
+            floor = last * (1 + self.settings.surprise_margin)
+        plan = search(
+            sizing=sz,
+            plan_sizing=self.plan_sizing,
+            cur=cur,
+            backlog=float(obs.backlog),
+            upper=upper,
+            median=median,
+            past=past,
+            settings=self.plan_settings,
+            resizes_left=self._resizes_left(obs.step, state),
+            floor_rate=floor,
+            hour_steps=self.hour_steps,
+        )
+        reason.update(
+            forecast_peak=float(upper.max()),
+            backlog=float(obs.backlog),
+            plan=[[k * sz.interval_s, w] for k, w in plan.moves],
+            plan_cost_gpu_s=plan.cost_gpu_s,
+            violating_steps=plan.violating_steps,
+            plans=plan.candidates,
+        )
+        if not plan.feasible:
+            reason["infeasible"] = "no plan keeps the SLO: fewest violating steps"
+        target = cur
+        if plan.moves and plan.moves[0][0] == 0:
+            target = plan.moves[0][1]
+        if target == cur:
+            why = "current size keeps the SLO over the horizon"
+            if plan.moves:
+                why = f"next move in {plan.moves[0][0] * sz.interval_s:.0f}s"
+            if not plan.feasible and not plan.moves:
+                why = "no resize keeps the SLO better than staying"
+            reason.update(action="hold", why=why)
+            return Decision(cur, sz.ps_for(cur), reason)
+        up = target > cur
+        reason.update(
+            action="scale_up" if up else "scale_down",
+            why="the plan resizes now" + ("" if plan.feasible else " (fewest violations)"),
+        )
+        if target >= self.plan_sizing.peak_workers:
+            reason["bound"] = "peak"
+        if target >= sz.max_workers:
+            reason["bound"] = "maxWorkers"
+        state.setdefault("resizes", []).append(int(obs.step))
+        return Decision(target, sz.ps_for(target), reason)
 
     # -- pieces ---------------------------------------------------------------------------
+    def _resizes_left(self, step: int, state: dict[str, Any]) -> np.ndarray:
+        """Resizes each step of the horizon may still start under ``maxPerHour``."""
+        budget = self.sizing.max_resizes_per_hour
+        if budget is None:
+            return np.full(self.n, 10**6)
+        done = [int(r) for r in state.get("resizes", []) if r > step - self.hour_steps]
+        state["resizes"] = done
+        k = np.arange(self.n)
+        recent = np.array(done, dtype=int)
+        counts = (recent[None, :] > (step + k - self.hour_steps)[:, None]).sum(axis=1)
+        out: np.ndarray = math.floor(budget + 1e-9) - counts
+        return out
+
     def _planning_load(
         self,
         fc: ForecastWindow | None,
         past: np.ndarray,
-        obs: Observation,
         state: dict[str, Any],
         reason: dict[str, Any],
     ) -> np.ndarray:
@@ -183,230 +197,6 @@ class KalePolicy:
             load = np.maximum(load, last * (1 + self.settings.surprise_margin))
         out: np.ndarray = load
         return out
-
-    def _allowed(self, past: np.ndarray, load: np.ndarray, resize_at: int | None) -> np.ndarray:
-        """Backlog allowed at the end of each step: steady limit, relaxed around a resize.
-
-        One decision asks this for the same ``past`` and ``load`` once per candidate window;
-        the two limits are computed once per (past, load) and the result is not to be
-        modified by callers (it may be shared).
-        """
-        memo = self._allowed_memo
-        if memo is None or memo[0] is not past or memo[1] is not load:
-            memo = self._allowed_memo = (past, load, {})
-        cache: dict[Any, np.ndarray] = memo[2]
-        hit = cache.get(resize_at)
-        if hit is not None:
-            return hit
-        dt = self.sizing.interval_s
-        steady = cache.get("steady")
-        if steady is None:
-            steady = cache["steady"] = allowed_backlog(past, load, dt, self.steady_threshold_s)
-        if resize_at is None:
-            cache[None] = steady
-            return steady
-        relaxed = cache.get("relaxed")
-        if relaxed is None:
-            relaxed = cache["relaxed"] = allowed_backlog(past, load, dt, self.threshold_s)
-        end = self.n if resize_at < 0 else min(self.n, resize_at + self.settle_steps)
-        out = steady.copy()
-        out[:end] = relaxed[:end]
-        cache[resize_at] = out
-        return out
-
-    def _violation(
-        self,
-        backlog0: float,
-        load: np.ndarray,
-        capacity: np.ndarray,
-        allowed: np.ndarray,
-        upto: int | None = None,
-    ) -> int | None:
-        path = backlog_path(backlog0, load, capacity, self.sizing.interval_s)
-        end = self.n if upto is None else upto
-        over = np.flatnonzero(path[:end] > allowed[:end] + 1e-9)
-        return int(over[0]) if over.size else None
-
-    def _resize_capacity(self, w_to: int, start: int = 0) -> np.ndarray:
-        avail = (
-            self.avail
-            if start == 0
-            else np.concatenate([np.zeros(start), self.avail[: self.n - start]])
-        )
-        return self.plan_sizing.rate(w_to) * avail
-
-    def _gpu_seconds(self, w_from: int, w_to: int, upto: int) -> float:
-        """Worker-GPU-seconds of "resize now from w_from to w_to" over ``upto`` steps."""
-        a = self.avail[:upto]
-        held = max(w_from, w_to) * (1.0 - a) + w_to * a
-        return float(held.sum() * self.sizing.interval_s)
-
-    def _smallest_feasible(
-        self,
-        obs: Observation,
-        load: np.ndarray,
-        lo: int,
-        hi: int,
-        upto: int,
-        *,
-        start: int = 0,
-        cur: int = 0,
-    ) -> int | None:
-        """Smallest w in [lo, hi] whose "resize to w" keeps the SLO up to ``upto``.
-
-        The resize starts now, or after ``start`` more steps at the current size ``cur``.
-        """
-        if lo > hi:
-            return None
-        allowed = self._allowed(obs.arrivals, load, resize_at=start)
-
-        def ok(w: int) -> bool:
-            cap = self._resize_capacity(w, start)
-            if start:
-                cap[:start] = self.plan_sizing.rate(cur)
-            # Sustainable at the window's end: a size that only survives its window by filling
-            # the SLO's slack would force the next resize with no room left for it.
-            if cap[upto - 1] <= load[upto - 1] and load[upto - 1] > 0:
-                return False
-            return self._violation(obs.backlog, load, cap, allowed, upto) is None
-
-        if not ok(hi):
-            return None
-        while lo < hi:  # capacity grows with w up to the peak, so feasibility is monotone
-            mid = (lo + hi) // 2
-            if ok(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-
-    def _scale_up(
-        self,
-        obs: Observation,
-        cur: int,
-        load: np.ndarray,
-        central: np.ndarray,
-        stay_v: int,
-        reason: dict[str, Any],
-    ) -> Decision | None:
-        """Resize up now, or None when waiting is still safe (a rise is further out)."""
-        sz = self.sizing
-        peak = self.plan_sizing.peak_workers
-        reason["stay_violates_at_s"] = stay_v * sz.interval_s
-        if cur >= peak:
-            reason.update(
-                action="hold", why="at the throughput peak: more workers cannot help", bound="peak"
-            )
-            return Decision(cur, sz.ps_for(cur), reason)
-        # Slack for timing errors of the forecast; free resizes need none.
-        slack = min(self.settings.up_slack_steps, math.ceil(self.d_steps))
-        # The new size must be in force when the load rises above the current capacity, not
-        # merely before the backlog becomes a violation: waiting for the latter spends the
-        # SLO's slack on the forecast being right.
-        above = np.flatnonzero(
-            central > self.plan_sizing.rate(cur) * (1.0 + self.settings.rise_tolerance)
-        )
-        rise_at = int(above[0]) if above.size else self.n
-        reason["rise_in_s"] = rise_at * sz.interval_s
-        if min(stay_v, rise_at) >= self.lead_steps + slack:
-            # Not urgent: act now only if a resize started a little later could not cope.
-            later = self._smallest_feasible(obs, load, cur + 1, peak, self.n, start=slack, cur=cur)
-            if later is not None:
-                reason["waiting"] = "a rise is forecast; resizing later still keeps the SLO"
-                return None
-        best: tuple[float, int, int] | None = None
-        for upto in self.windows:
-            w = self._smallest_feasible(obs, load, cur + 1, peak, upto)
-            if w is None:
-                continue
-            cost = self._gpu_seconds(cur, w, upto) + self._resize_cost(w)
-            rate = cost / (upto * sz.interval_s)
-            if best is None or rate < best[0] - 1e-9 or (abs(rate - best[0]) <= 1e-9):
-                best = (rate, w, upto)
-        if best is None:
-            # Nothing keeps the SLO: take the size with the fewest violating steps, and stay
-            # put unless a resize actually does better than staying.
-            target, fewest = self._fewest_violations(obs, cur, load, peak)
-            if target == cur:
-                reason.update(
-                    action="hold",
-                    why="no resize keeps the SLO better than staying",
-                    violating_steps=fewest,
-                )
-                return Decision(cur, sz.ps_for(cur), reason)
-            reason.update(
-                action="scale_up",
-                why="no size keeps the SLO: fewest violations",
-                violating_steps=fewest,
-                hold_s=0.0,
-            )
-            if target == peak:
-                reason["bound"] = "peak"
-        else:
-            _, target, upto = best
-            reason.update(
-                action="scale_up",
-                why="staying would violate the SLO",
-                hold_s=(upto - self.d_steps) * sz.interval_s,
-            )
-        if target >= sz.max_workers:
-            reason["bound"] = "maxWorkers"
-        reason["needed_rate"] = float(load[: self.lead_steps + 1].max())
-        return Decision(target, sz.ps_for(target), reason)
-
-    def _fewest_violations(
-        self, obs: Observation, cur: int, load: np.ndarray, peak: int
-    ) -> tuple[int, int]:
-        """(size, violating steps) minimising violations; staying wins ties."""
-        relaxed = self._allowed(obs.arrivals, load, resize_at=-self.n)
-
-        def count(cap: np.ndarray) -> int:
-            path = backlog_path(obs.backlog, load, cap, self.sizing.interval_s)
-            return int(np.count_nonzero(path > relaxed + 1e-9))
-
-        best_w, best_n = cur, count(np.full(self.n, self.plan_sizing.rate(cur)))
-        for w in range(cur + 1, peak + 1):
-            n = count(self._resize_capacity(w))
-            if n < best_n:
-                best_w, best_n = w, n
-            if n == 0:
-                break
-        return best_w, best_n
-
-    def _resize_cost(self, workers: int) -> float:
-        return self.settings.resize_cost_factor * self.sizing.rescale_s * workers
-
-    def _scale_down(
-        self, obs: Observation, cur: int, load: np.ndarray, reason: dict[str, Any]
-    ) -> Decision | None:
-        sz = self.sizing
-        best: tuple[float, int, int] | None = None
-        for upto in self.windows:
-            w = self._smallest_feasible(obs, load, sz.min_workers, cur - 1, upto)
-            if w is None:
-                continue
-            saved = cur * upto * sz.interval_s - self._gpu_seconds(cur, w, upto)
-            # A rise inside the horizon means a scale-back: count that resize too. Gains are
-            # compared per second of the window, so a short dip must pay for its resizes fast.
-            rise = upto < self.n
-            gain = saved - self._resize_cost(w) - (self._resize_cost(cur) if rise else 0.0)
-            rate = gain / (upto * sz.interval_s)
-            if best is None or rate > best[0]:
-                best = (rate, w, upto)
-        if best is None or best[0] <= 0:
-            if best is not None:
-                reason["scale_in_held"] = "saving smaller than the resize's downtime cost"
-            return None
-        rate, target, upto = best
-        reason.update(
-            action="scale_down",
-            why="forecast stays below the smaller size",
-            hold_s=(upto - self.d_steps) * sz.interval_s,
-            gain_gpu_s=rate * upto * sz.interval_s,
-        )
-        if target == sz.min_workers:
-            reason["bound"] = "minWorkers"
-        return Decision(target, sz.ps_for(target), reason)
 
 
 def oracle_policy(
@@ -435,6 +225,7 @@ def linear_sizing(sizing: JobSizing, *, fit_range: tuple[int, int] | None = None
         rescale_s=sizing.rescale_s,
         slo_s=sizing.slo_s,
         gpus_per_worker=sizing.gpus_per_worker,
+        max_resizes_per_hour=sizing.max_resizes_per_hour,
     )
 
 

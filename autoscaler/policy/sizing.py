@@ -68,4 +68,5 @@ def sizing_for(
         rescale_s=float(rescale_s),
         slo_s=float(slo_s),
         gpus_per_worker=int(tr.gpus_per_worker),
+        max_resizes_per_hour=float(spec.rescale.max_per_hour),
     )

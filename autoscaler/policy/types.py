@@ -30,6 +30,8 @@ class JobSizing:
     rescale_s: float
     slo_s: float
     gpus_per_worker: int = 1
+    max_resizes_per_hour: float | None = None
+    """``spec.rescale.maxPerHour``: resizes a planner may start in any hour (None: any)."""
     _running_max: np.ndarray = field(init=False, repr=False, compare=False)
     _peak: int = field(init=False, repr=False, compare=False)
 

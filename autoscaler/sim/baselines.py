@@ -97,15 +97,23 @@ class HpaPolicy:
     (then ``current``). Utilisation saturates at 100 % while a backlog exists: the workers are
     busy all the time, which is what a CPU/GPU-utilisation metric would report, so under a
     backlog HPA grows by at most ``1 / 0.8 = +25 %`` per step; the default scale-up limit
-    (×2 or +4 per 15 s) never binds on this metric. After a resize the workers are new pods
-    whose metrics are not ready yet (k8s ignores unready pods' samples): HPA holds for the
-    step(s) whose processed count includes downtime.
+    (×2 or +4 per 15 s) never binds on this metric.
 
-    With resizes that stop the job for minutes this rule has a limit cycle, and the simulator
-    shows it rather than hiding it: every resize leaves a backlog, the backlog reads as 100 %
-    utilisation, HPA scales up again (another resize, more backlog) until capacity far exceeds
-    the load, then scales down once the 300 s window has passed — the up-down sawtooth and the
-    late peaks DESIGN.md attributes to reactive scalers.
+    **Readiness, as ``replica_calculator.go`` (``groupPods``) has it.** A resize restarts every
+    pod of the job: while it runs they are Pending, and once Ready a pod's sample is ignored
+    until one full metric window (``metric_window_s``) has been collected since it became
+    Ready (the rule inside the CPU initialisation period, which for a restarted training job
+    covers its restart). With no sample from any ready pod the controller's sync fails ("did
+    not receive metrics for any ready pods"): no recommendation is made *or recorded*, so the
+    downtime never enters the stabilisation window (a recorded "0 % busy" there would pull the
+    next scale-down to the floor). Pods missing a metric would count as 100 % busy on a
+    scale-down and 0 % on a scale-up; a stop-the-world resize restarts all pods together, so
+    here either all samples count or none does.
+
+    With resizes that stop the job for minutes this rule still has a limit cycle, and the
+    simulator shows it rather than hiding it: every resize leaves a backlog, the backlog
+    reads as 100 % utilisation, HPA scales up again (another resize, more backlog) until
+    capacity far exceeds the load, then scales down once the 300 s window has passed.
     """
 
     sizing: JobSizing
@@ -113,27 +121,35 @@ class HpaPolicy:
     tolerance: float = 0.1
     scale_down_window_s: float = 300.0
     max_replicas: int | None = None
+    metric_window_s: float = 60.0
+    """The metrics pipeline's averaging window (metrics-server; one step by default)."""
     name: str = "hpa"
+
+    def _sample_ready(self, obs: Observation, state: dict[str, Any]) -> bool:
+        """Whether the pods' latest samples count (see the class docstring)."""
+        if obs.resizing:  # pods Pending: remember when they will be Ready
+            state["ready_at"] = obs.time_s + obs.resize_remaining_s
+            return False
+        ready_at = float(state.get("ready_at", -math.inf))
+        return obs.time_s - ready_at >= self.metric_window_s - 1e-9
 
     def decide(self, obs: Observation, state: dict[str, Any]) -> Decision:
         s = self.sizing
         w = obs.workers
         hi = self.max_replicas or s.peak_workers
-        not_ready = (
-            obs.resizing
-            or state.get("was_resizing", False)
-            or ("last_workers" in state and state["last_workers"] != w)
-        )
-        state["was_resizing"] = obs.resizing
-        state["last_workers"] = w
-        if not_ready:
-            return Decision(w, s.ps_for(w), {"rule": "hold: metrics of resized pods not ready"})
+        if not self._sample_ready(obs, state):
+            return Decision(
+                w, s.ps_for(w), {"rule": "hold: no metrics from ready pods (not ready yet)"}
+            )
+        # The window is the last step: the processed rate the engine reports for it.
         cap = s.rate(w)
         util = min(obs.processed_rate / cap, 1.0) if cap > 0 else 1.0
         ratio = util / self.target_utilization
         raw = w if abs(ratio - 1.0) <= self.tolerance else math.ceil(ratio * w - 1e-9)
         behaviour = HpaBehaviour(self.scale_down_window_s, 0.0, s.interval_s)
         final, info = behaviour.apply(state, obs.time_s, w, raw, s.min_workers, hi)
+        if final != w:  # the resize restarts every pod now: Ready when its downtime ends
+            state["ready_at"] = obs.time_s + s.rescale_s
         reason = {"rule": "hpa", "utilization": util, "ratio": ratio, "raw": raw, **info}
         return Decision(final, s.ps_for(final), reason)
 

@@ -108,6 +108,7 @@ class SimResult:
             "cumulative_delay_min": float(d.sum() / 60.0),
             "downtime_min": self.downtime_s / 60.0,
             "rescale_count": self.rescale_count,
+            "rescales_per_day": self.rescale_count / (n * self.interval_s / 86400.0) if n else 0.0,
             "gpu_hours": self.gpu_hours,
             "mean_workers": float(self.workers.mean()) if n else 0.0,
             "max_delay_min": float(d.max() / 60.0) if n else 0.0,

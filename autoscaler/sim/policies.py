@@ -37,7 +37,8 @@ BASELINES: dict[str, Callable[..., Policy]] = {
     "autopilot": AutopilotPolicy,
     "static": StaticPolicy,
 }
-NAMES = ("kale", "hpa", "keda", "autopilot", "madu", "static", "oracle")
+NAMES = ("kale", "hpa", "keda", "autopilot", "madu", "static", "oracle", "optimal")
+"""``optimal`` is not a policy object: :func:`autoscaler.sim.runner.compare` computes it."""
 DEFAULT_POLICIES = ("kale", "hpa", "keda", "autopilot", "madu", "static")
 
 
@@ -72,8 +73,8 @@ def make_policy(
     ``partitions`` and ``lag_threshold`` tune KEDA (defaults: ``max_workers`` partitions,
     :func:`~autoscaler.sim.baselines.default_lag_threshold`).
     """
-    if name not in NAMES:
-        raise UserError(f"unknown policy {name!r}; valid names: {', '.join(NAMES)}")
+    if name not in NAMES or name == "optimal":
+        raise UserError(f"unknown policy {name!r}; valid names: {', '.join(NAMES[:-1])}")
     if name == "keda":
         return KedaPolicy(sizing, lag_threshold=lag_threshold, partitions=partitions)
     if name in BASELINES:

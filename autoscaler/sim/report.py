@@ -26,8 +26,10 @@ METRIC_COLUMNS = (
     ("cumulative_delay_min", "cum. delay (min)", "{:.1f}"),
     ("downtime_min", "downtime (min)", "{:.1f}"),
     ("rescale_count", "rescales", "{:d}"),
+    ("rescales_per_day", "rescales / day", "{:.1f}"),
     ("gpu_hours", "GPU-hours", "{:.1f}"),
     ("lower_bound_ratio", "× lower bound", "{:.2f}"),
+    ("regret", "regret (× optimal)", "{:.3f}"),
     ("mean_workers", "mean workers", "{:.2f}"),
     ("max_delay_min", "max delay (min)", "{:.1f}"),
     ("p99_delay_min", "p99 delay (min)", "{:.1f}"),
@@ -40,7 +42,8 @@ def _bucket(values: np.ndarray, size: int, how: str) -> np.ndarray:
     n = math.ceil(len(values) / size)
     pad = n * size - len(values)
     v = np.concatenate([values, np.full(pad, np.nan)]).reshape(n, size)
-    return np.nanmax(v, axis=1) if how == "max" else np.nanmean(v, axis=1)
+    out: np.ndarray = np.nanmax(v, axis=1) if how == "max" else np.nanmean(v, axis=1)
+    return out
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -92,6 +95,7 @@ def build_figure(
     else:
         x = np.asarray(times)[::size]
         x_title = "time (UTC)"
+    best = results.get("optimal")
     titles = [f"{name}: load vs capacity (samples/s)" for name in names]
     titles += ["workers", "delay (min) vs SLO"]
     rows = len(names) + 2
@@ -124,6 +128,19 @@ def build_figure(
             row=i,
             col=1,
         )
+        if best is not None and name != "optimal":  # what the optimum gave at that time
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=_bucket(best.capacity, size, "mean"),
+                    name="optimal capacity",
+                    line={"width": 1, "dash": "dot", "color": "#000"},
+                    legendgroup="optimal",
+                    showlegend=False,
+                ),
+                row=i,
+                col=1,
+            )
     for name in names:
         res = results[name]
         fig.add_trace(
@@ -131,7 +148,11 @@ def build_figure(
                 x=x,
                 y=_bucket(res.workers, size, "mean"),
                 name=f"{name} workers",
-                line={"width": 1, "shape": "hv"},
+                line=(
+                    {"width": 2, "shape": "hv", "dash": "dash", "color": "#000"}
+                    if name == "optimal"
+                    else {"width": 1, "shape": "hv"}
+                ),
                 legendgroup=name,
             ),
             row=rows - 1,

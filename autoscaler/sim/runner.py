@@ -17,6 +17,7 @@ from autoscaler.errors import UserError
 from autoscaler.policy.types import JobSizing
 from autoscaler.sim.engine import SimResult, lower_bound_gpu_hours, simulate
 from autoscaler.sim.multi import JobInput, MultiResult, simulate_jobs
+from autoscaler.sim.optimal import OptimalResult, OptimalSettings, optimal
 from autoscaler.sim.policies import make_policy
 
 DAY_S = 86400.0
@@ -42,7 +43,8 @@ def resample(values: np.ndarray, interval_s: float, step_s: float | None) -> np.
             )
         m = round(m)
         fine = np.arange(len(values) * m) / m
-        return np.interp(fine, np.arange(len(values)), values)
+        finer: np.ndarray = np.interp(fine, np.arange(len(values)), values)
+        return finer
     m = step_s / interval_s
     if abs(m - round(m)) > 1e-9:
         raise UserError(
@@ -52,7 +54,8 @@ def resample(values: np.ndarray, interval_s: float, step_s: float | None) -> np.
     blocks = len(values) // m
     if blocks < 2:
         raise UserError(f"--resample: {step_s:g}s leaves fewer than 2 steps")
-    return values[: blocks * m].reshape(blocks, m).mean(axis=1)
+    coarser: np.ndarray = values[: blocks * m].reshape(blocks, m).mean(axis=1)
+    return coarser
 
 
 def scale_to_peak(
@@ -83,17 +86,22 @@ def warmup_steps_for(days: float, interval_s: float, total_steps: int) -> int:
 
 @dataclass
 class Comparison:
-    """Every policy run on one job and trace."""
+    """Every policy run on one job and trace, and the offline optimum beside them."""
 
     results: dict[str, SimResult]
     lower_bound_gpu_hours: float
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    optimal: OptimalResult | None = None
 
 
-def policy_metrics(result: SimResult, lower_bound: float) -> dict[str, Any]:
-    """The JSON numbers of one policy, plus ``lower_bound_ratio`` and the run time."""
+def policy_metrics(
+    result: SimResult, lower_bound: float, optimal_gpu_hours: float | None = None
+) -> dict[str, Any]:
+    """The JSON numbers of one policy, plus ``lower_bound_ratio``, ``regret`` (GPU-hours over
+    the optimum's) and the run time."""
     m: dict[str, Any] = dict(result.metrics())
     m["lower_bound_ratio"] = m["gpu_hours"] / lower_bound if lower_bound > 0 else None
+    m["regret"] = m["gpu_hours"] / optimal_gpu_hours if optimal_gpu_hours else None
     m["elapsed_s"] = result.elapsed_s
     return m
 
@@ -110,10 +118,21 @@ def compare(
     lag_threshold: float | None = None,
     trace_start: Any = None,
     progress: Callable[[int], None] | None = None,
+    optimal_settings: OptimalSettings | None = None,
 ) -> Comparison:
-    """Run each named policy over the same arrivals; metrics cover the post-warm-up steps."""
+    """Run each named policy over the same arrivals; metrics cover the post-warm-up steps.
+
+    The offline optimum (:mod:`autoscaler.sim.optimal`) is computed beside them unless
+    ``optimal_settings`` is None and "optimal" is not among ``names``; each policy's
+    ``regret`` is its GPU-hours over the optimum's.
+    """
     arrivals = np.asarray(arrivals, dtype=float)
     cache: dict[str, Any] = {}
+    best: OptimalResult | None = None
+    listed = "optimal" in names
+    if optimal_settings is not None or listed:
+        best = optimal(sizing, arrivals, warmup_steps=warmup_steps, settings=optimal_settings)
+    names = [n for n in names if n != "optimal"]
     policies = {
         name: make_policy(
             name,
@@ -135,8 +154,20 @@ def compare(
         )
         for name, policy in policies.items()
     }
-    metrics = {name: policy_metrics(r, lb) for name, r in results.items()}
-    return Comparison(results, lb, metrics)
+    reference = best.result.gpu_hours if best is not None else None
+    metrics = {name: policy_metrics(r, lb, reference) for name, r in results.items()}
+    if best is not None:  # in the results (the report draws it) always; listed: in the table
+        results["optimal"] = best.result
+        if listed:
+            metrics["optimal"] = optimal_metrics(best, lb)
+    return Comparison(results, lb, metrics, best)
+
+
+def optimal_metrics(best: OptimalResult, lower_bound: float) -> dict[str, Any]:
+    """The optimum's JSON: a policy's numbers, its proven lower bound and the budget."""
+    m = policy_metrics(best.result, lower_bound, best.result.gpu_hours)
+    m.update(best.metrics())
+    return m
 
 
 @dataclass
@@ -167,7 +198,7 @@ def compare_multi(
     """For each policy name: every job runs that policy, all sharing the quota."""
     out: dict[str, MultiResult] = {}
     cache: dict[str, Any] = {}
-    for name in names:
+    for name in [n for n in names if n != "optimal"]:
         inputs = [
             JobInput(
                 name=j.name,
@@ -196,15 +227,28 @@ def compare_multi(
     return out
 
 
-def multi_summary(result: MultiResult, lower_bounds: dict[str, float]) -> dict[str, Any]:
+def multi_summary(
+    result: MultiResult,
+    lower_bounds: dict[str, float],
+    optimal_gpu_hours: dict[str, float] | None = None,
+) -> dict[str, Any]:
     """JSON of one policy's multi-job run: per job metrics and the totals."""
-    per_job = {name: policy_metrics(r, lower_bounds[name]) for name, r in result.results.items()}
+    best = optimal_gpu_hours or {}
+    per_job = {
+        name: policy_metrics(r, lower_bounds[name], best.get(name))
+        for name, r in result.results.items()
+    }
     ms = list(per_job.values())
     return {
         "jobs": per_job,
         "gpu_hours": sum(m["gpu_hours"] for m in ms),
         "downtime_min": sum(m["downtime_min"] for m in ms),
         "rescale_count": sum(m["rescale_count"] for m in ms),
+        "regret": (
+            sum(m["gpu_hours"] for m in ms) / sum(best.values())
+            if best and sum(best.values()) > 0
+            else None
+        ),
         "cumulative_delay_min": sum(m["cumulative_delay_min"] for m in ms),
         "slo_violation_rate": float(np.mean([m["slo_violation_rate"] for m in ms])),
         "max_delay_min": max(m["max_delay_min"] for m in ms),

@@ -24,12 +24,14 @@ from autoscaler.durations import format_duration
 from autoscaler.errors import UserError
 from autoscaler.policy.types import JobSizing
 from autoscaler.sim.engine import lower_bound_gpu_hours, lower_bound_workers
+from autoscaler.sim.optimal import OptimalSettings, optimal
 from autoscaler.sim.report import ReportSection
 from autoscaler.sim.runner import (
     MultiJob,
     compare,
     compare_multi,
     multi_summary,
+    optimal_metrics,
     resample,
     scale_to_peak,
     warmup_steps_for,
@@ -69,6 +71,8 @@ class SimSettings:
     """Steps between forecasts; the planner slices the latest one in between."""
     fit_cache: str | None = None
     """Folder caching forecaster fits (default: ``$KALE_CACHE_DIR`` or ``~/.cache/kale``)."""
+    violation_budget: float = 0.01
+    """Share of steps the offline optimum may end above the SLO (its ``regret`` reference)."""
     placement: str | None = None
     """Also place each policy's workers on a shared cluster with this placement policy."""
 
@@ -177,9 +181,13 @@ def simulate_single(
         trace_start=start,
         progress=progress(steps * len(settings.policies)) if progress else None,
         forecaster_factory=_forecaster_factory(loaded, start, dt, settings),
+        optimal_settings=OptimalSettings(violation_budget=settings.violation_budget),
     )
     document: dict[str, Any] = {
         "policies": comp.metrics,
+        "optimal": (
+            optimal_metrics(comp.optimal, comp.lower_bound_gpu_hours) if comp.optimal else None
+        ),
         **_placement(comp.results, sizing, settings),
         "lower_bound_gpu_hours": comp.lower_bound_gpu_hours,
         "trace": trace_path,
@@ -318,7 +326,11 @@ def simulate_multi(
     lbs = {j.name: lower_bound_gpu_hours(j.sizing, j.arrivals[warm:]) for j in jobs}
     for j in jobs:
         info[j.name]["lower_bound_gpu_hours"] = lbs[j.name]
-    names = list(settings.policies)
+    names = [n for n in settings.policies if n != "optimal"]
+    budget = OptimalSettings(violation_budget=settings.violation_budget)
+    best = {j.name: optimal(j.sizing, j.arrivals, warmup_steps=warm, settings=budget) for j in jobs}
+    for j in jobs:  # each job's optimum alone (the quota is not part of it)
+        info[j.name]["optimal"] = optimal_metrics(best[j.name], lbs[j.name])
     runs = compare_multi(
         jobs,
         names,
@@ -327,7 +339,8 @@ def simulate_multi(
         partitions=settings.partitions,
         progress=progress(steps * len(names)) if progress else None,
     )
-    summaries = {name: multi_summary(r, lbs) for name, r in runs.items()}
+    reference = {name: b.result.gpu_hours for name, b in best.items()}
+    summaries = {name: multi_summary(r, lbs, reference) for name, r in runs.items()}
     document: dict[str, Any] = {
         "quota_gpus": quota_gpus,
         "jobs": info,

@@ -40,6 +40,7 @@ from kafka import TopicPartition
 
 from autoscaler.sources import kafka_io
 from autoscaler.sources.history import HistoryStore, StoredSnapshot
+from autoscaler.sources.security import KafkaSecurity
 
 #: Offsets read per partition; bounds the work to S fetches per partition.
 SAMPLES_PER_PARTITION = 256
@@ -129,6 +130,7 @@ def _read_samples(
     *,
     timeout_s: float,
     deadline: float | None = None,
+    security: KafkaSecurity | None = None,
 ) -> tuple[dict[TopicPartition, dict[int, float]], bool]:
     """Timestamps (s) of the records at the planned offsets, one seek round per sample.
 
@@ -144,7 +146,7 @@ def _read_samples(
     if rounds == 0:
         return got, True
     orders = {tp: coarse_to_fine(len(plan)) for tp, plan in plans.items()}
-    consumer = kafka_io.probe_consumer(bootstrap, partition_fetch_bytes=1024)
+    consumer = kafka_io.probe_consumer(bootstrap, partition_fetch_bytes=1024, security=security)
     complete = True
     try:
         with kafka_io.translate_errors(bootstrap, timeout_s):
@@ -185,6 +187,7 @@ def backfill(
     now: Callable[[], float] = time.time,
     timeout_s: float = 30.0,
     deadline_s: float | None = None,
+    security: KafkaSecurity | None = None,
 ) -> BackfillResult:
     """Reconstruct ``topic``'s arrival history and store it (group ``""``, ``backfill``).
 
@@ -195,13 +198,13 @@ def backfill(
     deadline = None if deadline_s is None else time.monotonic() + deadline_s
     if interval_s <= 0:
         raise ValueError(f"interval_s must be positive, got {interval_s}")
-    admin = kafka_io.admin_client(bootstrap, client_id="kale-backfill")
+    admin = kafka_io.admin_client(bootstrap, client_id="kale-backfill", security=security)
     try:
         partitions = kafka_io.topic_partitions(admin, bootstrap, topic)
     finally:
         kafka_io.close_quietly(admin)
     tps = [TopicPartition(topic, p) for p in range(partitions)]
-    probe = kafka_io.probe_consumer(bootstrap)
+    probe = kafka_io.probe_consumer(bootstrap, security=security)
     try:
         with kafka_io.translate_errors(bootstrap, timeout_s):
             found = probe.beginning_offsets(tps, timeout_ms=timeout_s * 1000)
@@ -209,10 +212,12 @@ def backfill(
         kafka_io.close_quietly(probe)
     starts = {tp: int(off) for tp, off in found.items()}
     # High watermarks from a Fetch (tansu's ListOffsets(latest) is off by a batch).
-    heads = kafka_io.fetch_heads(bootstrap, starts, timeout_s=timeout_s)
+    heads = kafka_io.fetch_heads(bootstrap, starts, timeout_s=timeout_s, security=security)
     ranges = {tp: (starts[tp], heads[tp].highwater) for tp in tps}
     plans = {tp: sample_offsets(lo, hi, samples_per_partition) for tp, (lo, hi) in ranges.items()}
-    got, complete = _read_samples(bootstrap, plans, timeout_s=timeout_s, deadline=deadline)
+    got, complete = _read_samples(
+        bootstrap, plans, timeout_s=timeout_s, deadline=deadline, security=security
+    )
 
     samples = sum(len(v) for v in got.values())
     records = sum(hi - lo for lo, hi in ranges.values())

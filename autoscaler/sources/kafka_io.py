@@ -26,6 +26,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from autoscaler.errors import MetricUnavailable
+from autoscaler.sources.security import KafkaSecurity, client_settings
 
 #: How long a client may try to reach the first broker before giving up.
 BOOTSTRAP_TIMEOUT_MS = 5_000
@@ -143,7 +144,9 @@ def _make(bootstrap: str, factory: Callable[[], T]) -> T:
         return factory()
 
 
-def _common(bootstrap: str, client_id: str) -> dict[str, Any]:
+def _common(
+    bootstrap: str, client_id: str, security: KafkaSecurity | None = None
+) -> dict[str, Any]:
     return {
         "bootstrap_servers": bootstrap,
         "client_id": client_id,
@@ -151,16 +154,24 @@ def _common(bootstrap: str, client_id: str) -> dict[str, Any]:
         "request_timeout_ms": REQUEST_TIMEOUT_MS,
         # Do not back off for 30 s between reconnects: a restarted broker should be seen soon.
         "reconnect_backoff_max_ms": 1_000,
+        # SASL and TLS of the job's brokers (nothing for a plaintext cluster).
+        **client_settings(security),
     }
 
 
-def admin_client(bootstrap: str, *, client_id: str = "kale-admin") -> KafkaAdminClient:
+def admin_client(
+    bootstrap: str, *, client_id: str = "kale-admin", security: KafkaSecurity | None = None
+) -> KafkaAdminClient:
     """An admin client that fails with BrokerUnavailable within ~5 s if Kafka is down."""
-    return _make(bootstrap, lambda: KafkaAdminClient(**_common(bootstrap, client_id)))
+    return _make(bootstrap, lambda: KafkaAdminClient(**_common(bootstrap, client_id, security)))
 
 
 def producer(
-    bootstrap: str, *, client_id: str = "kale-producer", **overrides: Any
+    bootstrap: str,
+    *,
+    client_id: str = "kale-producer",
+    security: KafkaSecurity | None = None,
+    **overrides: Any,
 ) -> KafkaProducer:
     """A throughput-oriented producer: ``acks=1, linger_ms=5`` (~24k small records/s on tansu).
 
@@ -168,7 +179,7 @@ def producer(
     metadata, so a dead broker surfaces as an error instead of a hang.
     """
     config: dict[str, Any] = {
-        **_common(bootstrap, client_id),
+        **_common(bootstrap, client_id, security),
         "acks": 1,
         "linger_ms": 5,
         "max_block_ms": 10_000,
@@ -183,6 +194,7 @@ def consumer(
     *,
     group: str | None = None,
     client_id: str = "kale-consumer",
+    security: KafkaSecurity | None = None,
     **overrides: Any,
 ) -> KafkaConsumer:
     """A consumer with group settings that join tansu groups in ~3 s; no auto-commit.
@@ -190,7 +202,7 @@ def consumer(
     With ``group=None`` the consumer is for ``assign()``-style reads (the meter's probes).
     """
     config: dict[str, Any] = {
-        **_common(bootstrap, client_id),
+        **_common(bootstrap, client_id, security),
         "group_id": group,
         "enable_auto_commit": False,
         "auto_offset_reset": "earliest",
@@ -223,14 +235,16 @@ def describe_topic(admin: KafkaAdminClient, bootstrap: str, topic: str) -> tuple
     raise TopicMissing(bootstrap, topic)
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int = 1) -> int:
+def ensure_topic(
+    bootstrap: str, topic: str, partitions: int = 1, *, security: KafkaSecurity | None = None
+) -> int:
     """Create ``topic`` with ``partitions`` unless it exists; return its partition count.
 
     An existing topic is left as it is (its partition count may differ from the request).
     """
     if partitions < 1:
         raise ValueError(f"partitions must be at least 1, got {partitions}")
-    admin = admin_client(bootstrap)
+    admin = admin_client(bootstrap, security=security)
     try:
         try:
             return topic_partitions(admin, bootstrap, topic)
@@ -277,6 +291,7 @@ def fetch_heads(
     *,
     timeout_s: float = REQUEST_TIMEOUT_MS / 1000,
     clock: Callable[[], float] | None = None,
+    security: KafkaSecurity | None = None,
 ) -> dict[TopicPartition, Head]:
     """Fetch once from each ``position``: the high watermark and the first record there.
 
@@ -295,7 +310,7 @@ def fetch_heads(
     """
     if not positions:
         return {}
-    probe = probe_consumer(bootstrap)
+    probe = probe_consumer(bootstrap, security=security)
     deadline = time.monotonic() + timeout_s
     firsts: dict[TopicPartition, tuple[int, int]] = {}
     taken: dict[TopicPartition, int | None] | None = None
@@ -345,14 +360,22 @@ def fetch_heads(
     heads: dict[TopicPartition, Head] = {}
     for tp, mark in marks.items():
         assert mark is not None
-        offset, stamp = firsts.get(tp, (None, None))
+        first_offset, first_ms = firsts.get(tp, (None, None))
         heads[tp] = Head(
-            highwater=int(mark), first_offset=offset, first_timestamp_ms=stamp, read_at=read_at
+            highwater=int(mark),
+            first_offset=first_offset,
+            first_timestamp_ms=first_ms,
+            read_at=read_at,
         )
     return heads
 
 
-def probe_consumer(bootstrap: str, *, partition_fetch_bytes: int = 64 * 1024) -> KafkaConsumer:
+def probe_consumer(
+    bootstrap: str,
+    *,
+    partition_fetch_bytes: int = 64 * 1024,
+    security: KafkaSecurity | None = None,
+) -> KafkaConsumer:
     """A group-less consumer for short reads: small fetches, short broker-side waits.
 
     Small fetches matter: kafka-python decodes every record a fetch returns, in Python, so
@@ -365,6 +388,7 @@ def probe_consumer(bootstrap: str, *, partition_fetch_bytes: int = 64 * 1024) ->
         bootstrap,
         group=None,
         client_id="kale-probe",
+        security=security,
         fetch_max_wait_ms=20,
         # tansu honours the request-wide fetch_max_bytes but not the per-partition limit:
         # cap both, or one fetch returns (and kafka-python decodes) the whole partition.

@@ -45,6 +45,7 @@ from kafka import TopicPartition
 from autoscaler.errors import MetricUnavailable
 from autoscaler.sources import kafka_io
 from autoscaler.sources.history import HistoryStore, StoredSnapshot
+from autoscaler.sources.security import KafkaSecurity
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,7 @@ class KafkaMeter:
         backfill_interval_s: float = 60.0,
         backfill_samples: int | None = None,
         timeout_s: float = kafka_io.REQUEST_TIMEOUT_MS / 1000,
+        security: KafkaSecurity | None = None,
     ) -> None:
         if window_s <= 0:
             raise ValueError(f"window_s must be positive, got {window_s}")
@@ -152,6 +154,8 @@ class KafkaMeter:
             float(max_baseline_age_s) if max_baseline_age_s is not None else 10 * self.window_s
         )
         self.timeout_s = timeout_s
+        self.security = security
+        """SASL/TLS of the job's brokers (None: plaintext)."""
         self._now = now
         self._sleep = sleep
         self._backfill_wanted = backfill
@@ -194,7 +198,7 @@ class KafkaMeter:
         if missing:
             # No commit yet: count from the log start (ListOffsets(earliest) is right on
             # tansu; only "latest" is off).
-            probe = kafka_io.probe_consumer(bootstrap)
+            probe = kafka_io.probe_consumer(bootstrap, security=self.security)
             try:
                 with kafka_io.translate_errors(bootstrap, self.timeout_s):
                     starts = probe.beginning_offsets(missing, timeout_ms=self.timeout_s * 1000)
@@ -206,6 +210,7 @@ class KafkaMeter:
             {tp: committed[tp.partition] for tp in tps},
             timeout_s=self.timeout_s,
             clock=self._now,
+            security=self.security,
         )
         # When the high watermarks were read, not after the probe was closed.
         reads = [h.read_at for h in heads.values() if h.read_at is not None]
@@ -400,6 +405,7 @@ class KafkaMeter:
             samples_per_partition=self._backfill_samples or SAMPLES_PER_PARTITION,
             now=self._now,
             timeout_s=max(self.timeout_s, 30.0),
+            security=self.security,
         )
         log.info("backfilled %s: %s", self.topic, result)
 
@@ -407,7 +413,9 @@ class KafkaMeter:
 
     def _admin_client(self) -> Any:
         if self._admin is None:
-            self._admin = kafka_io.admin_client(self.bootstrap, client_id="kale-meter")
+            self._admin = kafka_io.admin_client(
+                self.bootstrap, client_id="kale-meter", security=self.security
+            )
         return self._admin
 
     def close(self) -> None:

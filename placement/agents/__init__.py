@@ -2,13 +2,16 @@
 
 * ``balance_dqn`` (seed 001) — a node score plugin (:class:`~placement.policies.ScorePolicy`);
 * ``tr_dqn`` (seed 004) — a queue policy (:class:`~placement.queue.base.QueuePolicy`, with
-  ``pick_backfill``).
+  ``pick_backfill``);
+* ``fault_aware`` (seed 000) — a fault-aware node score plugin (``uses_faults``);
+* ``async_transformer`` (seed 003) — a node score plugin that can keep learning online on a
+  second thread (``uses_locality`` where the simulator models data caches).
 
 A saved agent is one ``.pt`` file; ``agent:PATH`` works wherever a policy name goes
 (``placement.policies.make_policy`` and ``placement.queue.priorities.queue_policy`` call
 :func:`node_policy` / :func:`queue_policy` here). Adding an agent = one module with a class
-that has ``name``, ``train``, ``save``, ``load``/``from_payload`` and ``policy``, plus a line
-in :data:`AGENTS`.
+that has ``name``, ``settings_type`` (its settings dataclass, with a ``seed`` and an ``env``),
+``train``, ``save``, ``load``/``from_payload`` and ``policy``, plus a line in :data:`AGENTS`.
 """
 
 from __future__ import annotations

@@ -133,6 +133,7 @@ class AsyncTransformerAgent:
     """The agent: both threads, learning, saving (module docstring)."""
 
     name = NAME
+    settings_type = AsyncTransformerSettings
 
     def __init__(
         self, settings: AsyncTransformerSettings | None = None, *, device: str = "cpu"

@@ -102,6 +102,7 @@ class BalanceDQN:
     """The agent: networks, acting, learning, saving (module docstring)."""
 
     name = NAME
+    settings_type = BalanceDQNSettings
 
     def __init__(
         self,

@@ -136,6 +136,7 @@ class FaultAwareAgent:
     """The agent: networks, acting, learning, saving (module docstring)."""
 
     name = NAME
+    settings_type = FaultAwareSettings
 
     def __init__(self, settings: FaultAwareSettings | None = None, *, device: str = "cpu"):
         self.settings = settings or FaultAwareSettings()

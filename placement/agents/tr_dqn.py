@@ -105,6 +105,7 @@ class TRDQN:
     """The agent: two levels of online and target networks, acting, learning, saving."""
 
     name = NAME
+    settings_type = TRDQNSettings
 
     def __init__(
         self,

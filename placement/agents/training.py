@@ -22,14 +22,6 @@ from placement.pod import Pod
 from placement.queue.protocol import RLSCHEDULER_STARTS, SEQUENCE_LENGTH
 from placement.workloads.batch import BatchJobs
 
-SETTINGS = {
-    "balance_dqn": "BalanceDQNSettings",
-    "tr_dqn": "TRDQNSettings",
-    "fault_aware": "FaultAwareSettings",
-    "async_transformer": "AsyncTransformerSettings",
-}
-"""Agent name → its settings dataclass (in the agent's module)."""
-
 
 def parse_assignments(assignments: Sequence[str]) -> dict[str, Any]:
     """``["lr=0.001", "env.nodes=[8, 16]"]`` → overrides (JSON values, else text)."""
@@ -78,9 +70,7 @@ def train_agent(
     if episodes < 1:
         raise PlacementInputError("train for at least one episode")
     cls = agent_class(name)
-    settings_cls = SETTINGS[name]
-    module = __import__(cls.__module__, fromlist=[settings_cls])
-    settings = _with_overrides(getattr(module, settings_cls)(seed=seed), overrides or {})
+    settings = _with_overrides(cls.settings_type(seed=seed), overrides or {})
     builder = getattr(cls, "training_env", None)  # agents whose episodes are not NodeEnv's
     if builder is not None:
         if not nodes or not pods:

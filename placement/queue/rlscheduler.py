@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.queue.base import MachineView, QueuePolicy, QueueView, order
+from placement.queue.base import BackfillChooser, MachineView, QueuePolicy, QueueView, order
 from placement.queue.easy import may_backfill, reserve
 from placement.workloads.batch import BatchJobs, nodes_needed
 
@@ -118,7 +118,7 @@ class _Sim:
         self.queue = q[order(policy, self.view(q))].tolist()
         return self.queue[0]
 
-    def backfill_by(self, policy: object, head: int, shadow: float) -> None:
+    def backfill_by(self, policy: BackfillChooser, head: int, shadow: float) -> None:
         """Start eligible jobs one at a time in the order ``policy.pick_backfill`` asks."""
         while True:
             q = np.asarray(self.queue, dtype=np.int64)
@@ -128,7 +128,7 @@ class _Sim:
             candidates = np.flatnonzero(ok)
             if candidates.size == 0:
                 return
-            pick = int(policy.pick_backfill(self.view(q), candidates, shadow))  # type: ignore[attr-defined]
+            pick = int(policy.pick_backfill(self.view(q), candidates, shadow))
             self.launch(int(q[candidates[pick]]))
 
     def wait_with_backfill(self, head: int, policy: object = None) -> None:
@@ -145,7 +145,7 @@ class _Sim:
         # (An estimated end already past counts as "now"; the strict test below then lets
         # nothing backfill, exactly as the reference code's raw past time does.)
         shadow = reservation.start_s
-        chooser = policy if hasattr(policy, "pick_backfill") else None
+        chooser: BackfillChooser | None = policy if hasattr(policy, "pick_backfill") else None  # type: ignore[assignment]
         while self.size[head] > self.free:
             if chooser is not None:
                 self.backfill_by(chooser, head, shadow)

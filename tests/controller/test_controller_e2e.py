@@ -49,6 +49,7 @@ E2E_POLICY = dataclasses.replace(
     limits=JobLimits(min_forecast_interval_s=1.0),
 )
 P = 12  # steps (seconds) per period: 6 low, then 6 high
+SLO_S = 3.0  # the job's spec.slo.maxDelay, in seconds
 LOW, HIGH = 200.0, 800.0
 MODEL = ThroughputModel(
     family="fixed-ratio",
@@ -203,7 +204,7 @@ def test_the_scale_follows_the_plan_ahead_of_the_load_across_a_leader_failover(
         interval="1s",
         horizon="12s",
         rescale="1s",
-        slo="3s",
+        slo=f"{SLO_S:g}s",
         max_workers=16,
     )
     doc["spec"]["source"]["kafka"].update(
@@ -259,9 +260,12 @@ def test_the_scale_follows_the_plan_ahead_of_the_load_across_a_leader_failover(
     # the load (using the SLO's slack) without another resize once the load came.
     before, at_rise = replicas_at(api, rise1 - 3, 2), replicas_at(api, rise1, 2)
     assert at_rise > before, f"no scale-up before the first rise: {timeline}"
-    assert capacity(at_rise) >= 0.95 * HIGH, timeline
+    # The planner may run below the high rate while the backlog stays within the SLO: the
+    # high phase's arrivals must be served by the SLO's end after it (fluid FIFO queue).
+    high_s = P // 2
+    assert capacity(at_rise) * (high_s + SLO_S) >= HIGH * high_s, timeline
     assert replicas_at(api, rise1 + P // 2 - 0.5, 2) == at_rise, timeline
-    assert capacity(replicas_at(api, rise2, 2)) >= 0.95 * HIGH, timeline
+    assert capacity(replicas_at(api, rise2, 2)) * (high_s + SLO_S) >= HIGH * high_s, timeline
     ps = api.get("apps/v1", "StatefulSet", "ml", "ctr-ps")["spec"]["replicas"]
     workers = api.get("apps/v1", "StatefulSet", "ml", "ctr-worker")["spec"]["replicas"]
     assert Size(workers, ps) == Size(workers, math.ceil(workers / 4))  # the ratio is kept

@@ -39,6 +39,7 @@ def api():
             target={"kind": "StatefulSet", "workers": "ctr-worker", "ps": "ctr-ps"},
             model="ctr-sync.json",
         )
+        doc["spec"]["rescale"]["maxPerHour"] = 6  # the square wave needs more than the default 2
         fake.put(doc)
         yield fake
 

@@ -142,7 +142,7 @@ def test_scales_up_before_the_load_exceeds_the_current_capacity(tmp_path):
         if rep.resized and rep.desired.workers > rep.current.workers:
             ups.append((rep.sample.arrival_rate, rep.current, rep.desired))
         rig.clock.advance(60)
-    assert len(ups) >= 3
+    assert len(ups) >= 2  # the horizon planner climbs in few, larger steps
     ahead = [rate < capacity(before.workers) for rate, before, _ in ups]
     # Resizes are decided before the load reaches the current capacity; the planner may
     # spend a little of the SLO's slack near the top of the ramp, never more.

@@ -18,6 +18,7 @@ from autoscaler.actuators.events import EventRecorder
 from autoscaler.actuators.job_watch import JobInformer
 from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.actuators.lease import LeaderElector
+from autoscaler.actuators.secrets import Secrets
 from autoscaler.actuators.statefulset import StatefulSetActuator
 from autoscaler.actuators.tfjob import TFJobActuator
 from autoscaler.controller.jobs import ClusterJobs
@@ -75,7 +76,19 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
         api.put(job_doc("tf", target={"kind": "TFJob", "name": "ctr-tf"}, model="ctr-sync.json"))
         own = job_doc("own", target={"kind": "DryRun"})  # its model in its own namespace
         own["spec"]["throughput"] = {"configMapRef": {"name": "own-model"}}
+        own["spec"]["source"]["kafka"]["sasl"] = {  # and its Kafka credentials
+            "mechanism": "SCRAM-SHA-512",
+            "secretRef": {"name": "own-kafka"},
+        }
         api.put(own)
+        api.put(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "own-kafka", "namespace": "ml"},
+                "data": {"username": "b3du", "password": "czNjcmV0"},
+            }
+        )
         api.put(
             {
                 "apiVersion": "v1",
@@ -101,7 +114,10 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
 
         controller = Controller(
             jobs_source=ClusterJobs(
-                informer.list, models_dir=SYNC_MODEL.parent, config_maps=ConfigMaps(kube).read
+                informer.list,
+                models_dir=SYNC_MODEL.parent,
+                config_maps=ConfigMaps(kube).read,
+                secrets=Secrets(kube).read,
             ),
             meter_factory=lambda e: TraceMetrics(clock, lambda t: 100_000.0, history_start=T0),
             forecaster_factory=lambda e: make_forecaster("seasonal_naive"),

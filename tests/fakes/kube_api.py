@@ -9,7 +9,7 @@ mock. This server speaks HTTP/1.1 JSON on 127.0.0.1 and serves exactly what Kale
   deprecated ``v1``, stored once; ``scale`` subresource on the CRD's replica paths; ``status``
   subresource: writes to the main resource leave status alone and vice versa; list across
   namespaces);
-* ``coordination.k8s.io/v1`` leases, ``core/v1`` events and configmaps;
+* ``coordination.k8s.io/v1`` leases, ``core/v1`` events, configmaps and secrets;
 * ``core/v1`` pods and nodes with watches and ``pods/binding`` (:mod:`tests.fakes.kube_core`,
   reached as ``api.core``).
 
@@ -49,6 +49,7 @@ KINDS: dict[tuple[str, str, str], tuple[str, bool]] = {
     # (group, version, plural) -> (kind, has a status subresource)
     ("", "v1", "events"): ("Event", False),
     ("", "v1", "configmaps"): ("ConfigMap", False),
+    ("", "v1", "secrets"): ("Secret", False),
     ("apps", "v1", "statefulsets"): ("StatefulSet", True),
     ("kubeflow.org", "v1", "tfjobs"): ("TFJob", True),
     ("kale.dev", "v1alpha1", "elastictrainingjobs"): ("ElasticTrainingJob", True),

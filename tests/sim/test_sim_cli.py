@@ -99,9 +99,14 @@ def test_json_has_every_metric_for_every_policy_and_the_lower_bound(files, capsy
     assert code == 0, err
     data = json.loads(out)
     assert set(data["policies"]) == {"hpa", "keda", "autopilot", "static"}
+    best = data["optimal"]
+    assert best["lower_bound_gpu_hours"] <= best["gpu_hours"] + 1e-9
+    assert best["slo_violation_rate"] <= 0.01
     for metrics in data["policies"].values():
-        assert set(metrics) >= METRICS
+        assert set(metrics) >= METRICS | {"regret", "rescales_per_day"}
         assert metrics["gpu_hours"] >= data["lower_bound_gpu_hours"] * 0.5
+        assert metrics["regret"] == pytest.approx(metrics["gpu_hours"] / best["gpu_hours"])
+        assert metrics["rescales_per_day"] == pytest.approx(metrics["rescale_count"] / 2)
     assert data["lower_bound_gpu_hours"] > 0
     assert data["steps"] == 2 * 288 and data["warmup_steps"] == 288
     assert data["interval_s"] == 300 and data["rescale_s"] == 300 and data["slo_s"] == 600
@@ -180,6 +185,9 @@ def test_the_report_is_one_self_contained_html_page(files, capsys):
     assert '<script src="http' not in page and "<script src=" not in page
     assert "Plotly.newPlot" in page and len(page) > 1_000_000  # the bundle is inline
     assert "lower bound" in page and "SLO" in page
+    # each policy beside the optimum: its workers and capacity drawn, and the regret column
+    assert "optimal workers" in page and "optimal capacity" in page
+    assert "regret (× optimal)" in page
 
 
 def test_the_table_is_printed_without_json(files, capsys):

@@ -116,7 +116,7 @@ def _fit(history: pd.Series, model: str, opts: ModelOptions, *, fallback: bool) 
     summary = fc.fit_summary
     if summary.get("fallback"):
         warn(f"using {summary.get('model')}: {summary.get('reason')}")
-    return fc  # type: ignore[no-any-return]
+    return fc
 
 
 def _load(model_file: str) -> Forecaster:
@@ -230,7 +230,7 @@ def backtest_cmd(
 
 def _watched(progress: FitProgress, opts: ModelOptions, name: str) -> Callable[[], Forecaster]:
     """A factory of fresh ``name`` models whose fits ``progress`` shows."""
-    return lambda: progress.watch(opts.build(name, fallback=False), name)  # type: ignore[no-any-return]
+    return lambda: progress.watch(opts.build(name, fallback=False), name)
 
 
 def _report_backtest(
@@ -249,7 +249,7 @@ def _report_backtest(
         raise click.exceptions.Exit(2 if short else 1)
 
 
-def _fold_progress() -> Any:
+def _fold_progress() -> Callable[[Iterable[Any], str], Iterable[Any]] | None:
     """A bar over each model's forecast origins (on a terminal only)."""
     if not sys.stderr.isatty():
         return None

@@ -33,14 +33,19 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from autoscaler.actuators.base import Actuator, Size
 from autoscaler.demo import plan as plans
 from autoscaler.demo.plan import DemoPlan
 from autoscaler.demo.summary import live_metrics, simulate_segment, write_json
 from autoscaler.errors import UserError
+
+if TYPE_CHECKING:
+    from autoscaler.controller.app import App
+    from autoscaler.controller.jobs import JobEntry
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +129,7 @@ def run(opts: DemoOptions) -> DemoResult:
     """The whole demo; returns the comparison. Raises UserError on bad options."""
     started = time.monotonic()
     keep = opts.state_dir is not None
-    state = Path(opts.state_dir) if keep else Path(tempfile.mkdtemp(prefix="kale-demo-"))
+    state = Path(opts.state_dir or tempfile.mkdtemp(prefix="kale-demo-"))
     state.mkdir(parents=True, exist_ok=True)
     if keep and (state / "timeline.sqlite").exists():
         raise UserError(f"--state: {state} already holds a run; pick a new folder")
@@ -302,7 +307,7 @@ class _Live:
         )
         return path
 
-    def _app(self) -> Any:
+    def _app(self) -> App:
         """The controller exactly as ``kale controller`` builds it, with the demo's time base
         passed in: planner windows and forecasts in compressed time, stamped resizes."""
         from autoscaler.controller.app import BuildOptions, build
@@ -330,10 +335,8 @@ class _Live:
         )
         return build(cfg, options=options)
 
-    def _stamped(self, entry: Any, actuator: Any) -> Any:
+    def _stamped(self, entry: JobEntry, actuator: Actuator) -> Actuator:
         """The Local actuator, stamping each resize start, at the size the simulator starts at."""
-        from autoscaler.actuators.base import Size
-
         w0 = self.setup.w0
         act = StampingActuator(actuator, self.stamp_path)
         act.apply(Size(w0, self.setup.sizing.ps_for(w0)))  # steady state, as simulated
@@ -565,15 +568,15 @@ class StampingActuator:
     """The Local actuator, writing when each resize begins to ``stamp`` first: the workers
     count their rescale downtime from it (see :mod:`autoscaler.sources.demo_consumer`)."""
 
-    def __init__(self, inner: Any, stamp: Path) -> None:
+    def __init__(self, inner: Actuator, stamp: Path) -> None:
         self.inner = inner
         self.stamp = stamp
         self.kind = inner.kind
 
-    def current(self) -> Any:
+    def current(self) -> Size:
         return self.inner.current()
 
-    def apply(self, size: Any) -> Any:
+    def apply(self, size: Size) -> Size:
         self.stamp.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.stamp.with_suffix(".tmp")
         tmp.write_text(f"{time.time():.6f}", encoding="ascii")

@@ -13,17 +13,65 @@ Every problem comes back as ``(dotted.field.path, reason)`` so the CLI can print
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+)
 from pydantic.alias_generators import to_camel
 
-from autoscaler.durations import parse_duration
 from autoscaler.errors import UserError
+from autoscaler.jobfiles import file_problems, read_json_file
+from autoscaler.jobrules import (
+    DEFAULT_LIMITS,
+    JobLimits,
+    Problem,
+    advisories,
+    cross_check,
+    limit_problems,
+)
+from autoscaler.jobtypes import (
+    DAY,
+    AnnotationValue,
+    Argument,
+    ConsumerGroup,
+    DnsLabel,
+    DnsName,
+    Duration,
+    FilePath,
+    HostPort,
+    LabelKey,
+    LabelValue,
+    ModelPath,
+    NonNegativeInt,
+    PositiveDuration,
+    PositiveInt,
+    Topic,
+    _bounded,
+    _kind,
+)
+from autoscaler.yamldoc import DEFAULT_LIMITS as DOCUMENT_LIMITS
+from autoscaler.yamldoc import DocumentLimits, load_file
+
+__all__ = [
+    "Duration",
+    "ElasticTrainingJob",
+    "JobLimits",
+    "LoadedJob",
+    "PositiveDuration",
+    "Problem",
+    "advisories",
+    "cross_check",
+    "file_problems",
+    "load_job",
+    "parse_job",
+    "read_yaml",
+    "validate_file",
+]
 
 API_VERSION = "kale.dev/v1"
 KIND = "ElasticTrainingJob"
@@ -32,78 +80,71 @@ TARGET_KINDS = ("StatefulSet", "TFJob", "Local", "DryRun")
 # Keys of the rescale measurement JSON, in order of preference (kale.rescale/v1 writes median_s).
 MEASUREMENT_KEYS = ("median_s", "rescale_s", "duration_s", "total_s")
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-_HOSTPORT = re.compile(r"^[^\s:/]+:\d{1,5}$")
-
-
-def _duration(value: Any) -> float:
-    if isinstance(value, dict | list):
-        raise ValueError(f"expected a duration such as 90s, 5m or 1h, got a {_kind(value)}")
-    return parse_duration(value)
-
-
-def _kind(value: Any) -> str:
-    return (
-        "mapping"
-        if isinstance(value, dict)
-        else "list"
-        if isinstance(value, list)
-        else (type(value).__name__)
-    )
-
-
-Duration = Annotated[float, BeforeValidator(_duration)]
-PositiveDuration = Annotated[float, BeforeValidator(_duration), Field(gt=0)]
-PositiveInt = Annotated[int, Field(strict=True, ge=1)]
-NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
-
 
 class _Model(BaseModel):
     """Base: camelCase on the wire, unknown fields are errors, immutable once loaded."""
 
     model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        allow_inf_nan=False,
     )
 
 
 class Metadata(_Model):
-    name: str = Field(description="Job name (a DNS-1123 label).")
-    namespace: str = Field(default="default", description="Kubernetes namespace.")
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    name: DnsLabel = Field(description="Job name (a DNS-1123 label).")
+    namespace: DnsLabel = Field(default="default", description="Kubernetes namespace.")
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=256)
+    annotations: dict[LabelKey, AnnotationValue] = Field(default_factory=dict, max_length=256)
 
 
 class KafkaSource(_Model):
-    bootstrap_servers: list[str] = Field(min_length=1, description="host:port of the brokers.")
-    topic: str = Field(description="Topic the training samples arrive on.")
-    consumer_group: str = Field(min_length=1, description="Consumer group of the trainer.")
+    bootstrap_servers: list[HostPort] = Field(
+        min_length=1, max_length=32, description="host:port of the brokers."
+    )
+    topic: Topic = Field(description="Topic the training samples arrive on.")
+    consumer_group: ConsumerGroup = Field(description="Consumer group of the trainer.")
 
 
 class Source(_Model):
     kafka: KafkaSource
 
 
+MAX_WORKERS = 10_000
+"""Workers of one job: beyond any cluster Kale sizes, far below where sizing arithmetic or the
+throughput solver's search would hurt."""
+
+
 class Training(_Model):
     mode: Literal["sync", "async"] = Field(description="Synchronous or asynchronous PS training.")
-    global_batch_size: PositiveInt = Field(description="Global batch M, constant while scaling.")
-    workers_per_ps: PositiveInt = Field(
-        alias="workersPerPS", description="w/p ratio kept while scaling."
+    global_batch_size: PositiveInt = Field(
+        le=2**31 - 1, description="Global batch M, constant while scaling."
     )
-    min_workers: PositiveInt = Field(default=1, description="Guaranteed minimum workers.")
-    max_workers: PositiveInt = Field(description="Upper bound on workers.")
-    gpus_per_worker: NonNegativeInt = Field(default=1, description="GPUs each worker pod holds.")
+    workers_per_ps: PositiveInt = Field(
+        le=1000, alias="workersPerPS", description="w/p ratio kept while scaling."
+    )
+    min_workers: PositiveInt = Field(
+        default=1, le=MAX_WORKERS, description="Guaranteed minimum workers."
+    )
+    max_workers: PositiveInt = Field(le=MAX_WORKERS, description="Upper bound on workers.")
+    gpus_per_worker: NonNegativeInt = Field(
+        default=1, le=64, description="GPUs each worker pod holds."
+    )
 
 
 class Slo(_Model):
-    max_delay: PositiveDuration = Field(description="Max age of the oldest unconsumed sample.")
+    max_delay: _bounded(gt=0, le=7 * DAY) = Field(  # type: ignore[valid-type]
+        description="Max age of the oldest unconsumed sample (at most 7 days)."
+    )
 
 
 class Rescale(_Model):
-    duration: Literal["auto"] | PositiveDuration = Field(
-        description="Downtime of one resize, or 'auto' to use the measured value."
+    duration: Literal["auto"] | _bounded(gt=0, le=DAY) = Field(  # type: ignore[valid-type]
+        description="Downtime of one resize (at most 1 day), or 'auto' to use the measured value."
     )
-    measurement: str | None = Field(
+    measurement: FilePath | None = Field(
         default=None,
         description="JSON written by `kale profile` (used when duration is auto); relative "
         "paths are relative to the job file.",
@@ -111,23 +152,36 @@ class Rescale(_Model):
 
 
 class ThroughputRef(_Model):
-    model: str = Field(description="Throughput model JSON (from `kale throughput fit`).")
+    model: ModelPath = Field(description="Throughput model JSON (from `kale throughput fit`).")
+
+
+MIN_INTERVAL_S = 0.1
+"""The hard floor of ``spec.forecast.interval`` (the platform's policy sets the real one, 10 s
+by default; only a time-compressed demo goes below it)."""
 
 
 class Forecast(_Model):
     model: Literal["kale", "seasonal_naive", "ets", "stl_ets", "dlinear"] = "kale"
-    interval: PositiveDuration = Field(default=60.0, description="Step of the arrival history.")
-    horizon: PositiveDuration = Field(default=3600.0, description="How far ahead to forecast.")
-    refit: PositiveDuration = Field(default=86400.0, description="How often to refit.")
+    interval: _bounded(ge=MIN_INTERVAL_S, le=DAY) = Field(  # type: ignore[valid-type]
+        default=60.0, description="Step of the arrival history (10 s to 1 day)."
+    )
+    horizon: _bounded(gt=0, le=7 * DAY) = Field(  # type: ignore[valid-type]
+        default=3600.0, description="How far ahead to forecast (at most 7 days)."
+    )
+    refit: _bounded(gt=0, le=30 * DAY) = Field(  # type: ignore[valid-type]
+        default=86400.0, description="How often to refit (at most 30 days)."
+    )
     quantile: float = Field(default=0.9, gt=0.5, lt=1.0, description="Upper quantile planned for.")
 
 
 class Target(_Model):
     kind: Literal["StatefulSet", "TFJob", "Local", "DryRun"]
-    workers: str | None = Field(default=None, description="Worker StatefulSet name.")
-    ps: str | None = Field(default=None, description="PS StatefulSet name.")
-    name: str | None = Field(default=None, description="TFJob name.")
-    command: list[str] | None = Field(default=None, description="Local worker command.")
+    workers: DnsName | None = Field(default=None, description="Worker StatefulSet name.")
+    ps: DnsName | None = Field(default=None, description="PS StatefulSet name.")
+    name: DnsName | None = Field(default=None, description="TFJob name.")
+    command: list[Argument] | None = Field(
+        default=None, max_length=64, description="Local worker command."
+    )
     processes: Literal["perWorker", "perJob"] = Field(
         default="perWorker",
         description="Local: one copy of the command per worker, or one "
@@ -143,7 +197,13 @@ class Spec(_Model):
     throughput: ThroughputRef
     forecast: Forecast = Forecast()
     target: Target
-    priority: int = Field(default=0, strict=True, description="Higher wins when GPUs are short.")
+    priority: int = Field(
+        default=0,
+        strict=True,
+        ge=-1_000_000_000,
+        le=1_000_000_000,
+        description="Higher wins when GPUs are short.",
+    )
 
 
 class ElasticTrainingJob(_Model):
@@ -151,126 +211,6 @@ class ElasticTrainingJob(_Model):
     kind: Literal["ElasticTrainingJob"]
     metadata: Metadata
     spec: Spec
-
-
-Problem = tuple[str, str]  # (dotted.field.path, reason)
-
-
-def cross_check(job: ElasticTrainingJob) -> list[Problem]:
-    """Relations between fields; every message names both fields of a conflict."""
-    out: list[Problem] = []
-    md, sp = job.metadata, job.spec
-    tr, fc, rs = sp.training, sp.forecast, sp.rescale
-    if not _DNS_LABEL.match(md.name) or len(md.name) > 63:
-        out.append(
-            (
-                "metadata.name",
-                f"{md.name!r} is not a DNS-1123 label "
-                "(lowercase letters, digits, '-', at most 63 characters)",
-            )
-        )
-    if not _DNS_LABEL.match(md.namespace) or len(md.namespace) > 63:
-        out.append(("metadata.namespace", f"{md.namespace!r} is not a DNS-1123 label"))
-    for i, server in enumerate(sp.source.kafka.bootstrap_servers):
-        if not _HOSTPORT.match(server) or not 0 < int(server.rsplit(":", 1)[1]) < 65536:
-            out.append((f"spec.source.kafka.bootstrapServers.{i}", f"{server!r} is not host:port"))
-    if not _TOPIC.match(sp.source.kafka.topic):
-        out.append(
-            (
-                "spec.source.kafka.topic",
-                f"{sp.source.kafka.topic!r} is not a valid Kafka "
-                "topic name (letters, digits, '.', '_', '-'; at most 249)",
-            )
-        )
-    if tr.min_workers > tr.max_workers:
-        out.append(
-            (
-                "spec.training.minWorkers",
-                f"must be ≤ spec.training.maxWorkers ({tr.min_workers} > {tr.max_workers})",
-            )
-        )
-    if tr.mode == "sync" and tr.global_batch_size < tr.max_workers:
-        out.append(
-            (
-                "spec.training.globalBatchSize",
-                f"must be ≥ spec.training.maxWorkers in sync "
-                f"mode: each worker needs at least one sample per step "
-                f"({tr.global_batch_size} < {tr.max_workers})",
-            )
-        )
-    if fc.horizon < fc.interval:
-        out.append(
-            (
-                "spec.forecast.horizon",
-                f"must be ≥ spec.forecast.interval ({fc.horizon:g}s < {fc.interval:g}s)",
-            )
-        )
-    elif not _divides(fc.interval, fc.horizon):
-        out.append(
-            (
-                "spec.forecast.interval",
-                f"must divide spec.forecast.horizon "
-                f"({fc.horizon:g}s is not a multiple of {fc.interval:g}s)",
-            )
-        )
-    if rs.duration != "auto":
-        if fc.horizon < rs.duration:
-            out.append(
-                (
-                    "spec.forecast.horizon",
-                    f"must be ≥ spec.rescale.duration so a resize can "
-                    f"be planned before the load arrives ({fc.horizon:g}s < {rs.duration:g}s)",
-                )
-            )
-        if rs.measurement is not None:
-            out.append(
-                ("spec.rescale.measurement", "is only used with spec.rescale.duration: auto")
-            )
-    if fc.refit < fc.interval:
-        out.append(
-            (
-                "spec.forecast.refit",
-                f"must be ≥ spec.forecast.interval ({fc.refit:g}s < {fc.interval:g}s)",
-            )
-        )
-    tg = sp.target
-    if tg.kind == "StatefulSet":
-        for field in ("workers", "ps"):
-            if not getattr(tg, field):
-                out.append(
-                    (
-                        f"spec.target.{field}",
-                        "is required when spec.target.kind is StatefulSet (the StatefulSet's name)",
-                    )
-                )
-    if tg.kind == "TFJob" and not tg.name:
-        out.append(("spec.target.name", "is required when spec.target.kind is TFJob"))
-    for field in ("workers", "ps", "name"):
-        value = getattr(tg, field)
-        if value and not _DNS_LABEL.match(value):
-            out.append((f"spec.target.{field}", f"{value!r} is not a DNS-1123 name"))
-    return out
-
-
-def advisories(job: ElasticTrainingJob) -> list[Problem]:
-    """Legal but risky settings, reported as warnings (exit code stays 0)."""
-    out: list[Problem] = []
-    rs = job.spec.rescale.duration
-    if rs != "auto" and job.spec.slo.max_delay <= rs:
-        out.append(
-            (
-                "spec.slo.maxDelay",
-                f"is ≤ spec.rescale.duration ({job.spec.slo.max_delay:g}s "
-                f"≤ {rs:g}s): every resize will violate the SLO; an SLO of about twice the "
-                "rescale duration leaves room to plan",
-            )
-        )
-    return out
-
-
-def _divides(small: float, big: float) -> bool:
-    ratio = big / small
-    return abs(ratio - round(ratio)) < 1e-9
 
 
 def _format_loc(loc: tuple[Any, ...]) -> str:
@@ -281,6 +221,11 @@ _TYPE_MESSAGES = {
     "extra_forbidden": "unknown field",
     "missing": "required field is missing",
 }
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _format_error(err: dict[str, Any]) -> Problem:
@@ -298,16 +243,44 @@ def _format_error(err: dict[str, Any]) -> Problem:
         if isinstance(given, dict | list):
             msg = f"{msg}, got a {_kind(given)}"
         elif kind != "missing":
-            msg = f"{msg}, got {given!r}"
+            msg = f"{msg}, got {_brief(given)}"
     return _format_loc(loc), msg
 
 
+def shape_problem(data: Any, limits: DocumentLimits = DOCUMENT_LIMITS) -> Problem | None:
+    """Depth and size of an already-loaded document (a custom resource from the API server
+    did not pass through :mod:`autoscaler.yamldoc`), checked without recursion."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    nodes = 0
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if nodes > limits.max_nodes:
+            return "(root)", f"more than {limits.max_nodes} values; a job has about 60"
+        if isinstance(node, dict | list):
+            if depth > limits.max_depth:
+                return "(root)", f"nesting deeper than {limits.max_depth} levels (a job needs 5)"
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
+        elif isinstance(node, str) and len(node) > limits.max_scalar_chars:
+            return "(root)", f"a value of {len(node)} characters"
+    return None
+
+
 def parse_job(data: Any) -> tuple[ElasticTrainingJob | None, list[Problem]]:
-    """Validate a loaded YAML document; return the job (or None) and every problem found."""
+    """Validate a loaded YAML document; return the job (or None) and every problem found.
+
+    Only what holds for every job is checked here; the platform's tunable bounds
+    (:func:`autoscaler.jobrules.limit_problems`) and the referenced files are checked by
+    :func:`validate_file` and the controller's admission.
+    """
     if not isinstance(data, dict):
         return None, [
             ("(root)", f"expected a mapping (an ElasticTrainingJob), got a {_kind(data)}")
         ]
+    shape = shape_problem(data)
+    if shape is not None:
+        return None, [shape]
     try:
         job = ElasticTrainingJob.model_validate(data)
     except ValidationError as exc:
@@ -324,32 +297,33 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     return list(seen.items())
 
 
-def read_yaml(path: Path) -> tuple[Any, list[Problem]]:
-    """Read one YAML document; file problems come back as ``(root)`` problems."""
+def read_yaml(path: Path, *, kind: str = "an ElasticTrainingJob") -> tuple[Any, list[Problem]]:
+    """Read one YAML document within :data:`DOCUMENT_LIMITS`.
+
+    File problems come back as ``(file)``/``(yaml)`` problems, or ``(line N)`` when a line is
+    known (printed ``FILE:N: reason``).
+    """
     if not path.exists():
         return None, [("(file)", "file not found")]
     if path.is_dir():
         return None, [("(file)", "is a directory, expected a YAML file")]
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [("(file)", f"cannot read: {exc}")]
-    if not text.strip():
-        return None, [("(file)", "empty file, expected an ElasticTrainingJob")]
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        return None, [("(yaml)", f"syntax error at {where}: {problem}")]
+    docs, problem = load_file(path)
+    if problem is not None:
+        where = f"(line {problem.line})" if problem.line is not None else "(yaml)"
+        return None, [(where, problem.message)]
     if not docs:
+        try:
+            empty = path.stat().st_size == 0 or not path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            empty = False
+        if empty:
+            return None, [("(file)", f"empty file, expected {kind}")]
         return None, [("(file)", "contains no YAML document")]
     if len(docs) > 1:
         return None, [
             (
                 "(file)",
-                f"contains {len(docs)} YAML documents; put one ElasticTrainingJob in each file",
+                f"contains {len(docs)} YAML documents; put one {kind.split()[-1]} in each file",
             )
         ]
     return docs[0], []
@@ -391,47 +365,32 @@ class LoadedJob:
                 "spec.rescale.duration is auto"
             )
         path = self.resolve(rescale.measurement)
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise UserError(
-                f"{self.path}: spec.rescale.measurement: cannot read {path}: {exc}"
-            ) from None
+        data, why = read_json_file(path)
+        if why is not None:
+            raise UserError(f"{self.path}: spec.rescale.measurement: {why}")
         for key in MEASUREMENT_KEYS:
             value = data.get(key) if isinstance(data, dict) else None
-            if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            if (
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and 0 < value <= DAY  # json.loads reads Infinity and 1e400 as inf
+            ):
                 return float(value)
         raise UserError(
             f"{self.path}: spec.rescale.measurement: {path} has none of "
-            f"{', '.join(MEASUREMENT_KEYS)}"
+            f"{', '.join(MEASUREMENT_KEYS)} (a number of seconds in (0, 1 day])"
         )
-
-
-def file_problems(job: ElasticTrainingJob, path: Path) -> list[Problem]:
-    """Files the job refers to must exist (relative to the job file)."""
-    out: list[Problem] = []
-    loaded = LoadedJob(job, path)
-    model = loaded.throughput_model_path
-    if not model.is_file():
-        out.append(("spec.throughput.model", f"file not found: {model}"))
-    meas = job.spec.rescale.measurement
-    if meas is not None and not loaded.resolve(meas).is_file():
-        out.append(("spec.rescale.measurement", f"file not found: {loaded.resolve(meas)}"))
-    if job.spec.rescale.duration == "auto" and meas is None:
-        out.append(
-            (
-                "spec.rescale.measurement",
-                "is required when spec.rescale.duration is auto "
-                "(the JSON written by `kale profile`)",
-            )
-        )
-    return out
 
 
 def validate_file(
-    path: str | Path, *, check_files: bool = True
+    path: str | Path,
+    *,
+    check_files: bool = True,
+    limits: JobLimits = DEFAULT_LIMITS,
+    models_root: Path | None = None,
 ) -> tuple[LoadedJob | None, list[str], list[str]]:
-    """Validate one job file.
+    """Validate one job file against ``limits`` (and, with ``check_files``, the files it names,
+    inside ``models_root`` when one is given).
 
     Returns (job or None, error lines, warning lines); lines read ``FILE: path: reason``.
     """
@@ -440,8 +399,10 @@ def validate_file(
     job = None
     if not problems:
         job, problems = parse_job(data)
-        if job is not None and check_files:
-            problems += file_problems(job, p)
+        if job is not None:
+            problems += limit_problems(job, limits)
+            if check_files:
+                problems += file_problems(LoadedJob(job, p), root=models_root)
     errors = [_line(str(path), loc, msg) for loc, msg in problems]
     warnings = (
         []
@@ -452,6 +413,8 @@ def validate_file(
 
 
 def _line(file: str, loc: str, msg: str) -> str:
+    if loc.startswith("(line "):
+        return f"{file}:{loc[6:-1]}: {msg}"
     if loc.startswith("("):
         return f"{file}: {msg}"
     return f"{file}: {loc}: {msg}"

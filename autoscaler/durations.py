@@ -1,15 +1,31 @@
 """Durations as people write them in job files and flags: ``90s``, ``5m``, ``1h``, ``1h30m``.
 
-A bare number is taken as seconds. Parsing is strict: anything else is a ``ValueError``
-whose message says what is accepted, so config and CLI errors read the same everywhere.
+A bare number is taken as seconds. Parsing is strict, because a duration reaches arithmetic
+(steps = horizon / interval, sleeps, array sizes): only ASCII digits (``"５m"`` is refused, though
+Python's ``float`` and ``\\d`` accept it), no exponents, ``inf`` or ``nan`` (``1e400`` would be
+infinite), and never more than :data:`MAX_SECONDS`. Anything else is a ``ValueError`` whose
+message says what is accepted, so config and CLI errors read the same everywhere.
+
+:data:`GRAMMAR` is the same rule as one anchored regular expression; the CRD's ``pattern``
+for duration strings is built from it, so the API server refuses what this module refuses.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_NUMBER = r"[0-9]{1,12}(?:\.[0-9]{1,9})?"
+_PART = re.compile(rf"({_NUMBER})(ms|s|m|h|d|w)")
+GRAMMAR = rf"(?:{_NUMBER}|(?:{_NUMBER}(?:ms|s|m|h|d|w)){{1,6}})"
+"""A duration string: a bare number of seconds, or 1–6 ``<number><unit>`` parts."""
+_FULL = re.compile(GRAMMAR)
+MAX_LENGTH = 64
+"""Longest duration string accepted (``1h30m`` is 5 characters)."""
+MAX_SECONDS = 10 * 365 * 86400.0
+"""No duration anywhere is longer than ten years: larger values are typos or attacks, and
+every product of a duration with a rate or a count stays far from overflow."""
 ACCEPTED = "a duration such as 90s, 5m, 1h or 1h30m (units ms, s, m, h, d, w)"
 
 
@@ -17,29 +33,44 @@ def parse_duration(value: str | int | float) -> float:
     """Return the duration in seconds; raise ``ValueError`` naming the accepted forms."""
     if isinstance(value, bool):
         raise ValueError(f"expected {ACCEPTED}, got {value!r}")
-    if isinstance(value, int | float):
+    if isinstance(value, int):
         if value < 0:
             raise ValueError(f"must not be negative, got {value}")
+        if value > MAX_SECONDS:  # compare as int: float(10**400) would overflow
+            raise ValueError(f"must be at most 10 years ({MAX_SECONDS:g}s), got {value}")
         return float(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"must be a finite number of seconds, got {value!r}")
+        if value < 0:
+            raise ValueError(f"must not be negative, got {value:g}")
+        if value > MAX_SECONDS:
+            raise ValueError(f"must be at most 10 years ({MAX_SECONDS:g}s), got {value:g}")
+        return value
     if not isinstance(value, str):
         raise ValueError(f"expected {ACCEPTED}, got {type(value).__name__}")
+    if len(value) > MAX_LENGTH:
+        raise ValueError(f"expected {ACCEPTED}, got a {len(value)}-character string")
+    if not value.isascii():
+        raise ValueError(f"expected {ACCEPTED} in ASCII digits and letters, got {value!r}")
     text = value.strip().lower()
     if not text:
         raise ValueError(f"expected {ACCEPTED}, got an empty string")
-    try:
-        seconds = float(text)
-    except ValueError:
-        pos = 0
-        seconds = 0.0
-        for match in _PART.finditer(text):
-            if match.start() != pos:
-                break
-            seconds += float(match.group(1)) * _UNITS[match.group(2)]
-            pos = match.end()
-        if pos != len(text) or pos == 0:
-            raise ValueError(f"expected {ACCEPTED}, got {value!r}") from None
-    if seconds < 0:
+    if text.startswith("-") and _FULL.fullmatch(text[1:]):
         raise ValueError(f"must not be negative, got {value!r}")
+    if not _FULL.fullmatch(text):
+        hint = ""
+        if re.search(r"inf|nan", text):
+            hint = " (infinite and NaN durations are refused)"
+        elif re.search(r"[0-9]e[-+0-9]", text):
+            hint = " (no exponents: write 90s, not 9e1)"
+        raise ValueError(f"expected {ACCEPTED}, got {value!r}{hint}")
+    if text[-1].isdigit():
+        seconds = float(text)
+    else:
+        seconds = sum(float(n) * _UNITS[u] for n, u in _PART.findall(text))
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"must be at most 10 years ({MAX_SECONDS:g}s), got {value!r}")
     return seconds
 
 

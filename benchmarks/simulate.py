@@ -117,6 +117,7 @@ def main() -> int:
             interval_s=60,
             horizon_steps=round(fc.horizon / 60),
             refit_s=args.refit or fc.refit,
+            quantile=float(fc.quantile),
             cache_dir=default_cache_dir(),
         )
         t0 = time.perf_counter()
@@ -140,10 +141,11 @@ def main() -> int:
                 m["rescale_count"],
                 m["gpu_hours"],
                 m["gpu_hours"] / lb,
+                m["elapsed_s"],
             ]
             for p, m in comp.metrics.items()
         ]
-        rows.append(["lower_bound", "", "", "", "", lb, 1.0])
+        rows.append(["lower_bound", "", "", "", "", lb, 1.0, ""])
         print(f"\n## {name}  ({len(values) - 7 * 1440} evaluated steps, {elapsed:.1f} s)")
         print(
             table(
@@ -156,6 +158,7 @@ def main() -> int:
                     "rescales",
                     "gpu_hours",
                     "x_lower_bound",
+                    "seconds",
                 ],
             )
         )

@@ -136,7 +136,16 @@ def backtest(
     )
 
 
-def _run_one(name, factory, series, positions, horizon, scale_hist, interval, progress):
+def _run_one(
+    name: str,
+    factory: Callable[[], Forecaster],
+    series: pd.Series,
+    positions: np.ndarray,
+    horizon: int,
+    scale_hist: np.ndarray,
+    interval: float,
+    progress: Callable[[Iterable[Any], str], Iterable[Any]] | None,
+) -> ModelResult:
     model = factory()
     started = time.perf_counter()
     model.fit(series.iloc[: int(positions[0])])

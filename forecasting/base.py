@@ -10,177 +10,36 @@ model behave the same at the edges.
 
 from __future__ import annotations
 
-import io
-import json
 import logging
 import os
-import tempfile
 import time
-import zipfile
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
+from forecasting.errors import (
+    ForecastError,
+    InsufficientHistoryError,
+    InvalidSeriesError,
+    NotFittedError,
+)
+from forecasting.persistence import Payload, read_model_file, write_model_file
+from forecasting.series import Forecast, future_index, iso_utc, validate_series
+
+__all__ = [
+    "Forecast",
+    "ForecastError",
+    "Forecaster",
+    "InsufficientHistoryError",
+    "InvalidSeriesError",
+    "NotFittedError",
+    "Payload",
+    "validate_series",
+]
+
 log = logging.getLogger(__name__)
-
-QUANTILES: tuple[float, ...] = (0.1, 0.5, 0.9)
-"""Quantile levels every forecaster produces (at least)."""
-
-FORMAT = "kale-forecaster"
-FORMAT_VERSION = 1
-
-
-class ForecastError(Exception):
-    """Root of the errors this package raises on purpose."""
-
-
-class NotFittedError(ForecastError, RuntimeError):
-    """``predict``/``update``/``save`` was called before ``fit``."""
-
-
-class InsufficientHistoryError(ForecastError, ValueError):
-    """The history is too short for this model (the fallback wrapper catches it)."""
-
-
-class InvalidSeriesError(ForecastError, ValueError):
-    """The input is not a regular series of finite, non-negative rates."""
-
-
-# --------------------------------------------------------------------------- forecasts
-
-
-def _iso(ts: pd.Timestamp) -> str:
-    return ts.tz_convert("UTC").isoformat().replace("+00:00", "Z")
-
-
-@dataclass(frozen=True)
-class Forecast:
-    """H future steps: timestamps, a point forecast (``mean``) and quantiles.
-
-    Build it with :meth:`build`, which sorts the quantiles across levels (so p10 ≤ p50 ≤ p90
-    at every step) and clips everything at zero (rates cannot be negative).
-    """
-
-    timestamps: pd.DatetimeIndex
-    mean: np.ndarray
-    quantiles: dict[float, np.ndarray]
-    model: str = ""
-
-    @classmethod
-    def build(
-        cls,
-        timestamps: pd.DatetimeIndex,
-        mean: np.ndarray,
-        quantiles: dict[float, np.ndarray],
-        model: str = "",
-    ) -> Forecast:
-        h = len(timestamps)
-        point = np.clip(np.asarray(mean, dtype=float).reshape(-1), 0.0, None)
-        if point.shape != (h,):
-            raise ValueError(f"mean has {point.size} values for {h} timestamps")
-        levels = sorted(float(q) for q in quantiles)
-        missing = [q for q in QUANTILES if not any(abs(q - lv) < 1e-9 for lv in levels)]
-        if missing:
-            raise ValueError(f"quantiles {missing} are missing")
-        stack = np.stack([np.asarray(quantiles[q], dtype=float).reshape(-1) for q in levels])
-        if stack.shape != (len(levels), h):
-            raise ValueError(f"quantiles must each have {h} values")
-        if not (np.isfinite(stack).all() and np.isfinite(point).all()):
-            raise ValueError("the forecast has non-finite values")
-        stack = np.clip(np.sort(stack, axis=0), 0.0, None)
-        qs = {round(lv, 6): stack[i] for i, lv in enumerate(levels)}
-        return cls(timestamps=timestamps, mean=point, quantiles=qs, model=model)
-
-    @property
-    def horizon(self) -> int:
-        return len(self.timestamps)
-
-    def quantile(self, level: float) -> np.ndarray:
-        for q, values in self.quantiles.items():
-            if abs(q - level) < 1e-9:
-                return values
-        raise KeyError(f"no {level} quantile (have {sorted(self.quantiles)})")
-
-    @property
-    def p10(self) -> np.ndarray:
-        return self.quantile(0.1)
-
-    @property
-    def p50(self) -> np.ndarray:
-        return self.quantile(0.5)
-
-    @property
-    def p90(self) -> np.ndarray:
-        return self.quantile(0.9)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of ``kale forecast predict --json``."""
-        return {
-            "timestamps": [_iso(t) for t in self.timestamps],
-            "mean": self.mean.tolist(),
-            "p10": self.p10.tolist(),
-            "p50": self.p50.tolist(),
-            "p90": self.p90.tolist(),
-        }
-
-    def to_frame(self) -> pd.DataFrame:
-        data = {"mean": self.mean}
-        for q in sorted(self.quantiles):
-            data[f"p{round(q * 100):d}"] = self.quantiles[q]
-        return pd.DataFrame(data, index=self.timestamps)
-
-
-# --------------------------------------------------------------------------- input checks
-
-
-def validate_series(history: pd.Series, *, what: str = "history") -> tuple[pd.Series, float]:
-    """Return (a float copy on a UTC grid, interval in seconds) or raise InvalidSeriesError."""
-    if not isinstance(history, pd.Series):
-        raise InvalidSeriesError(f"{what}: expected a pandas Series, got {type(history).__name__}")
-    if not isinstance(history.index, pd.DatetimeIndex):
-        raise InvalidSeriesError(f"{what}: the index must be a DatetimeIndex")
-    if len(history) < 2:
-        raise InvalidSeriesError(f"{what}: needs at least 2 points, got {len(history)}")
-    idx = history.index
-    idx = idx.tz_localize("UTC") if idx.tz is None else idx.tz_convert("UTC")
-    secs = np.asarray((idx - idx[0]).total_seconds(), dtype=float)
-    steps = np.diff(secs)
-    interval = float(steps[0])
-    if interval <= 0 or np.any(np.abs(steps - interval) > 1e-6 * max(interval, 1.0)):
-        raise InvalidSeriesError(
-            f"{what}: timestamps must be strictly increasing on a regular grid "
-            "(fill gaps first; autoscaler.traces.load_trace does)"
-        )
-    values = history.to_numpy(dtype=float, na_value=np.nan)
-    if not np.isfinite(values).all():
-        raise InvalidSeriesError(f"{what}: values must be finite (found NaN or inf)")
-    if (values < 0).any():
-        raise InvalidSeriesError(f"{what}: values are rates and must be ≥ 0")
-    out = pd.Series(values, index=idx, name=history.name or "value")
-    out.index.freq = pd.Timedelta(seconds=interval)
-    return out, interval
-
-
-def future_index(last: pd.Timestamp, interval_s: float, horizon: int) -> pd.DatetimeIndex:
-    """The next ``horizon`` timestamps after ``last`` on the same grid."""
-    step = pd.Timedelta(seconds=interval_s)
-    return pd.date_range(last + step, periods=horizon, freq=step)
-
-
-# --------------------------------------------------------------------------- the interface
-
-
-@dataclass
-class Payload:
-    """What a model saves: JSON-safe metadata, numpy arrays and opaque blobs (torch weights)."""
-
-    meta: dict[str, Any] = field(default_factory=dict)
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)
-    blobs: dict[str, bytes] = field(default_factory=dict)
 
 
 class Forecaster(ABC):
@@ -312,8 +171,8 @@ class Forecaster(ABC):
         expected = ctx.index[-1] + pd.Timedelta(seconds=interval)
         if pts.index[0] != expected:
             raise InvalidSeriesError(
-                f"new_points: first new timestamp {_iso(pts.index[0])} does not continue the "
-                f"context (expected {_iso(expected)})"
+                f"new_points: first new timestamp {iso_utc(pts.index[0])} does not continue the "
+                f"context (expected {iso_utc(expected)})"
             )
         merged = pd.concat([ctx, pts])
         keep = int(self.max_context_days * 86400 / interval)
@@ -381,8 +240,8 @@ class Forecaster(ABC):
             "refit_every": self.refit_every,
             "max_context_days": self.max_context_days,
             "interval_s": self.interval_s,
-            "t0": _iso(self._t0),
-            "context_start": _iso(self._context.index[0]),
+            "t0": iso_utc(self._t0),
+            "context_start": iso_utc(self._context.index[0]),
             "steps_since_fit": self._steps_since_fit,
             "fit_summary": self.fit_summary,
             "state": own.meta,
@@ -424,54 +283,12 @@ class Forecaster(ABC):
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write one file (a zip: manifest.json, arrays.npz, blobs) atomically."""
-        payload = self.to_payload()
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as zf:
-                manifest = {"format": FORMAT, "version": FORMAT_VERSION, **payload.meta}
-                zf.writestr("manifest.json", json.dumps(manifest, indent=2, default=_json_default))
-                buf = io.BytesIO()
-                np.savez(buf, **payload.arrays)
-                zf.writestr("arrays.npz", buf.getvalue())
-                for name, blob in payload.blobs.items():
-                    zf.writestr(f"blobs/{name}", blob)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_model_file(path, self.to_payload())
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Forecaster:
         """Read a file written by :meth:`save` (any model: the manifest names it)."""
-        try:
-            with zipfile.ZipFile(path) as zf:
-                manifest = json.loads(zf.read("manifest.json"))
-                with np.load(io.BytesIO(zf.read("arrays.npz")), allow_pickle=False) as npz:
-                    arrays = {k: npz[k] for k in npz.files}
-                blobs = {
-                    n[len("blobs/") :]: zf.read(n) for n in zf.namelist() if n.startswith("blobs/")
-                }
-        except (zipfile.BadZipFile, KeyError, json.JSONDecodeError) as exc:
-            raise ForecastError(f"{path}: not a saved forecaster ({exc})") from None
-        if manifest.get("format") != FORMAT:
-            raise ForecastError(
-                f"{path}: not a saved forecaster (format {manifest.get('format')!r})"
-            )
-        if int(manifest.get("version", 0)) > FORMAT_VERSION:
-            raise ForecastError(f"{path}: saved by a newer version (format {manifest['version']})")
-        model = Forecaster.from_payload(Payload(meta=manifest, arrays=arrays, blobs=blobs))
+        model = Forecaster.from_payload(read_model_file(path))
         if cls is not Forecaster and not isinstance(model, cls):
             raise ForecastError(f"{path}: holds a {model.name} model, not {cls.name}")
         return model
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, pd.Timestamp):
-        return _iso(value)
-    raise TypeError(f"cannot save {type(value).__name__} in a manifest")

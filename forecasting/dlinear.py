@@ -10,6 +10,8 @@ from the model's in-sample errors per horizon step.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -51,7 +53,7 @@ class DLinear(Forecaster):
     name = "dlinear"
 
     def __init__(
-        self, *, horizon: int = 60, lookback: int | None = None, kernel: int = 25, **kw
+        self, *, horizon: int = 60, lookback: int | None = None, kernel: int = 25, **kw: Any
     ) -> None:
         super().__init__(horizon=horizon, lookback=lookback, kernel=kernel, **kw)
         self.horizon = horizon
@@ -105,7 +107,9 @@ class DLinear(Forecaster):
             lookback=self.lookback, kernel=self.kernel, ridge=best, windows=len(feats)
         )
 
-    def _predict(self, context: pd.Series, horizon: int):
+    def _predict(
+        self, context: pd.Series, horizon: int
+    ) -> tuple[np.ndarray, dict[float, np.ndarray]]:
         values = context.to_numpy()
         if len(values) < self.lookback:
             values = np.concatenate([np.full(self.lookback - len(values), values[0]), values])

@@ -16,13 +16,15 @@ damped-trend ETS to what is left.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from forecasting.base import Forecaster, Payload
-from forecasting.decompose import SeasonalProfile, decompose
+from forecasting.decomposition import SeasonalProfile, decompose
 from forecasting.intervals import (
     HorizonErrors,
     actual_paths,
@@ -105,13 +107,13 @@ class HWState:
             out = out + self.season[(self.next_step + h - 1) % self.m]
         return out
 
-    def to_meta(self) -> dict:
+    def to_meta(self) -> dict[str, Any]:
         return {
             k: float(getattr(self, k)) for k in ("alpha", "beta", "gamma", "phi", "level", "trend")
         } | {"next_step": self.next_step}
 
     @classmethod
-    def from_meta(cls, meta: dict, season: np.ndarray) -> HWState:
+    def from_meta(cls, meta: dict[str, Any], season: np.ndarray) -> HWState:
         return cls(
             meta["alpha"],
             meta["beta"],
@@ -162,7 +164,7 @@ def fit_holt_winters(y: np.ndarray, period: int, damped: bool = True) -> HWState
 class _StateForecaster(Forecaster):
     """Shared plumbing: a Holt-Winters state over an (optionally deseasonalised) series."""
 
-    def __init__(self, **kw) -> None:
+    def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.state: HWState | None = None
         self.initial: HWState | None = None
@@ -175,7 +177,12 @@ class _StateForecaster(Forecaster):
     def _adjust(self, values: np.ndarray, steps: np.ndarray) -> np.ndarray:
         return values - self.profile.at(steps)
 
-    def _finish_fit(self, values: np.ndarray, adjusted: np.ndarray, future_seasonal) -> None:
+    def _finish_fit(
+        self,
+        values: np.ndarray,
+        adjusted: np.ndarray,
+        future_seasonal: Callable[[np.ndarray, int], np.ndarray],
+    ) -> None:
         """Run the recursion over the history, replay it for quantiles, keep the end state."""
         assert self.initial is not None
         n = len(values)
@@ -215,7 +222,9 @@ class _StateForecaster(Forecaster):
         keep = steps >= self.state.next_step
         self.state.advance(self._adjust(new_points.to_numpy()[keep], steps[keep]))
 
-    def _predict(self, context: pd.Series, horizon: int):
+    def _predict(
+        self, context: pd.Series, horizon: int
+    ) -> tuple[np.ndarray, dict[float, np.ndarray]]:
         state = self._state_for(context)
         last = int(self.step_index(context.index[-1:])[0])
         point = state.forecast(horizon) + self.profile.at(last + 1 + np.arange(horizon))
@@ -277,8 +286,8 @@ class STLETS(_StateForecaster):
         report = detect_seasonality(values, float(self.interval_s or 60))
         # The seasonal part comes from the series with rare extreme spikes clipped: otherwise
         # the last cycle's seasonal carries a burst (a news event) into every forecast a period
-        # later; on a real tweet-volume trace that tripled the MASE. Spikes stay in the
-        # adjusted series, where the damped level absorbs them.
+        # later (docs/decisions/0016-seasonality-detected-on-detrended-clipped-series.md).
+        # Spikes stay in the adjusted series, where the damped level absorbs them.
         dec = decompose(clip_spikes(values), report.periods)
         self.profile = SeasonalProfile.from_decomposition(dec, end_step=n)
         seasonal_hist = dec.seasonal

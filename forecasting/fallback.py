@@ -10,6 +10,7 @@ reason goes to ``fit_summary["reason"]`` and to the log.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,8 +33,8 @@ class FallbackForecaster(Forecaster):
         *,
         primary: Forecaster | str = "kale",
         secondary: Forecaster | str = "seasonal_naive",
-        primary_kwargs: dict | None = None,
-        **kw,
+        primary_kwargs: dict[str, Any] | None = None,
+        **kw: Any,
     ) -> None:
         from forecasting.registry import make_forecaster
 
@@ -84,7 +85,9 @@ class FallbackForecaster(Forecaster):
             inner=chosen.fit_summary,
         )
 
-    def _predict(self, context: pd.Series, horizon: int):
+    def _predict(
+        self, context: pd.Series, horizon: int
+    ) -> tuple[np.ndarray, dict[float, np.ndarray]]:
         if self.use_primary:
             try:
                 f = self.primary.predict(horizon, history=context)

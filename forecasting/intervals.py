@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from forecasting.base import QUANTILES, Payload
+from forecasting.persistence import Payload
+from forecasting.series import QUANTILES
 
 MIN_ORIGINS = 8
 

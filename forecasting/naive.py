@@ -9,12 +9,15 @@ same rule's in-sample errors (:mod:`forecasting.intervals`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
-from forecasting.base import QUANTILES, Forecaster, Payload
+from forecasting.base import Forecaster, Payload
 from forecasting.intervals import HorizonErrors, actual_paths, offset_for, replay_origins
 from forecasting.seasonality import candidate_periods, detect_seasonality
+from forecasting.series import QUANTILES
 
 
 def seasonal_naive_path(values: np.ndarray, period: int, horizon: int) -> np.ndarray:
@@ -26,7 +29,7 @@ def seasonal_naive_path(values: np.ndarray, period: int, horizon: int) -> np.nda
     return values[np.clip(idx, 0, n - 1)]
 
 
-def choose_period(values: np.ndarray, interval_s: float) -> tuple[int, str, dict]:
+def choose_period(values: np.ndarray, interval_s: float) -> tuple[int, str, dict[str, Any]]:
     """(period in steps, rule name, seasonality report dict)."""
     report = detect_seasonality(values, interval_s)
     cands = candidate_periods(interval_s)
@@ -45,7 +48,7 @@ class SeasonalNaive(Forecaster):
 
     name = "seasonal_naive"
 
-    def __init__(self, *, period: int | None = None, **kw) -> None:
+    def __init__(self, *, period: int | None = None, **kw: Any) -> None:
         super().__init__(period=period, **kw)
         self.period = 1
         self.errors: HorizonErrors | None = None
@@ -56,6 +59,7 @@ class SeasonalNaive(Forecaster):
 
     def _fit(self, series: pd.Series) -> None:
         values = series.to_numpy()
+        report: dict[str, Any]
         if self.params.get("period"):
             self.period, rule, report = int(self.params["period"]), "given", {}
         else:
@@ -79,7 +83,9 @@ class SeasonalNaive(Forecaster):
         preds = np.stack([seasonal_naive_path(values[:o], 1, horizon) for o in origins])
         self.errors = HorizonErrors.fit(preds, actual_paths(values, origins, horizon), offset)
 
-    def _predict(self, context: pd.Series, horizon: int):
+    def _predict(
+        self, context: pd.Series, horizon: int
+    ) -> tuple[np.ndarray, dict[float, np.ndarray]]:
         values = context.to_numpy()
         period = self.period if len(values) >= self.period else 1
         point = seasonal_naive_path(values, period, horizon)

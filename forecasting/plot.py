@@ -35,7 +35,13 @@ def plot_forecast(
         _html(history, forecast, path, actual, title)
 
 
-def _png(history, forecast, path, actual, title) -> None:
+def _png(
+    history: pd.Series,
+    forecast: Forecast,
+    path: str | os.PathLike[str],
+    actual: pd.Series | None,
+    title: str,
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -69,7 +75,13 @@ def _png(history, forecast, path, actual, title) -> None:
     plt.close(fig)
 
 
-def _html(history, forecast, path, actual, title) -> None:
+def _html(
+    history: pd.Series,
+    forecast: Forecast,
+    path: str | os.PathLike[str],
+    actual: pd.Series | None,
+    title: str,
+) -> None:
     import plotly.graph_objects as go
 
     fig = go.Figure()

@@ -112,9 +112,9 @@ def clip_spikes(values: np.ndarray, iqrs: float = SPIKE_IQRS) -> np.ndarray:
 
     Autocorrelation and STL strength are variance ratios, so a handful of bursts hundreds of
     times the usual level (tweets about a news event, a retry storm) can hold most of the
-    variance and hide a daily pattern that is plain in every ordinary day: on a real 5-minute
-    Twitter-volume trace (peaks 290x the median) the raw ACF at one day was 0.003, and 0.23
-    once clipped. Ordinary traffic, however peaked, lies within a few IQRs and is untouched.
+    variance and hide a daily pattern that is plain in every ordinary day
+    (docs/decisions/0016-seasonality-detected-on-detrended-clipped-series.md). Ordinary
+    traffic, however peaked, lies within a few IQRs and is untouched.
     """
     x = np.asarray(values, dtype=float)
     if len(x) == 0:

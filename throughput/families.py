@@ -80,7 +80,10 @@ class Family:
     ) -> np.ndarray:
         """Throughput (samples/s) at each (w, p); vectorised, no validation (hot path)."""
         x = self.design(workers, ps, global_batch)
-        return self.numer(workers, global_batch) / (x @ np.asarray(theta, dtype=np.float64))
+        out: np.ndarray = self.numer(workers, global_batch) / (
+            x @ np.asarray(theta, dtype=np.float64)
+        )
+        return out
 
     def formula(self) -> str:
         """Human-readable formula with θ placeholders, e.g. ``M / (θ0 + θ1·M/w + …)``."""

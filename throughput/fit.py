@@ -84,11 +84,13 @@ def _solve(
     xs = x / scale  # optimise in scaled coordinates φ = θ·scale (θ spans decades)
 
     def resid(ph: np.ndarray) -> np.ndarray:
-        return n / (f * (xs @ ph)) - 1.0
+        r: np.ndarray = n / (f * (xs @ ph)) - 1.0
+        return r
 
     def jac(ph: np.ndarray) -> np.ndarray:
         d = xs @ ph
-        return -(n / (f * d * d))[:, None] * xs
+        j: np.ndarray = -(n / (f * d * d))[:, None] * xs
+        return j
 
     start = phi if np.any(phi > 0) else np.full_like(phi, 1.0 / x.shape[1])
     best = start
@@ -111,7 +113,7 @@ def _solve(
             best = res.x
     except (ValueError, np.linalg.LinAlgError):  # pragma: no cover - keep the NNLS answer
         pass
-    theta = np.maximum(best, 0.0) / scale
+    theta: np.ndarray = np.maximum(best, 0.0) / scale
     if not np.any(theta > 0):
         raise FitError(f"family {family.name}: the fit collapsed to θ = 0")
     return theta
@@ -170,7 +172,8 @@ def fold_of_rows(profile: Profile, k: int, seed: int) -> np.ndarray:
     perm = np.random.default_rng(seed).permutation(n_cfg)
     fold_of_cfg = np.empty(n_cfg, dtype=np.int64)
     fold_of_cfg[perm] = np.arange(n_cfg) % k
-    return fold_of_cfg[ids]
+    folds: np.ndarray = fold_of_cfg[ids]
+    return folds
 
 
 def _eval_mask(profile: Profile, ratio: int) -> np.ndarray:

@@ -144,7 +144,8 @@ class ThroughputModel:
         denom = x[:, 0] * theta[0]
         for j in range(1, x.shape[1]):
             denom = denom + x[:, j] * theta[j]
-        return fam.numer(w, self.global_batch) / denom
+        out: np.ndarray = fam.numer(w, self.global_batch) / denom
+        return out
 
     @overload
     def throughput(self, workers: int, ps: int | None = None, *, warn: bool = True) -> float: ...

@@ -139,7 +139,8 @@ class Profile:
 
     def on_ratio(self, ratio: int) -> np.ndarray:
         """Boolean mask of rows whose ps equals ``ceil(workers / ratio)``."""
-        return self.ps == -(-self.workers // int(ratio))
+        mask: np.ndarray = self.ps == -(-self.workers // int(ratio))
+        return mask
 
     def config_ids(self) -> np.ndarray:
         """Index of each row's (workers, ps) configuration: repeats share one id."""

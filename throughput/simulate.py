@@ -84,9 +84,8 @@ class SimParams:
         """True samples/s: M/T (sync) or w·m/T (async)."""
         w = np.asarray(workers, dtype=np.float64)
         t = self.step_time(w, ps, mode)
-        if mode == "sync":
-            return self.global_batch / t
-        return w * self.async_batch / t
+        rate: np.ndarray = self.global_batch / t if mode == "sync" else w * self.async_batch / t
+        return rate
 
 
 def params_for_seed(seed: int, *, jitter: float = 0.15, base: SimParams | None = None) -> SimParams:

@@ -56,11 +56,27 @@ RULES = [
 CYCLE_ROOTS = ("autoscaler", "trainer")
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Every absolute import of the file, dotted (``from a.b import c`` gives ``a.b``)."""
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """Ids of the nodes under ``if TYPE_CHECKING:``: imports for annotations, never run."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                skip.update(id(n) for n in ast.walk(child))
+    return skip
+
+
+def imported_modules(path: Path, *, runtime_only: bool = False) -> set[str]:
+    """Every absolute import of the file, dotted (``from a.b import c`` gives ``a.b``).
+
+    ``runtime_only`` leaves out imports under ``if TYPE_CHECKING:``, which never run and so
+    cannot form an import cycle."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _type_checking_only(tree) if runtime_only else set()
     names: set[str] = set()
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -92,7 +108,7 @@ def package_cycles(root: Path = ROOT) -> list[str]:
         for path in sorted((root / top).rglob("*.py")):
             rel = path.relative_to(root)
             here = _node(".".join(rel.with_suffix("").parts))
-            for module in imported_modules(path):
+            for module in imported_modules(path, runtime_only=True):
                 there = _node(module)
                 if here and there and there != here:
                     edges.setdefault(here, {}).setdefault(there, rel.as_posix())

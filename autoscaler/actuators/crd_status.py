@@ -18,6 +18,7 @@ from autoscaler.actuators.kube import Kube
 
 GROUP, VERSION, PLURAL = "kale.dev", "v1", "elastictrainingjobs"
 JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
 
 
 class ElasticTrainingJobs:
@@ -61,6 +62,22 @@ class ElasticTrainingJobs:
             namespace,
             PLURAL,
             name,
+        )
+
+    def mark_resize(self, namespace: str, name: str, planner_state: dict[str, Any]) -> None:
+        """Merge ``planner_state`` keys (the resize-in-progress marker) into
+        ``status.plannerState`` before a resize's first write, so that a controller that dies
+        between the PS and the worker write leaves the marker on the job for its successor."""
+        self.kube.call(
+            f"elastictrainingjob {namespace}/{name} status",
+            self.kube.custom.patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            {"status": {"plannerState": planner_state}},
+            _content_type=MERGE_PATCH,
         )
 
     def write_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:

@@ -36,7 +36,7 @@ def controller(config_path: str, dry_run: bool, once: bool, log_level: str) -> N
 
     cfg = load_controller_config(config_path)
     setup_logging(cfg.log_format, getattr(logging, log_level.upper()))
-    app = build(cfg, dry_run=dry_run)
+    app = build(cfg, dry_run=dry_run, once=once)
     if once:
         try:
             app.controller.tick()

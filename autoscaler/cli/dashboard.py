@@ -37,6 +37,13 @@ from autoscaler.terminal.output import warn
     help="Address to bind (0.0.0.0 exposes the dashboard to the network).",
 )
 @click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    help="Another Host name the dashboard answers to (repeatable; loopback names and the "
+    "--host address always work; others get 421, against DNS rebinding).",
+)
+@click.option(
     "--port",
     type=click.IntRange(0, 65535),
     default=8080,
@@ -52,12 +59,18 @@ from autoscaler.terminal.output import warn
     help="Seconds between page refreshes.",
 )
 def dashboard(
-    state_dir: Path, simulations: tuple[Path, ...], host: str, port: int, refresh_s: float
+    state_dir: Path,
+    simulations: tuple[Path, ...],
+    host: str,
+    allow_hosts: tuple[str, ...],
+    port: int,
+    refresh_s: float,
 ) -> None:
     """Serve the dashboard: jobs, forecasts, resizes, backlog vs SLO, quota, simulations."""
     import threading
 
     from autoscaler.dashboard.app import create_app
+    from autoscaler.dashboard.hosts import allowed_hosts
     from autoscaler.dashboard.server import DashboardServer
 
     for sim in simulations:
@@ -65,7 +78,12 @@ def dashboard(
             raise UserError(f"--simulation: {sim}: file not found")
     if not state_dir.exists() and not simulations:
         warn(f"{state_dir} does not exist yet; the page fills in once a controller writes there")
-    app = create_app(state_dir=state_dir, sim_results=list(simulations), refresh_s=refresh_s)
+    app = create_app(
+        state_dir=state_dir,
+        sim_results=list(simulations),
+        refresh_s=refresh_s,
+        hosts=allowed_hosts(host, allow_hosts),
+    )
     server = DashboardServer(app, host=host, port=port).start()
     click.echo(f"dashboard: {server.url}  (API: {server.url}docs; Ctrl-C stops)", err=True)
     try:

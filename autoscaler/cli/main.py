@@ -40,6 +40,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("autoscaler.cli.controller:plan", "Plan one job against live Kafka (dry run)."),
     "crd": ("autoscaler.cli.controller:crd", "Print the ElasticTrainingJob CRD."),
     "place": ("autoscaler.cli.place:place", "Simulate GPU placement and queue scheduling."),
+    "scheduler": (
+        "autoscaler.cli.scheduler:scheduler",
+        "Place pods on Kubernetes with a placement policy (a secondary scheduler).",
+    ),
     "train": ("trainer.cli:train", "Train the job's CTR model (PS architecture) on its topic."),
     "profile": ("trainer.cli:profile", "Measure throughput per (w, p) and the rescale time."),
 }

@@ -13,7 +13,16 @@ import click
 from autoscaler.errors import UserError
 
 # name -> ("module:attribute", help)
-SUBCOMMANDS: dict[str, tuple[str, str]] = {}
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "simulate": (
+        "autoscaler.cli.place_simulate:simulate",
+        "Inflation experiment: GPU allocation per node policy as demand grows.",
+    ),
+    "timed": (
+        "autoscaler.cli.place_timed:timed",
+        "Queue (and node) policies over time: waits, slowdown, utilisation, faults.",
+    ),
+}
 
 
 class _LazyPlaceGroup(click.Group):

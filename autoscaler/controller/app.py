@@ -30,6 +30,7 @@ from autoscaler.controller.metrics import ControllerMetrics, Health, MetricsServ
 from autoscaler.controller.runner import Runner
 from autoscaler.controller.sinks import FileStatusSink, LogEventSink, NullSink
 from autoscaler.controller.state import SqliteStateStore
+from autoscaler.controller.workers import DaemonPool
 from autoscaler.errors import UserError
 from autoscaler.policy.kale import KaleSettings
 from autoscaler.resources import ResourceManager
@@ -115,10 +116,47 @@ def actuator_factory(
     return make
 
 
+#: Resize and status writes of different jobs run on this many threads at once.
+WRITE_THREADS = 8
+#: Backfills (rebuilding a new topic's history from the broker) run on this many threads.
+BACKFILL_THREADS = 2
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """How long a tick waits for each kind of slow work, from the configuration.
+
+    A tick must end well inside its interval whatever one job's broker or API server does,
+    so every wait is a fraction of the interval; work still running at a deadline goes on
+    in the background and its job holds meanwhile.
+    """
+
+    observe_s: float
+    """Measurements and target reads: a few request timeouts, at most a third of a tick."""
+    act_s: float
+    """Resize and status writes: at most a third of a tick."""
+    backfill_s: float
+    """One topic's backfill (off the tick): two intervals, at least 30 s."""
+
+    @classmethod
+    def of(cls, cfg: ControllerConfig) -> Deadlines:
+        third = cfg.interval / 3
+        return cls(
+            observe_s=min(max(2 * cfg.meter.timeout, 5.0), third),
+            act_s=third,
+            backfill_s=max(30.0, 2 * cfg.interval),
+        )
+
+
 def meter_factory(
-    cfg: ControllerConfig, *, block_first: bool = False, clock: Callable[[], float] = time.time
+    cfg: ControllerConfig,
+    *,
+    block_first: bool = False,
+    clock: Callable[[], float] = time.time,
+    background: DaemonPool | None = None,
 ) -> Callable[[JobEntry], Any]:
     history = Path(cfg.state_dir) / "history.sqlite"
+    deadline = Deadlines.of(cfg).backfill_s
 
     def make(entry: JobEntry) -> KafkaMetricSource:
         kafka = entry.job.spec.source.kafka
@@ -132,6 +170,8 @@ def meter_factory(
             interval_s=float(entry.job.spec.forecast.interval),
             now=clock,
             block_first=block_first,
+            background=background,
+            backfill_deadline_s=deadline,
         )
 
     return make
@@ -149,6 +189,7 @@ class App:
     runner: Runner
     server: MetricsServer | None
     kube: LazyKube
+    background: DaemonPool | None = None
 
     def run(self, *, max_ticks: int | None = None) -> int:
         if self.server is not None:
@@ -159,6 +200,8 @@ class App:
             self.close()
 
     def close(self) -> None:
+        if self.background is not None:
+            self.background.close()
         self.controller.close()
         if self.server is not None:
             self.server.stop()
@@ -202,9 +245,13 @@ def build(
     *,
     dry_run: bool = False,
     clock: Callable[[], float] = time.time,
+    once: bool = False,
     options: BuildOptions | None = None,
 ) -> App:
-    """Everything :meth:`App.run` needs, from the configuration (and ``options``)."""
+    """Everything :meth:`App.run` needs, from the configuration (and ``options``).
+
+    ``once``: for a single tick (``--once``), backfills run inside it rather than in the
+    background, so the one tick sees the history."""
     options = options or BuildOptions()
     dry_run = dry_run or cfg.dry_run
     kube = LazyKube(kubeconfig=cfg.kubeconfig, context=cfg.context)
@@ -219,20 +266,24 @@ def build(
         from autoscaler.actuators.events import EventRecorder
 
         crs = ElasticTrainingJobs(kube.get(), namespaces=cfg.jobs.namespaces or [])
-        jobs = ClusterJobs(crs.list, models_dir=cfg.jobs.models_dir or ".")
+        jobs = ClusterJobs(
+            crs.list, models_dir=cfg.jobs.models_dir or ".", policy=cfg.admission_policy()
+        )
         status_sink, event_sink = crs, EventRecorder(kube.get(), instance=me, clock=clock)
     else:
         assert cfg.jobs.directory is not None
-        jobs = DirectoryJobs(cfg.jobs.directory)
+        jobs = DirectoryJobs(cfg.jobs.directory, policy=cfg.admission_policy())
         status_sink, event_sink = FileStatusSink(state_dir / "status"), LogEventSink()
     if dry_run:
         status_sink, event_sink = NullSink(), LogEventSink()
     metrics = ControllerMetrics()
+    deadlines = Deadlines.of(cfg)
+    background = None if once else DaemonPool(BACKFILL_THREADS, name="kale-backfill")
     actuators = actuator_factory(kube, log_dir=state_dir / "workers", dry_run=dry_run)
     wrap = options.wrap_actuator
     controller = Controller(
         jobs_source=jobs,
-        meter_factory=meter_factory(cfg, clock=clock),
+        meter_factory=meter_factory(cfg, clock=clock, background=background),
         forecaster_factory=options.forecaster_factory or forecaster_factory(cfg.forecasting.model),
         actuator_factory=actuators if wrap is None else (lambda e: wrap(e, actuators(e))),
         resource_manager=ResourceManager(cfg.quota.gpus) if cfg.quota.gpus is not None else None,
@@ -249,6 +300,9 @@ def build(
             dry_run=dry_run,
             fit_threads=cfg.forecasting.fit_threads,
             observe_threads=cfg.meter.threads,
+            observe_deadline_s=deadlines.observe_s,
+            act_threads=WRITE_THREADS,
+            act_deadline_s=deadlines.act_s,
             identity=me,
             forecast_model=cfg.forecasting.model,
             planner=options.planner,
@@ -284,4 +338,4 @@ def build(
     runner = Runner(
         controller, interval_s=cfg.interval, elector=elector, health=health, clock=clock
     )
-    return App(controller, runner, server, kube)
+    return App(controller, runner, server, kube, background)

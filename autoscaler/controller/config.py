@@ -21,15 +21,31 @@ Example (local mode over a directory of job files)::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
-from autoscaler.config import Duration, PositiveDuration, read_yaml
+from autoscaler.config import TARGET_KINDS, Duration, PositiveDuration, read_yaml
+from autoscaler.controller.admission import (
+    CLUSTER_KAFKA_CIDRS,
+    CLUSTER_KAFKA_HOSTS,
+    CLUSTER_TARGET_KINDS,
+    AdmissionPolicy,
+    networks,
+)
 from autoscaler.errors import UserError
+from autoscaler.jobrules import DEFAULT_LIMITS, JobLimits
 
 CONFIG_KIND = "ControllerConfig"
+HOUR, DAY = 3600.0, 86400.0
 
 
 class _Model(BaseModel):
@@ -82,9 +98,9 @@ class LeaderElection(_Model):
         description="Namespace of the Lease (default: $POD_NAMESPACE, else kale-system).",
     )
     lease_name: str = "kale-controller"
-    lease_duration: PositiveDuration = 15.0
-    renew_deadline: PositiveDuration = 10.0
-    retry_period: PositiveDuration = 2.0
+    lease_duration: PositiveDuration = Field(default=15.0, le=HOUR)
+    renew_deadline: PositiveDuration = Field(default=10.0, le=HOUR)
+    retry_period: PositiveDuration = Field(default=2.0, le=HOUR)
     identity: str | None = Field(
         default=None, description="Defaults to $POD_NAME or hostname plus a random suffix."
     )
@@ -101,8 +117,10 @@ class LeaderElection(_Model):
 
 
 class Meter(_Model):
-    window: PositiveDuration = Field(default=10.0, description="Rate window of the Kafka meter.")
-    timeout: PositiveDuration = Field(default=10.0, description="Kafka request timeout.")
+    window: PositiveDuration = Field(
+        default=10.0, le=HOUR, description="Rate window of the Kafka meter."
+    )
+    timeout: PositiveDuration = Field(default=10.0, le=HOUR, description="Kafka request timeout.")
     threads: int = Field(default=4, ge=1, le=64, description="Jobs measured in parallel.")
 
 
@@ -111,10 +129,12 @@ class Forecasting(_Model):
         default=None, description="Use this model for every job instead of spec.forecast.model."
     )
     history: PositiveDuration = Field(
-        default=28 * 86400.0, description="Arrival history given to the forecaster."
+        default=28 * 86400.0, le=400 * DAY, description="Arrival history given to the forecaster."
     )
     reforecast: Duration | None = Field(
-        default=None, description="Reuse a forecast this long (default: a new one each tick)."
+        default=None,
+        le=DAY,
+        description="Reuse a forecast this long (default: a new one each tick).",
     )
     fit_threads: int = Field(
         default=1,
@@ -125,10 +145,70 @@ class Forecasting(_Model):
     )
 
 
+TargetKind = Literal["StatefulSet", "TFJob", "Local", "DryRun"]
+HostPattern = Annotated[
+    str, Field(strict=True, pattern=r"^[A-Za-z0-9*?._-]{1,253}$", description="e.g. *.svc")
+]
+
+
+class KafkaPolicy(_Model):
+    allowed_hosts: list[HostPattern] | None = Field(
+        default=None,
+        max_length=256,
+        description="Broker host patterns jobs may name (fnmatch). Default: any host in "
+        f"local mode; {', '.join(CLUSTER_KAFKA_HOSTS)} in cluster mode.",
+    )
+    allowed_cidrs: list[Annotated[str, Field(strict=True, max_length=64)]] | None = Field(
+        default=None,
+        max_length=256,
+        description="Networks brokers given as IP addresses may be in. Default: any in local "
+        f"mode; {', '.join(CLUSTER_KAFKA_CIDRS)} in cluster mode (never loopback or "
+        "link-local such as 169.254.169.254 unless listed here).",
+    )
+
+    @field_validator("allowed_cidrs")
+    @classmethod
+    def _cidrs(cls, value: list[str] | None) -> list[str] | None:
+        for cidr in value or []:
+            try:
+                networks([cidr])
+            except ValueError as exc:
+                raise ValueError(f"{cidr!r} is not a network such as 10.0.0.0/8 ({exc})") from None
+        return value
+
+
+class Limits(_Model):
+    min_forecast_interval: PositiveDuration = Field(
+        default=DEFAULT_LIMITS.min_forecast_interval_s,
+        le=86400.0,
+        description="Floor of spec.forecast.interval (each step is a row of history per job).",
+    )
+
+
+class Policy(_Model):
+    """What a job may ask for (see :mod:`autoscaler.controller.admission`)."""
+
+    allowed_target_kinds: list[TargetKind] | None = Field(
+        default=None,
+        description="spec.target.kind values allowed. Default: all in local mode; "
+        f"{', '.join(CLUSTER_TARGET_KINDS)} in cluster mode (Local runs the job's command "
+        "inside the controller pod).",
+    )
+    kafka: KafkaPolicy = KafkaPolicy()
+    models_root: str | None = Field(
+        default=None,
+        description="Model and measurement files must be inside this directory. Default: "
+        "none in local mode; jobs.modelsDir in cluster mode.",
+    )
+    limits: Limits = Limits()
+
+
 class ControllerConfig(_Model):
     api_version: Literal["kale.dev/v1"] = "kale.dev/v1"
     kind: Literal["ControllerConfig"] = "ControllerConfig"
-    interval: PositiveDuration = Field(default=60.0, description="Time between ticks.")
+    interval: PositiveDuration = Field(
+        default=60.0, le=DAY, description="Time between ticks (at most 1 day)."
+    )
     jobs: JobsSource
     kubeconfig: str | None = Field(
         default=None,
@@ -146,10 +226,32 @@ class ControllerConfig(_Model):
     )
     dry_run: bool = Field(default=False, description="Plan and log, change nothing.")
     log_format: Literal["json", "text"] = "json"
+    policy: Policy = Policy()
 
     @property
     def cluster_mode(self) -> bool:
         return self.jobs.namespaces is not None
+
+    def admission_policy(self) -> AdmissionPolicy:
+        """The policy jobs are admitted by: the mode's defaults, overridden by ``policy:``."""
+        pol, cluster = self.policy, self.cluster_mode
+        kinds = pol.allowed_target_kinds
+        if kinds is None:
+            kinds = list(CLUSTER_TARGET_KINDS if cluster else TARGET_KINDS)
+        hosts = pol.kafka.allowed_hosts
+        cidrs = pol.kafka.allowed_cidrs
+        if cluster and hosts is None and cidrs is None:
+            hosts, cidrs = list(CLUSTER_KAFKA_HOSTS), list(CLUSTER_KAFKA_CIDRS)
+        root = pol.models_root
+        if root is None and cluster:
+            root = self.jobs.models_dir or "."
+        return AdmissionPolicy(
+            target_kinds=frozenset(kinds),
+            kafka_hosts=None if hosts is None else tuple(hosts),
+            kafka_cidrs=networks(cidrs or []),
+            models_root=None if root is None else Path(root),
+            limits=JobLimits(min_forecast_interval_s=pol.limits.min_forecast_interval),
+        )
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -183,11 +285,11 @@ def _resolve(base: Path, value: str | None) -> str | None:
 def load_controller_config(path: str | Path) -> ControllerConfig:
     """Read ``controller.yaml``; relative paths in it become relative to the file."""
     p = Path(path)
-    data, problems = read_yaml(p)
+    data, problems = read_yaml(p, kind="a ControllerConfig")
     if problems:
         lines = [
-            f"{p}: {msg.replace('an ElasticTrainingJob', 'a ControllerConfig')}"
-            for _, msg in problems
+            f"{p}:{loc[6:-1]}: {msg}" if loc.startswith("(line ") else f"{p}: {msg}"
+            for loc, msg in problems
         ]
         raise UserError(lines[0], problems=lines)
     cfg = parse_controller_config(data, source=str(p))
@@ -198,9 +300,11 @@ def load_controller_config(path: str | Path) -> ControllerConfig:
             "models_dir": _resolve(base, cfg.jobs.models_dir),
         }
     )
+    policy = cfg.policy.model_copy(update={"models_root": _resolve(base, cfg.policy.models_root)})
     return cfg.model_copy(
         update={
             "jobs": jobs,
+            "policy": policy,
             "kubeconfig": _resolve(base, cfg.kubeconfig),
             "state_dir": _resolve(base, cfg.state_dir),
         }

@@ -12,8 +12,14 @@ exclusive bounds in the OpenAPI v3.0 boolean form, no ``additionalProperties: fa
 API server prunes and, with strict field validation, rejects unknown fields), durations
 (``90s`` or a number of seconds) as ``x-kubernetes-int-or-string``, and
 ``x-kubernetes-preserve-unknown-fields`` only on free-form maps (planner state, decision
-details). Defaults stay out of the CRD: the controller applies them when it parses a job,
-exactly as ``kale validate`` does, so the stored object is what the user wrote.
+details).
+
+The spec's schema refuses what ``kale validate`` refuses, so a bad job fails at
+``kubectl apply``: the models' bounds, enums, ``maxLength``/``maxItems`` and name patterns,
+duration strings by Kale's grammar (``pattern``) and range (CEL), and every cross-field rule
+of :mod:`autoscaler.jobrules` as CEL (:mod:`autoscaler.controller.crd_rules`). Spec fields
+are not nullable (the API server prunes a null, exactly as Kale reads a missing field) and
+carry their defaults, so ``kubectl get -o yaml`` shows what Kale runs.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import GenerateJsonSchema
 
 from autoscaler.config import API_VERSION, KIND, ElasticTrainingJob
+from autoscaler.controller.crd_rules import CROSS_FIELD, CelRule, duration_range, floor
+from autoscaler.durations import GRAMMAR, MAX_LENGTH
 
 GROUP = "kale.dev"
 PLURAL = "elastictrainingjobs"
@@ -159,35 +167,67 @@ class SchemaError(ValueError):
     """The model uses a construct a structural schema cannot express."""
 
 
-def _structural(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[str, Any]:
+def _duration_node(node: dict[str, Any], path: str, *, auto: bool, spec: bool) -> dict[str, Any]:
+    """A Kale duration: integer seconds within the bounds, or a string of the grammar (and,
+    through CEL, within the same bounds); ``auto`` admits the literal 'auto' too."""
+    out = copy.deepcopy(_INT_OR_STRING)
+    if node.get("description"):
+        out["description"] = node["description"]
+    if spec and node.get("default") is not None:
+        out["default"] = _whole(float(node["default"]))
+    bounds = {k: node[k] for k in ("gt", "ge", "le") if k in node}
+    if not bounds:
+        return out
+    where = tuple(path.split(".")[1:])
+    low, inclusive = floor(
+        ".".join(where), float(bounds.get("gt", bounds.get("ge", 0.0))), "gt" not in bounds
+    )
+    high = float(bounds["le"])
+    rule = duration_range(where, low=low, low_inclusive=inclusive, high=high, auto=auto)
+    grammar = f"(?i:{GRAMMAR})"
+    out["minimum"] = _whole(low)
+    if not inclusive:
+        out["exclusiveMinimum"] = True
+    out["maximum"] = _whole(high)
+    out["maxLength"] = MAX_LENGTH
+    out["pattern"] = f"^(?:auto|{grammar})$" if auto else f"^{grammar}$"
+    out["x-kubernetes-validations"] = [rule.entry()]
+    _RULES_SEEN.append(rule)
+    return out
+
+
+def _whole(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+_RULES_SEEN: list[CelRule] = []
+
+
+def _structural(
+    node: dict[str, Any], defs: dict[str, Any], path: str, *, spec: bool = False
+) -> dict[str, Any]:
     if "$ref" in node:
         target = defs[node["$ref"].split("/")[-1]]
         merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-        return _structural(merged, defs, path)
+        return _structural(merged, defs, path, spec=spec)
     if node.get("x-kubernetes-int-or-string"):
-        out = copy.deepcopy(_INT_OR_STRING)
-        if node.get("description"):
-            out["description"] = node["description"]
-        return out
+        return _duration_node(node, path, auto=False, spec=spec)
     if "anyOf" in node:
         branches = [b for b in node["anyOf"] if b.get("type") != "null"]
         nullable = len(branches) < len(node["anyOf"])
-        resolved = [_structural(b, defs, path) for b in branches]
         rest = {k: v for k, v in node.items() if k != "anyOf"}
-        if any(b.get("x-kubernetes-int-or-string") for b in resolved):
-            if not all(
-                b.get("x-kubernetes-int-or-string") or b.get("type") in ("string", "integer")
-                for b in resolved
-            ):
-                raise SchemaError(f"{path}: cannot merge {resolved} into int-or-string")
-            out = copy.deepcopy(_INT_OR_STRING)
-            if rest.get("description"):
-                out["description"] = rest["description"]
-            return out
+        durations = [b for b in branches if b.get("x-kubernetes-int-or-string")]
+        if durations:
+            others = [b for b in branches if not b.get("x-kubernetes-int-or-string")]
+            if len(durations) != 1 or any(b.get("const") != "auto" for b in others):
+                raise SchemaError(f"{path}: cannot merge {branches} into int-or-string")
+            merged = {**durations[0], **{k: v for k, v in rest.items() if k != "default"}}
+            return _duration_node(merged, path, auto=bool(others), spec=spec)
+        resolved = [_structural(b, defs, path, spec=spec) for b in branches]
         if len(resolved) != 1:
             raise SchemaError(f"{path}: a union of {len(resolved)} types is not structural")
-        out = _structural({**resolved[0], **rest}, defs, path)
-        if nullable:
+        out = _structural({**resolved[0], **rest}, defs, path, spec=spec)
+        if nullable and not spec:
             out["nullable"] = True
         return out
     out: dict[str, Any] = {}
@@ -204,15 +244,17 @@ def _structural(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[s
             out["minimum" if key == "ge" else "maximum"] = value
         elif key in _KEEP:
             out[key] = value
+        elif key == "default" and spec and value is not None:
+            out["default"] = {} if isinstance(value, dict) else value
     if "properties" in out:
         out["properties"] = {
-            k: _structural(v, defs, f"{path}.{k}") for k, v in out["properties"].items()
+            k: _structural(v, defs, f"{path}.{k}", spec=spec) for k, v in out["properties"].items()
         }
     if "items" in out:
-        out["items"] = _structural(out["items"], defs, f"{path}[]")
+        out["items"] = _structural(out["items"], defs, f"{path}[]", spec=spec)
     extra = out.pop("additionalProperties", None)
     if isinstance(extra, dict) and extra:
-        out["additionalProperties"] = _structural(extra, defs, f"{path}.*")
+        out["additionalProperties"] = _structural(extra, defs, f"{path}.*", spec=spec)
     if (
         out.get("type") == "object"
         and "properties" not in out
@@ -227,6 +269,7 @@ def _structural(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[s
 _ORDER = (
     "type",
     "description",
+    "default",
     "nullable",
     "format",
     "enum",
@@ -240,6 +283,7 @@ _ORDER = (
     "minItems",
     "maxItems",
     "required",
+    "x-kubernetes-validations",
     "properties",
     "items",
     "additionalProperties",
@@ -252,16 +296,37 @@ def _ordered(node: dict[str, Any]) -> dict[str, Any]:
     return {k: node[k] for k in sorted(node, key=lambda k: rank.get(k, len(_ORDER)))}
 
 
-def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON Schema (by alias) as a Kubernetes structural schema."""
+def structural_schema(model: type[BaseModel], *, spec: bool = False) -> dict[str, Any]:
+    """The model's JSON Schema (by alias) as a Kubernetes structural schema.
+
+    ``spec``: what a user writes — defaults kept, nothing nullable.
+    """
     raw = model.model_json_schema(by_alias=True, schema_generator=_KubeJsonSchema)
     defs = raw.pop("$defs", {})
-    return _structural(raw, defs, model.__name__)
+    return _structural(raw, defs, model.__name__, spec=spec)
+
+
+def cel_rules() -> list[CelRule]:
+    """Every CEL rule the CRD carries (cross-field rules and duration ranges)."""
+    del _RULES_SEEN[:]
+    structural_schema(ElasticTrainingJob, spec=True)
+    return [*CROSS_FIELD, *_RULES_SEEN]
+
+
+def _attach(schema: dict[str, Any], rules: tuple[CelRule, ...]) -> None:
+    for rule in rules:
+        node = schema
+        for part in rule.at:
+            node = node["properties"][part]
+        node.setdefault("x-kubernetes-validations", []).append(rule.entry())
+        node_sorted = _ordered(node)
+        node.clear()
+        node.update(node_sorted)
 
 
 def build_crd() -> dict[str, Any]:
     """The CustomResourceDefinition as a dict."""
-    job = structural_schema(ElasticTrainingJob)
+    job = structural_schema(ElasticTrainingJob, spec=True)
     spec = job["properties"]["spec"]
     status = structural_schema(JobStatus)
     schema = {
@@ -276,6 +341,7 @@ def build_crd() -> dict[str, Any]:
             "status": status,
         },
     }
+    _attach(schema, CROSS_FIELD)
     version = API_VERSION.split("/")[1]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

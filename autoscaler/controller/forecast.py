@@ -1,25 +1,20 @@
-"""A job's live forecaster, refitted on schedule and its forecasts reused within a tick.
+"""A job's live forecaster: the one forecast feed, with fits in the controller's fit pool.
 
-Why this module exists: the planner asks for "the rates of the next H steps from the
-decision step on" (a :class:`ForecastWindow`); a forecaster answers "H steps after the end of
-this history". This cache bridges the two — refit every ``spec.forecast.refit``, predict at
-most once per ``reforecast_s``, line the forecast up with the decision step when the history
-ends early — and turns any failure into "no forecast" (the planner then sizes for the recent
-peak) with the reason kept for the job's status.
-
-Fits can run in the background (:class:`FitPool`): a transformer fit takes seconds to a
-minute, and a loop that waited for it would stop deciding for every job meanwhile. The old
-model keeps serving until the new one is ready; before the first fit is done an *interim*
-model (seasonal naive: it needs no training) serves, so a new job is never planned blind.
+What the planner is shown (refit schedule, context window, forecast grid, quantile, interim
+model) is decided by :class:`autoscaler.forecast_feed.ForecastFeed`, the same feed the
+simulator drives, so a simulated run describes the controller. This module only adds what a
+live loop needs around it: fits in the background (:class:`FitPool`: a transformer fit takes
+seconds to a minute, and a loop that waited for it would stop deciding for every job
+meanwhile; the old model keeps serving until the new one is ready, and before the first fit
+is done an *interim* model — seasonal naive, which needs no training — serves, so a new job is
+never planned blind), failures turned into "no forecast" with the reason kept for the job's
+status, and the status summary.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import math
-import queue
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -27,79 +22,31 @@ from typing import Any
 import numpy as np
 
 from autoscaler.controller.metering import ArrivalHistory
+from autoscaler.controller.workers import DaemonPool
+from autoscaler.forecast_feed import FeedSettings, ForecastFeed, History, refresh
 from autoscaler.policy.forecasts import ForecastWindow
 
 log = logging.getLogger(__name__)
 
 
-class FitPool:
+class FitPool(DaemonPool):
     """A few daemon threads that run forecaster fits, shared by every job of a controller.
 
-    Daemon threads (not a ``ThreadPoolExecutor``): a fit cannot be interrupted, and a
-    controller that is stopping must not wait a minute for a model nobody will use.
+    Daemon threads (see :class:`DaemonPool`): a fit cannot be interrupted, and a controller
+    that is stopping must not wait a minute for a model nobody will use.
     """
 
     def __init__(self, threads: int = 1) -> None:
-        if threads < 1:
-            raise ValueError("a fit pool needs at least one thread")
-        self.threads = threads
-        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
-            queue.SimpleQueue()
-        )
-        self._started: list[threading.Thread] = []
-        self._closed = False
-        self._lock = threading.Lock()
-
-    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
-        """Run ``fn()`` on a pool thread; its result or exception lands in the future."""
-        fut: Future[Any] = Future()
-        with self._lock:
-            if self._closed:
-                fut.set_exception(RuntimeError("the fit pool is closed"))
-                return fut
-            if len(self._started) < self.threads:
-                t = threading.Thread(
-                    target=self._work, name=f"kale-fit-{len(self._started)}", daemon=True
-                )
-                self._started.append(t)
-                t.start()
-            self._queue.put((fut, fn))
-        return fut
-
-    def _work(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            fut, fn = item
-            if not fut.set_running_or_notify_cancel():
-                continue
-            try:
-                fut.set_result(fn())
-            except BaseException as exc:  # the future carries it to the loop
-                fut.set_exception(exc)
-
-    def close(self) -> None:
-        """Stop taking work; queued fits are cancelled, a running one finishes unobserved."""
-        with self._lock:
-            self._closed = True
-            while True:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not None:
-                    item[0].cancel()
-            for _ in self._started:
-                self._queue.put(None)
+        super().__init__(threads, name="kale-fit")
 
 
 class ForecastCache:
-    """Fits ``make()`` on the arrival history and serves planner windows.
+    """Fits ``make()`` on the arrival history and serves planner windows (through the feed).
 
-    ``pool``: fit in the background there (None: fit inside :meth:`window`, as the
-    simulator and the tests do). ``interim``: the model that serves until the first
-    background fit is done (None: no forecast until then).
+    ``pool``: fit in the background there (None: fit inside :meth:`window`, as the tests and
+    the simulator-equivalence test do). ``interim``: the model that serves until the first
+    background fit is done (None: no forecast until then). ``reforecast_s``: forecasts are
+    made on a grid of this many seconds and sliced in between (None: every interval).
     """
 
     def __init__(
@@ -115,65 +62,70 @@ class ForecastCache:
         min_points: int = 2,
         pool: FitPool | None = None,
         interim: Callable[[], Any] | None = None,
+        context_s: float | None = None,
     ) -> None:
         self.make = make
-        self.name = name
         self.interval_s = interval_s
         self.horizon_steps = horizon_steps
-        self.refit_s = refit_s
-        self.quantile = quantile
-        self.reforecast_s = reforecast_s
-        self.min_points = min_points
-        self.model: Any = None
+        every = 1 if reforecast_s is None else max(1, round(reforecast_s / interval_s))
+        extra = {} if context_s is None else {"context_s": context_s}
+        self.feed = ForecastFeed(
+            FeedSettings(
+                interval_s=interval_s,
+                horizon_steps=horizon_steps,
+                refit_s=refit_s,
+                quantile=quantile,
+                predict_every=every,
+                min_points=min_points,
+                **extra,
+            ),
+            keep_fits=2,
+            keep_forecasts=2,
+            name=name,
+        )
         self.fitted_at: float | None = None
-        self.fitted_len = 0
-        """Intervals of history the model was last fitted on."""
-        self.failures = 0
-        """Fits and predictions that raised (the loop counts them as errors)."""
-        self.failed_at: float | None = None
-        self.reason: str | None = "not fitted yet"
-        self._cached: tuple[int, float, np.ndarray, np.ndarray, np.ndarray] | None = None
+        """Epoch seconds at which the serving model's fit was started."""
         self.last_window: ForecastWindow | None = None
         self.pool = pool
         self.interim = interim
-        self._interim_name = "interim"
         self.interim_active = False
         """The model serving now is the interim one (the first real fit is not done yet)."""
         self._pending: Future[Any] | None = None
         self._pending_at = 0.0
+        self._pending_due = 0
         self._pending_len = 0
 
-    def _fit(self, now: float, history: ArrivalHistory) -> bool:
-        try:
-            model = self.make()
-            model.fit(history.series())
-        except Exception as exc:  # any failure means "plan without a forecast"
-            self.model, self.failed_at = None, now
-            self._fit_failed(exc)
-            return False
-        self._install(model, now, len(history))
-        return True
+    # -- the feed's state, as the loop and the status read it ---------------------------
+    @property
+    def name(self) -> str:
+        return self.feed.name
 
-    def _fit_failed(self, exc: BaseException) -> None:
-        self.failures += 1
-        self.reason = f"fit failed: {type(exc).__name__}: {exc}"
-        log.warning("forecaster %s: %s", self.name, self.reason)
+    @property
+    def reason(self) -> str | None:
+        return self.feed.reason
 
-    def _install(self, model: Any, fitted_at: float, length: int) -> None:
-        """Serve ``model`` from now on (fitted on ``length`` intervals up to ``fitted_at``)."""
-        self.model, self.fitted_at, self.failed_at = model, fitted_at, None
-        self.interim_active = False
-        self.fitted_len = length
-        summary = getattr(model, "fit_summary", {}) or {}
-        summary = summary if isinstance(summary, dict) else {}
-        self.reason = summary.get("reason")
-        # The model actually in use (a fallback wrapper says which one it chose).
-        active = summary.get("model") or getattr(model, "name", None)
-        if isinstance(active, str) and active:
-            self.name = active
-        self._cached = None
+    @reason.setter
+    def reason(self, value: str | None) -> None:
+        self.feed.reason = value
 
-    def _collect(self, now: float) -> None:
+    @property
+    def failures(self) -> int:
+        """Fits and predictions that raised (the loop counts them as errors)."""
+        return self.feed.failures
+
+    @property
+    def model(self) -> Any:
+        """The model installed last (the interim one until the first fit is done)."""
+        return self.feed.fits[-1].model if self.feed.fits else None
+
+    @property
+    def fitted_len(self) -> int:
+        """Intervals of history the serving model was fitted on."""
+        fit = self.feed.latest()
+        return fit.length if fit is not None else 0
+
+    # -- fits ---------------------------------------------------------------------------
+    def _collect(self, step: int) -> None:
         """Install a finished background fit (a failed one keeps the model serving now)."""
         fut = self._pending
         if fut is None or not fut.done():
@@ -181,19 +133,18 @@ class ForecastCache:
         self._pending = None
         exc = None if fut.cancelled() else fut.exception()
         if fut.cancelled() or exc is not None:
-            self.failed_at = now
-            self._fit_failed(exc or RuntimeError("cancelled"))
+            self.feed.failed(exc or RuntimeError("cancelled"), step=step)
+            log.warning("forecaster %s: %s", self.name, self.reason)
             return
-        self._install(fut.result(), self._pending_at, self._pending_len)
+        self.feed.install(fut.result(), step=self._pending_due, length=self._pending_len)
+        self.fitted_at = self._pending_at
 
-    def _fit_in_background(self, now: float, history: ArrivalHistory) -> bool:
-        """Start a fit if none runs; serve the interim model until the first one is done.
-        Returns whether a model can serve this tick."""
+    def _fit_in_background(self, now: float, history: History, step: int) -> None:
+        """Start a due fit if none runs; serve the interim model until the first one is done."""
         assert self.pool is not None
-        if self._pending is None and not (
-            self.failed_at is not None and now - self.failed_at < self.interval_s
-        ):
-            series = history.series().copy()
+        due = self.feed.due(history, step) if self._pending is None else None
+        if due is not None:
+            series = self.feed.fit_input(history, due).series()
             make = self.make
 
             def fit() -> Any:
@@ -202,22 +153,16 @@ class ForecastCache:
                 return model
 
             self._pending, self._pending_at = self.pool.submit(fit), now
-            self._pending_len = len(history)
-        if self.model is not None:
-            return True
-        if self.interim is None:
-            self.reason = "the first fit is running"
-            return False
+            self._pending_due, self._pending_len = due, len(series)
+        if self.feed.in_force(step) is not None or self.interim is None:
+            return
         try:
             model = self.interim()
-            model.fit(history.series())
+            model.fit(self.feed.fit_input(history, step).series())
         except Exception as exc:
-            self._fit_failed(exc)
-            return False
-        self.model, self.interim_active, self._cached = model, True, None
-        self._interim_name = str(getattr(model, "name", "interim"))
-        self.reason = f"{self._interim_name} serves while the first fit runs"
-        return True
+            self.feed.failed(exc, step=step)
+            return
+        self.feed.install(model, step=step, length=len(history), interim=True)
 
     def fitting(self) -> bool:
         """A background fit is running or queued."""
@@ -229,78 +174,38 @@ class ForecastCache:
             self._pending.cancel()
             self._pending = None
 
+    # -- forecasts ----------------------------------------------------------------------
     def window(self, now: float, history: ArrivalHistory, step: int) -> ForecastWindow | None:
         """Forecast for steps ``step … step + H − 1``; None when there is none."""
         self.last_window = None
-        if len(history) < self.min_points:
-            self.reason = f"history has {len(history)} intervals, need {self.min_points}"
-            return None
-        self._collect(now)
-        # Refit on schedule, and early while the history is young: each time it has doubled
-        # since the last fit (a model fitted on an hour must not stand for a day).
-        due = (
-            self.model is None
-            or self.fitted_at is None
-            or now - self.fitted_at >= self.refit_s
-            or len(history) >= 2 * self.fitted_len
-        )
-        if due and self.pool is not None:
-            if not self._fit_in_background(now, history):
-                return None
-        elif due:
-            if self.failed_at is not None and now - self.failed_at < self.interval_s:
-                return None  # failed this interval already: try again next one
-            if not self._fit(now, history):
-                return None
-        origin = history.end_step  # first step after the history
-        cached = self._cached
-        reuse = False
-        if cached is not None:
-            offset = step - cached[0]
-            fits = offset >= 0 and offset + self.horizon_steps <= len(cached[2])
-            recent = self.reforecast_s is not None and now - cached[1] < self.reforecast_s
-            reuse = fits and (cached[0] == origin or recent)
-        if not reuse:
-            # With reuse allowed, forecast far enough that later ticks can shift into it.
-            extra = (
-                0 if self.reforecast_s is None else math.ceil(self.reforecast_s / self.interval_s)
+        if len(history) < self.feed.settings.min_points:
+            self.reason = (
+                f"history has {len(history)} intervals, need {self.feed.settings.min_points}"
             )
-            need = self.horizon_steps + max(0, step - origin) + extra
-            try:
-                fc = self.model.predict(need, history=history.series())
-                try:
-                    high = np.asarray(fc.quantile(self.quantile), dtype=float)
-                except KeyError:
-                    high = np.asarray(fc.p90, dtype=float)
-                cached = (
-                    origin,
-                    now,
-                    np.asarray(fc.mean, dtype=float),
-                    np.asarray(fc.p10, dtype=float),
-                    high,
-                )
-            except Exception as exc:
-                self.failures += 1
-                self.reason = f"predict failed: {type(exc).__name__}: {exc}"
-                log.warning("forecaster %s: %s", self.name, self.reason)
-                return None
-            self._cached = cached
-        assert cached is not None
-        origin, _, mean, low, high = cached
-        skip = step - origin
-        end = skip + self.horizon_steps
-        if skip < 0 or end > len(mean):
             return None
-        source = f"{self._interim_name} (interim)" if self.interim_active else self.name
-        self.last_window = ForecastWindow(
-            mean[skip:end], low[skip:end], high[skip:end], source=source
-        )
+        hist = History.of(history)
+        if self.pool is None:
+            if not refresh(self.feed, hist, step, self.make):
+                log.warning("forecaster %s: %s", self.name, self.reason)
+            elif self.feed.latest() is not None and self.feed.latest().step == step:
+                self.fitted_at = now
+        else:
+            self._collect(step)
+            self._fit_in_background(now, hist, step)
+            if self.feed.in_force(step) is None and self.fitting():
+                self.reason = "the first fit is running"
+        fit = self.feed.in_force(step)
+        self.interim_active = fit is not None and fit.interim
+        failures = self.feed.failures
+        self.last_window = self.feed.window(hist, step)
+        if self.feed.failures > failures:
+            log.warning("forecaster %s: %s", self.name, self.reason)
         return self.last_window
 
     def summary(self) -> dict[str, Any]:
         """What the status shows about the forecast."""
         out: dict[str, Any] = {
-            "model": f"{self._interim_name} (interim)" if self.interim_active else self.name
+            "model": f"{self.feed.interim_name} (interim)" if self.interim_active else self.name
         }
         if self.fitted_at is not None:
             out["fittedAt"] = dt.datetime.fromtimestamp(self.fitted_at, dt.UTC).strftime(

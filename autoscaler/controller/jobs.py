@@ -14,12 +14,20 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from autoscaler.config import KIND, LoadedJob, parse_job, read_yaml, validate_file
+from autoscaler.config import KIND, LoadedJob, read_yaml
+from autoscaler.controller.admission import (
+    LOCAL_POLICY,
+    AdmissionPolicy,
+    admit_file,
+    admit_object,
+    cluster_policy,
+)
 
 log = logging.getLogger(__name__)
 
@@ -91,14 +99,51 @@ def _model_stamp(loaded: LoadedJob) -> str:
     return f"{st.st_mtime_ns}:{st.st_size}"
 
 
+@dataclass
+class _FileRead:
+    """What one file said the last time it was read, and how to tell it changed since."""
+
+    stamp: tuple[int, int, int]
+    """(mtime_ns, size, inode) when it was read."""
+    digest: str
+    """SHA-256 of the bytes (a touch that changes nothing is not a change)."""
+    racy: bool
+    """Modified so recently that a second write within the clock's granularity could keep
+    the stamp: read it again next time (git's "racily clean" rule)."""
+    kind: str
+    """``job``, ``invalid`` or ``other`` (not an ElasticTrainingJob: skipped)."""
+    loaded: LoadedJob | None = None
+    data: Any = None
+    invalid: InvalidJob | None = None
+    read_at: float = 0.0
+    """Monotonic time of the read: an invalid file is checked again after
+    :data:`INVALID_RECHECK_S` even unchanged (a model file it names may have appeared)."""
+
+
+#: A file modified less than this before it was read may change again unseen.
+RACY_NS = 2_000_000_000
+#: An unchanged invalid job is validated again this often (the files it names may change).
+INVALID_RECHECK_S = 60.0
+
+
 class DirectoryJobs:
     """Every ``*.yaml``/``*.yml`` under a directory whose ``kind`` is ElasticTrainingJob.
 
-    Files of another kind (a controller.yaml next to the jobs) are skipped quietly.
+    Files of another kind (a controller.yaml next to the jobs) are skipped quietly. Each job
+    is admitted by ``policy`` (local mode's default allows every target kind and broker).
+    The listing is level-triggered — every call returns every job — but a file is only read
+    and validated again when its (mtime, size, inode) stamp changed and its bytes hash
+    differently: a tick over 5,000 unchanged files costs 5,000 ``stat`` calls. Whatever
+    reading or validating one file raises makes that file an invalid job, never a failed
+    listing.
     """
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, *, policy: AdmissionPolicy | None = None) -> None:
         self.directory = Path(directory)
+        self.policy = policy or LOCAL_POLICY
+        self._files: dict[Path, _FileRead] = {}
+        self.reads = 0
+        """Files read and validated so far (a test and the benchmark watch it)."""
 
     def list(self) -> Listing:
         if not self.directory.is_dir():
@@ -106,20 +151,20 @@ class DirectoryJobs:
         out = Listing()
         seen: dict[str, str] = {}
         paths = sorted([*self.directory.glob("*.yaml"), *self.directory.glob("*.yml")])
+        files: dict[Path, _FileRead] = {}
         for path in paths:
-            data, problems = read_yaml(path)
-            if not problems and (not isinstance(data, dict) or data.get("kind") != KIND):
+            read = self._read(path)
+            if read is None:
+                continue  # vanished between the listing and the stat
+            files[path] = read
+            if read.kind == "other":
                 continue
-            loaded, errors, _ = validate_file(path)
-            if loaded is None:
-                key = f"file:{path.name}"
-                if isinstance(data, dict) and isinstance(data.get("metadata"), dict):
-                    md = data["metadata"]
-                    key = f"{md.get('namespace', 'default')}/{md.get('name', path.stem)}"
-                out.invalid.append(
-                    InvalidJob(key, errors or [f"{path}: invalid"], origin=str(path))
-                )
+            if read.kind == "invalid":
+                assert read.invalid is not None
+                out.invalid.append(read.invalid)
                 continue
+            loaded = read.loaded
+            assert loaded is not None
             key = f"{loaded.job.metadata.namespace}/{loaded.name}"
             if key in seen:
                 out.invalid.append(
@@ -131,69 +176,143 @@ class DirectoryJobs:
                 )
                 continue
             seen[key] = str(path)
-            st = path.stat()
             out.jobs.append(
                 JobEntry(
                     key=key,
                     loaded=loaded,
                     origin=str(path),
-                    fingerprint=_fingerprint(data, f"{st.st_mtime_ns}", _model_stamp(loaded)),
+                    fingerprint=_fingerprint(read.digest, _model_stamp(loaded)),
                 )
             )
+        self._files = files
         return out
+
+    def _read(self, path: Path) -> _FileRead | None:
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        old = self._files.get(path)
+        if (
+            old is not None
+            and old.kind == "invalid"
+            and time.monotonic() - old.read_at >= INVALID_RECHECK_S
+        ):
+            old = None  # check it again, as if it had changed
+        if old is not None and old.stamp == stamp and not old.racy:
+            return old
+        now_ns = time.time_ns()
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            return _unreadable(path, stamp, exc)
+        digest = hashlib.sha256(raw).hexdigest()
+        racy = now_ns - st.st_mtime_ns < RACY_NS
+        if old is not None and old.digest == digest:
+            old.stamp, old.racy = stamp, racy
+            return old
+        self.reads += 1
+        try:
+            read = self._parse(path)
+        except Exception as exc:  # RecursionError, MemoryError, a bug: this file only
+            log.warning("reading job file %s failed: %s", path, exc)
+            read = _unreadable(path, stamp, exc)
+        read.stamp, read.digest, read.racy = stamp, digest, racy
+        read.read_at = time.monotonic()
+        return read
+
+    def _parse(self, path: Path) -> _FileRead:
+        data, problems = read_yaml(path)
+        if not problems and (not isinstance(data, dict) or data.get("kind") != KIND):
+            return _FileRead((0, 0, 0), "", False, "other")
+        loaded, errors = admit_file(path, self.policy)
+        if loaded is None:
+            key = f"file:{path.name}"
+            if isinstance(data, dict) and isinstance(data.get("metadata"), dict):
+                md = data["metadata"]
+                key = f"{md.get('namespace', 'default')}/{md.get('name', path.stem)}"
+            bad = InvalidJob(key, errors or [f"{path}: invalid"], origin=str(path))
+            return _FileRead((0, 0, 0), "", False, "invalid", invalid=bad)
+        return _FileRead((0, 0, 0), "", False, "job", loaded=loaded, data=data)
+
+
+def _unreadable(path: Path, stamp: tuple[int, int, int], exc: BaseException) -> _FileRead:
+    text = str(exc).splitlines()[0][:200] if str(exc) else ""
+    bad = InvalidJob(
+        f"file:{path.name}",
+        [f"{path}: cannot read: {type(exc).__name__}{': ' + text if text else ''}"],
+        origin=str(path),
+    )
+    return _FileRead(stamp, "", True, "invalid", invalid=bad, read_at=time.monotonic())
 
 
 _KEEP_METADATA = ("name", "namespace", "labels", "annotations")
 
 
 class ClusterJobs:
-    """ElasticTrainingJob custom resources, read through ``lister`` (an actuator's ``list``).
+    """ElasticTrainingJob custom resources, read through ``lister`` (an actuator's ``list``,
+    or the cache a watch keeps).
 
     Relative ``spec.throughput.model`` paths resolve against ``models_dir`` (a mounted
-    ConfigMap in the Deployment).
+    ConfigMap in the Deployment). Each job is admitted by ``policy`` (default: cluster mode's
+    safe one — no Local targets, in-cluster brokers, model files inside ``models_dir``). An
+    object is validated again only when what is validated changed — its spec and the
+    metadata kept — so status writes (a new resourceVersion every tick) cost nothing (an
+    invalid one is checked again every :data:`INVALID_RECHECK_S`); whatever validating one
+    object raises makes it an invalid job.
     """
 
     def __init__(
-        self, lister: Callable[[], list[dict[str, Any]]], *, models_dir: str | Path = "."
+        self,
+        lister: Callable[[], list[dict[str, Any]]],
+        *,
+        models_dir: str | Path = ".",
+        policy: AdmissionPolicy | None = None,
     ) -> None:
         self.lister = lister
         self.models_dir = Path(models_dir)
+        self.policy = policy or cluster_policy(models_root=self.models_dir)
+        self._parsed: dict[str, tuple[str, Any, str, float]] = {}
+        self.parses = 0
+        """Objects validated so far (a test watches it)."""
 
     def list(self) -> Listing:
         out = Listing()
+        parsed: dict[str, tuple[str, Any, str, float]] = {}
         for obj in self.lister():
-            md = obj.get("metadata") or {}
+            md = obj.get("metadata") if isinstance(obj, dict) else None
+            md = md if isinstance(md, dict) else {}
             key = f"{md.get('namespace', 'default')}/{md.get('name', '?')}"
             doc = {k: v for k, v in obj.items() if k != "status"}
             doc["metadata"] = {k: md[k] for k in _KEEP_METADATA if k in md}
-            job, problems = parse_job(doc)
-            if job is None or problems:
-                out.invalid.append(
-                    InvalidJob(
-                        key,
-                        [
-                            f"{key}: {loc}: {msg}" if not loc.startswith("(") else f"{key}: {msg}"
-                            for loc, msg in problems
-                        ],
-                        uid=md.get("uid"),
-                        origin="cluster",
-                    )
+            try:
+                digest = _fingerprint(doc)
+                hit = self._parsed.get(key)
+                now = time.monotonic()
+                if (
+                    hit is not None
+                    and hit[0] == digest
+                    and not (isinstance(hit[1], InvalidJob) and now - hit[3] >= INVALID_RECHECK_S)
+                ):
+                    result, spec_fp, read_at = hit[1], hit[2], hit[3]
+                else:
+                    self.parses += 1
+                    result = self._parse(key, doc, md)
+                    spec_fp, read_at = _fingerprint(doc.get("spec")), now
+            except Exception as exc:  # RecursionError, MemoryError, a bug: this job only
+                digest, spec_fp, read_at = "", "", time.monotonic()
+                result = InvalidJob(
+                    key,
+                    [f"{key}: cannot read: {type(exc).__name__}: {str(exc)[:200]}"],
+                    uid=md.get("uid"),
+                    origin="cluster",
                 )
+            parsed[key] = (digest, result, spec_fp, read_at)
+            if isinstance(result, InvalidJob):
+                out.invalid.append(result)
                 continue
-            loaded = LoadedJob(job, self.models_dir / f"{job.metadata.name}.yaml")
-            if not loaded.throughput_model_path.is_file():
-                out.invalid.append(
-                    InvalidJob(
-                        key,
-                        [
-                            f"{key}: spec.throughput.model: file not found: "
-                            f"{loaded.throughput_model_path}"
-                        ],
-                        uid=md.get("uid"),
-                        origin="cluster",
-                    )
-                )
-                continue
+            loaded: LoadedJob = result
             out.jobs.append(
                 JobEntry(
                     key=key,
@@ -202,10 +321,18 @@ class ClusterJobs:
                     generation=md.get("generation"),
                     status=obj.get("status"),
                     origin="cluster",
-                    fingerprint=_fingerprint(doc["spec"], _model_stamp(loaded)),
+                    fingerprint=_fingerprint(spec_fp, _model_stamp(loaded)),
                 )
             )
+        self._parsed = parsed
         return out
+
+    def _parse(self, key: str, doc: dict[str, Any], md: dict[str, Any]) -> LoadedJob | InvalidJob:
+        job_path = self.models_dir / f"{md.get('name', '_')}.yaml"
+        loaded, problems = admit_object(doc, key=key, policy=self.policy, job_path=job_path)
+        if loaded is None:
+            return InvalidJob(key, problems, uid=md.get("uid"), origin="cluster")
+        return loaded
 
 
 class StaticJobs:

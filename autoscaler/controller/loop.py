@@ -6,7 +6,8 @@ running it twice, or after a restart, converges to the same state):
 1. **list** the jobs (directory or cluster); a failure to list skips the tick and keeps every
    job as it is; jobs no longer listed are forgotten (their GPUs return to the pool);
 2. **observe** each job: its current size from the actuator and a Kafka sample from its
-   metric source (in parallel threads: both are I/O);
+   metric source (on bounded thread pools, waited for at most ``observe_deadline_s``: a job
+   whose measurement is still running holds its size; it never holds up the others);
 3. **plan** each job with the same :class:`KalePolicy` the simulator runs, fed the arrival
    history and a cached live forecast. Missing metrics mean *hold the current size* — never
    a zero load, never a scale to zero — and a ``MetricsAvailable=False`` condition;
@@ -14,7 +15,11 @@ running it twice, or after a restart, converges to the same state):
    minimum guarantees, max-min fair when short) before any GPU is given or taken back;
 5. **act** where the approved size differs from the current one, and **record**: status on
    the job (sizes, last decision, forecast summary, conditions, planner state), an Event per
-   resize, Prometheus metrics, one JSON log line per decision, and the state store.
+   resize, Prometheus metrics, one JSON log line per decision, and the state store
+   (:mod:`autoscaler.controller.acting`: resize markers, concurrent bounded writes).
+
+Every stage runs every job under a guard (:mod:`autoscaler.controller.isolation`): an
+exception of any type marks that job and the tick goes on with the others.
 
 Everything with a clock takes ``clock`` (epoch seconds); nothing here sleeps.
 """
@@ -22,40 +27,51 @@ Everything with a clock takes ``clock`` (epoch seconds); nothing here sleeps.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from autoscaler.actuators.base import Actuator, Size
 from autoscaler.actuators.dryrun import DryRunActuator
-from autoscaler.actuators.errors import ActuatorError, TargetGone, TargetRejected
+from autoscaler.actuators.errors import ActuatorError
+from autoscaler.controller.acting import ActingStages
 from autoscaler.controller.forecast import FitPool, ForecastCache
+from autoscaler.controller.isolation import (
+    MAX_HISTORY_STEPS,
+    JobFailure,
+    safe_text,
+    steps,
+)
 from autoscaler.controller.jobs import InvalidJob, JobEntry, JobsSource, Listing
-from autoscaler.controller.metering import ArrivalHistory, MetricSource, Sample, WarmingUp
+from autoscaler.controller.metering import (
+    ArrivalHistory,
+    Backfilling,
+    MeasurementTimedOut,
+    MetricSource,
+    WarmingUp,
+)
 from autoscaler.controller.metrics import ControllerMetrics
+from autoscaler.controller.runtime import JobRuntime, Observed
 from autoscaler.controller.sinks import EventSink, NullSink, StatusSink
 from autoscaler.controller.state import JobState, MemoryStateStore, StateStore
-from autoscaler.controller.status import (
-    Conditions,
-    JobReport,
-    build_status,
-    iso,
-    jsonable,
-    resize_message,
-)
+from autoscaler.controller.status import Conditions, JobReport
+from autoscaler.controller.workers import DaemonPool, wait_until
 from autoscaler.errors import KaleError, MetricUnavailable
-from autoscaler.policy.forecasts import CallbackSource, ForecastWindow
-from autoscaler.policy.kale import KalePolicy, KaleSettings
+from autoscaler.policy.kale import KaleSettings
 from autoscaler.policy.types import Decision, JobSizing, Observation
 from autoscaler.resources import Request, ResourceManager
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+
+#: Longest pause before retrying a job whose build raised an unexpected exception.
+MAX_BUILD_BACKOFF_S = 3600.0
 
 
 @dataclass
@@ -71,7 +87,16 @@ class ControllerSettings:
     dry_run: bool = False
     """Read real sizes, apply nothing (every actuator is wrapped in :class:`DryRunActuator`)."""
     observe_threads: int = 1
-    """Jobs observed in parallel (metric sources and actuators do I/O)."""
+    """Jobs measured in parallel (1: one after another inside the tick, no deadline — what
+    fake-clock tests want; the real controller uses ``meter.threads``)."""
+    observe_deadline_s: float | None = None
+    """Longest a tick waits for measurements and target reads (None: until all are done).
+    A job whose measurement is still running holds its size and is measured again later."""
+    act_threads: int = 1
+    """Target reads, resize writes and status writes of different jobs run in parallel on
+    this many threads (1: one after another inside the tick, no deadline)."""
+    act_deadline_s: float | None = None
+    """Longest a tick waits for resize and status writes (None: until all are done)."""
     identity: str = ""
     """This replica's name, written to the status."""
     planner: KaleSettings | None = None
@@ -83,77 +108,15 @@ class ControllerSettings:
     which keeps a test's ticks deterministic; the real controller uses 1 or more)."""
 
 
-class JobRuntime:
-    """One job's long-lived pieces: sizing, planner, forecast cache, meter, actuator, state."""
-
-    def __init__(
-        self,
-        entry: JobEntry,
-        *,
-        sizing: JobSizing,
-        forecast: ForecastCache,
-        meter: MetricSource,
-        actuator: Actuator,
-        state: JobState,
-        planner: KaleSettings | None,
-    ) -> None:
-        self.entry = entry
-        self.sizing = sizing
-        self.forecast = forecast
-        self.meter = meter
-        self.actuator = actuator
-        self.state = state
-        self.window: ForecastWindow | None = None
-        settings = replace(planner or KaleSettings(), horizon_steps=forecast.horizon_steps)
-        self.policy = KalePolicy(
-            sizing, CallbackSource(self._window, name=forecast.name), settings=settings
-        )
-        # The planner looks back this far (SLO window, the reactive fallback, a margin).
-        self.past_steps = (
-            int(max(settings.fallback_window_s, sizing.slo_s) / sizing.interval_s)
-            + settings.horizon_steps
-            + 4
-        )
-        # Scratch of the current tick.
-        self.current: Size | None = None
-        self.sample: Sample | None = None
-        self.last_observed: tuple[float, Sample, Size] | None = None
-        """(time, sample, size) of the latest tick that measured both: what a progress line
-        shows (``sample`` and ``current`` are cleared while a tick measures again)."""
-        self.history: ArrivalHistory | None = None
-        self.problem: str | None = None
-        self.target_error: ActuatorError | None = None
-        self.metric_error: MetricUnavailable | None = None
-        self.saved_policy: dict[str, Any] | None = None
-        """The planner state before this tick's decision, restored if nothing was applied."""
-
-    def _window(self, step: int, past: np.ndarray, horizon: int) -> ForecastWindow | None:
-        w = self.window
-        if w is None or len(w) < horizon:
-            return None
-        return w
-
-    @property
-    def key(self) -> str:
-        return self.entry.key
-
-    def resizing(self, now: float) -> tuple[bool, float]:
-        started = self.state.resize_started
-        if started is None:
-            return False, 0.0
-        left = started + self.sizing.rescale_s - now
-        return left > 0, max(0.0, left)
-
-    def close(self) -> None:
-        self.forecast.close()
-        for part in (self.meter, self.actuator):
-            try:
-                part.close()
-            except Exception:  # closing must not stop the others
-                log.exception("closing %s of %s", type(part).__name__, self.key)
+@dataclass
+class _BuildFailure:
+    fingerprint: str
+    retry_at: float
+    tries: int
+    problems: list[str]
 
 
-class Controller:
+class Controller(ActingStages):
     """See the module docstring. All collaborators are injected:
 
     * ``jobs_source.list() -> Listing``;
@@ -198,6 +161,7 @@ class Controller:
         self.sizing_factory = sizing_factory
         self.status_sink: StatusSink = status_sink or NullSink()
         self.event_sink: EventSink = event_sink or NullSink()
+        self._writes_status = not isinstance(self.status_sink, NullSink)
         self.metrics = metrics or ControllerMetrics()
         self.store: StateStore = state_store or MemoryStateStore()
         self.settings = settings or ControllerSettings()
@@ -205,12 +169,15 @@ class Controller:
         """Per-tick history (:class:`~autoscaler.controller.timeline.TimelineStore`) or None."""
         self.runtimes: dict[str, JobRuntime] = {}
         self.invalid: dict[str, list[str]] = {}
-        self._fits = FitPool(self.settings.fit_threads) if self.settings.fit_threads > 0 else None
-        self._pool = (
-            ThreadPoolExecutor(self.settings.observe_threads, thread_name_prefix="kale-observe")
-            if self.settings.observe_threads > 1
-            else None
+        self._build_failures: dict[str, _BuildFailure] = {}
+        self.on_progress: Callable[[], None] | None = None
+        """Called as slow work finishes (the runner beats the liveness probe with it)."""
+        s = self.settings
+        self._fits = FitPool(s.fit_threads) if s.fit_threads > 0 else None
+        self._meter_pool = (
+            DaemonPool(s.observe_threads, name="kale-observe") if s.observe_threads > 1 else None
         )
+        self._act_pool = DaemonPool(s.act_threads, name="kale-act") if s.act_threads > 1 else None
         self.metrics.quota_total.set(
             -1 if resource_manager is None else resource_manager.quota_gpus
         )
@@ -222,25 +189,28 @@ class Controller:
         now = self.clock()
         try:
             listing = self.jobs_source.list()
-        except (KaleError, OSError) as exc:
+        except Exception as exc:  # whatever reading the jobs raised: skip, keep every job
             self.metrics.errors.labels(kind="list").inc()
             log.error(
                 "cannot list jobs, keeping every job as it is: %s",
-                exc,
-                extra={"fields": {"event": "list_failed", "error": str(exc)}},
+                safe_text(exc),
+                exc_info=not isinstance(exc, KaleError | OSError),
+                extra={"fields": {"event": "list_failed", "error": safe_text(exc)}},
             )
             return []
         self._sync(listing, now)
         runtimes = list(self.runtimes.values())
-        if self._pool is not None and len(runtimes) > 1:
-            list(self._pool.map(lambda rt: self._observe(rt, now), runtimes))
-        else:
-            for rt in runtimes:
-                self._observe(rt, now)
-        plans = {rt.key: self._plan(rt, now) for rt in runtimes}
+        for rt in runtimes:
+            rt.begin_tick()
+        self._collect_late_io(runtimes, now)
+        self._observe_all(runtimes, now)
+        for rt in runtimes:
+            if rt.current is not None and rt.sample is not None:
+                rt.last_observed = (now, rt.sample, rt.current)
+        plans = {rt.key: self._guarded(rt, "plan", self._plan, rt, now) for rt in runtimes}
         approved = self._approve(runtimes, plans, now)
-        reports = [self._act(rt, plans[rt.key], approved.get(rt.key), now) for rt in runtimes]
-        self.store.save_many({rt.key: rt.state.to_dict() for rt in runtimes})
+        reports = self._act_all(runtimes, plans, approved, now)
+        self._save([rt for rt in runtimes if rt.key in self.runtimes])
         self.metrics.jobs.labels(state="valid").set(len(self.runtimes))
         self.metrics.jobs.labels(state="invalid").set(len(self.invalid))
         if self.resources is not None:
@@ -248,6 +218,44 @@ class Controller:
         self.metrics.tick_seconds.observe(time.perf_counter() - started)
         self.metrics.last_tick.set(now)
         return reports
+
+    # -- isolation -----------------------------------------------------------------------
+    def _guarded(self, rt: JobRuntime, stage: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` unless the job already failed this tick; an exception of any type
+        marks the job (and returns None) instead of leaving the tick."""
+        if rt.failure is not None:
+            return None
+        try:
+            return fn(*args)
+        except Exception as exc:
+            self._fail(rt, stage, exc)
+            return None
+
+    def _fail(self, rt: JobRuntime, stage: str, exc: BaseException) -> None:
+        failure = JobFailure.of(stage, exc)
+        first = rt.failure is None
+        if first:
+            rt.failure = failure
+        self.metrics.job_error(rt.key, stage, failure.error)
+        seen = getattr(rt, "_logged_failures", set())
+        known = (stage, failure.error) in seen
+        seen.add((stage, failure.error))
+        rt._logged_failures = seen  # type: ignore[attr-defined]
+        log.error(
+            "job %s failed in %s (it holds; the other jobs go on): %s",
+            rt.key,
+            stage,
+            failure.describe(),
+            exc_info=exc if not known else None,
+            extra={
+                "fields": {
+                    "event": "job_error",
+                    "job": rt.key,
+                    "stage": stage,
+                    "error": failure.error,
+                }
+            },
+        )
 
     # -- 1. jobs -------------------------------------------------------------------------
     def _sync(self, listing: Listing, now: float) -> None:
@@ -270,34 +278,82 @@ class Controller:
                 )
             self._report_invalid(bad, now)
         self.invalid = {k: v.problems for k, v in invalid.items()}
+        for key in list(self._build_failures):
+            if key not in valid:
+                del self._build_failures[key]
         for key, entry in valid.items():
             rt = self.runtimes.get(key)
             if rt is not None and rt.entry.fingerprint == entry.fingerprint:
                 rt.entry = entry
+                self._adopt_newer_state(rt, entry)
+                continue
+            held = self._build_failures.get(key)
+            if held is not None and held.fingerprint == entry.fingerprint and now < held.retry_at:
+                self.invalid[key] = held.problems  # not retried yet: it raised last time
                 continue
             try:
                 self.runtimes[key] = self._build(entry, rt)
-            except (KaleError, ValueError, OSError) as exc:
-                if rt is not None:
-                    self.forget(key, why="rebuild failed")
-                bad = InvalidJob(key, [f"{key}: {exc}"], uid=entry.uid, origin=entry.origin)
-                self.invalid[key] = bad.problems
-                self.metrics.errors.labels(kind="build").inc()
-                log.warning(
-                    "cannot manage job %s: %s",
-                    key,
-                    exc,
-                    extra={
-                        "fields": {"event": "invalid_job", "job": key, "problems": bad.problems}
-                    },
+                self._build_failures.pop(key, None)
+            except Exception as exc:
+                self._build_failed(key, entry, rt, exc, now)
+
+    def _build_failed(
+        self, key: str, entry: JobEntry, old: JobRuntime | None, exc: Exception, now: float
+    ) -> None:
+        if old is not None:
+            self.forget(key, why="rebuild failed")
+        expected = isinstance(exc, KaleError | ValueError | OSError)
+        failure = JobFailure.of("build", exc)
+        text = safe_text(exc) if expected else failure.describe()
+        bad = InvalidJob(key, [f"{key}: {text}"], uid=entry.uid, origin=entry.origin)
+        self.invalid[key] = bad.problems
+        self.metrics.errors.labels(kind="build").inc()
+        if expected:
+            log.warning(
+                "cannot manage job %s: %s",
+                key,
+                text,
+                extra={"fields": {"event": "invalid_job", "job": key, "problems": bad.problems}},
+            )
+            self._report_invalid(bad, now)
+            return
+        # An exception no job should be able to cause: count it, say so on the job, and
+        # back off (the same spec raised last time; rebuilding every tick would only repeat).
+        held = self._build_failures.get(key)
+        tries = held.tries + 1 if held is not None and held.fingerprint == entry.fingerprint else 1
+        backoff = min(MAX_BUILD_BACKOFF_S, self.settings.interval_s * 2 ** (tries - 1))
+        self._build_failures[key] = _BuildFailure(
+            entry.fingerprint, now + backoff, tries, bad.problems
+        )
+        self.metrics.job_error(key, "build", failure.error)
+        log.error(
+            "cannot manage job %s (retried in %.0fs): %s",
+            key,
+            backoff,
+            failure.describe(),
+            exc_info=exc if tries == 1 else None,
+            extra={"fields": {"event": "job_error", "job": key, "stage": "build"}},
+        )
+        self._report_invalid(bad, now, reason="ControllerError")
+        if tries == 1:
+            try:
+                self.event_sink.emit(
+                    namespace=entry.namespace,
+                    name=entry.name,
+                    uid=entry.uid,
+                    reason="ControllerError",
+                    message=f"cannot manage the job: {failure.describe()}",
+                    type="Warning",
                 )
-                self._report_invalid(bad, now)
+            except Exception as err:  # events are a courtesy
+                self.metrics.errors.labels(kind="event").inc()
+                log.warning("event for %s failed: %s", key, safe_text(err))
 
     def _build(self, entry: JobEntry, old: JobRuntime | None) -> JobRuntime:
         job = entry.job
         sizing = self.sizing_factory(entry)
         fc = job.spec.forecast
-        horizon = max(1, round(fc.horizon / fc.interval))
+        horizon = steps(float(fc.horizon), float(fc.interval), what="spec.forecast.horizon")
         cache = ForecastCache(
             lambda: self.forecaster_factory(entry),
             name=self.settings.forecast_model or fc.model,
@@ -318,24 +374,8 @@ class Controller:
             actuator = self.actuator_factory(entry)
             if self.settings.dry_run and not isinstance(actuator, DryRunActuator):
                 actuator = DryRunActuator(reader=actuator, label=entry.key)
-        if old is not None:
-            state = old.state
-            for part, kept in ((old.meter, keep_meter), (old.actuator, keep_actuator)):
-                if not kept:
-                    part.close()
-        else:
-            stored = self.store.load(entry.key)
-            if stored is None and entry.status:
-                stored = entry.status.get("plannerState")
-            state = JobState.from_dict(stored)
-        log.info(
-            "managing job %s (%s target, %s forecast)",
-            entry.key,
-            job.spec.target.kind,
-            cache.name,
-            extra={"fields": {"event": "job_added", "job": entry.key}},
-        )
-        return JobRuntime(
+        state = old.state if old is not None else self._resume_state(entry)
+        rt = JobRuntime(
             entry,
             sizing=sizing,
             forecast=cache,
@@ -344,6 +384,41 @@ class Controller:
             state=state,
             planner=self.settings.planner,
         )
+        if old is not None:
+            for part, kept in ((old.meter, keep_meter), (old.actuator, keep_actuator)):
+                if not kept:
+                    part.close()
+            rt.applying, rt.writing, rt.measuring = old.applying, old.writing, old.measuring
+        log.info(
+            "managing job %s (%s target, %s forecast)",
+            entry.key,
+            job.spec.target.kind,
+            cache.name,
+            extra={"fields": {"event": "job_added", "job": entry.key}},
+        )
+        return rt
+
+    def _resume_state(self, entry: JobEntry) -> JobState:
+        """The newer of the state in the store and the one in the job's status."""
+        try:
+            stored = self.store.load(entry.key)
+        except Exception as exc:  # a damaged row must not stop the job being managed
+            log.warning("stored state of %s unreadable, ignored: %s", entry.key, safe_text(exc))
+            stored = None
+        from_status = entry.status.get("plannerState") if isinstance(entry.status, dict) else None
+        if not isinstance(from_status, dict):
+            return JobState.from_dict(stored)
+        if not isinstance(stored, dict) or _saved_at(from_status) > _saved_at(stored):
+            return JobState.from_dict(from_status)
+        return JobState.from_dict(stored)
+
+    def _adopt_newer_state(self, rt: JobRuntime, entry: JobEntry) -> None:
+        """Another replica led meanwhile and wrote a newer state to the status: take it."""
+        if rt.applying is not None or not isinstance(entry.status, dict):
+            return
+        theirs = entry.status.get("plannerState")
+        if isinstance(theirs, dict) and _saved_at(theirs) > (rt.state.saved_at or -math.inf):
+            rt.state = JobState.from_dict(theirs)
 
     def forget(self, key: str, *, why: str = "") -> None:
         """Stop managing a job: close its meter and actuator, return its GPUs to the pool."""
@@ -361,56 +436,142 @@ class Controller:
             extra={"fields": {"event": "job_removed", "job": key, "why": why}},
         )
 
-    def _report_invalid(self, bad: InvalidJob, now: float) -> None:
+    def _report_invalid(self, bad: InvalidJob, now: float, reason: str = "InvalidSpec") -> None:
         ns, _, name = bad.key.partition("/")
         if not name:
             return
         cond = Conditions([], now)
-        cond.set("Ready", False, "InvalidSpec", "; ".join(bad.problems))
+        cond.set("Ready", False, reason, "; ".join(bad.problems))
         try:
             self.status_sink.write_status(
                 ns, name, {"conditions": cond.to_list(), "controller": self.settings.identity}
             )
         except ActuatorError as exc:
             log.debug("cannot write the status of invalid job %s: %s", bad.key, exc)
+        except Exception as exc:  # a status sink bug must not stop the tick
+            self.metrics.errors.labels(kind="status").inc()
+            log.warning("status of invalid job %s: %s", bad.key, safe_text(exc))
 
     # -- 2. observe ----------------------------------------------------------------------
-    def _observe(self, rt: JobRuntime, now: float) -> None:
-        rt.current = rt.sample = rt.history = None
-        rt.problem = rt.target_error = rt.metric_error = None
+    def _observe_all(self, runtimes: list[JobRuntime], now: float) -> None:
+        # A job with a resize write still running is not read meanwhile (the write owns it).
+        active = [rt for rt in runtimes if rt.failure is None and rt.applying is None]
+        for rt in active:  # without a pool, inline: one job after another
+            if self._act_pool is None:
+                self._guarded(rt, "observe", self._absorb, rt, self._read_target(rt), now)
+            if self._meter_pool is None:
+                self._guarded(rt, "observe", self._absorb, rt, self._measure(rt, now), now)
+        if self._meter_pool is None and self._act_pool is None:
+            return
+        started = time.monotonic()
+        futures: list[Future[Any]] = []
+        # The jobs measured longest ago go first: a backlog of slow jobs cannot starve one.
+        order = sorted(active, key=lambda rt: rt.measured_at or -math.inf)
+        kinds = []
+        if self._act_pool is not None:
+            kinds.append(("reading", self._act_pool, self._read_target))
+        if self._meter_pool is not None:
+            kinds.append(("measuring", self._meter_pool, lambda rt: self._measure(rt, now)))
+        for rt in order:
+            for attr, pool, fn in kinds:
+                fut = getattr(rt, attr, None)
+                if fut is None or fut.done():  # a result a tick late is dropped: measure anew
+                    fut = pool.submit(lambda rt=rt, fn=fn: fn(rt))
+                    setattr(rt, attr, fut)
+                    if attr == "measuring":
+                        rt.measuring_since = started
+                futures.append(fut)
+        progress = self.on_progress
+        wait_until(
+            futures, self.settings.observe_deadline_s, on_done=lambda f: progress and progress()
+        )
+        for rt in order:
+            for attr, _, _ in kinds:
+                fut = getattr(rt, attr)
+                if fut.done():
+                    setattr(rt, attr, None)
+                    exc = fut.exception()
+                    if exc is not None:
+                        self._fail(rt, "observe", exc)
+                    else:
+                        self._guarded(rt, "observe", self._absorb, rt, fut.result(), now)
+                    continue
+                if attr == "measuring":
+                    running = time.monotonic() - rt.measuring_since
+                    rt.metric_error = MeasurementTimedOut(
+                        f"the measurement has been running for {running:.0f}s, past the "
+                        f"tick's deadline of {self.settings.observe_deadline_s:g}s"
+                    )
+                    self.metrics.errors.labels(kind="metrics").inc()
+                else:
+                    rt.target_error = ActuatorError(
+                        f"reading the target took longer than the tick's deadline "
+                        f"of {self.settings.observe_deadline_s:g}s"
+                    )
+                    rt.problem = f"target: {rt.target_error}"
+                    self.metrics.errors.labels(kind="actuator").inc()
+
+    def _read_target(self, rt: JobRuntime) -> Observed:
+        out = Observed()
         try:
-            rt.current = rt.actuator.current()
-            rt.state.last_current = [rt.current.workers, rt.current.ps]
+            out.current = rt.actuator.current()
         except ActuatorError as exc:
-            rt.problem = f"target: {exc}"
-            self.metrics.errors.labels(kind="actuator").inc()
-            rt.target_error = exc
+            out.target_error = exc
         except Exception as exc:  # an actuator bug must not stop the tick
-            rt.problem = f"target: {type(exc).__name__}: {exc}"
-            self.metrics.errors.labels(kind="actuator").inc()
-            rt.target_error = ActuatorError(rt.problem)
-            log.exception("reading the size of %s", rt.key)
+            out.target_error = ActuatorError(f"{type(exc).__name__}: {safe_text(exc)}")
+            out.unexpected = [("observe", exc)]
+        return out
+
+    def _measure(self, rt: JobRuntime, now: float) -> Observed:
+        """The job's sample and arrival history (on a pool thread: touches no loop state)."""
+        out = Observed()
         try:
-            rt.sample = rt.meter.sample()
-            if rt.current is not None:
-                rt.last_observed = (now, rt.sample, rt.current)
+            out.sample = rt.meter.sample()
         except MetricUnavailable as exc:
-            rt.metric_error = exc
-            if not isinstance(exc, WarmingUp):
-                self.metrics.errors.labels(kind="metrics").inc()
-            return
+            out.metric_error = exc
+            return out
         except Exception as exc:  # whatever the Kafka client raised
-            rt.metric_error = MetricUnavailable(f"{type(exc).__name__}: {exc}")
-            self.metrics.errors.labels(kind="metrics").inc()
-            log.exception("measuring %s", rt.key)
-            return
+            out.metric_error = MetricUnavailable(f"{type(exc).__name__}: {safe_text(exc)}")
+            out.unexpected = [("observe", exc)]
+            return out
         interval = rt.sizing.interval_s
+        history_s = min(self.settings.history_s, MAX_HISTORY_STEPS * interval)
         try:
-            hist = rt.meter.arrivals(now, interval, self.settings.history_s)
+            out.history = rt.meter.arrivals(now, interval, history_s)
         except Exception as exc:  # no history: plan on the sample alone
-            log.warning("arrival history of %s unavailable: %s", rt.key, exc)
+            log.warning("arrival history of %s unavailable: %s", rt.key, safe_text(exc))
+            out.history = ArrivalHistory.empty(interval)
+            out.unexpected = [("observe", exc)]
+        return out
+
+    def _absorb(self, rt: JobRuntime, got: Observed, now: float) -> None:
+        """Take a measurement task's result into the job (on the loop's thread)."""
+        for stage, exc in got.unexpected or ():
+            self.metrics.job_error(rt.key, stage, type(exc).__name__)
+        if got.current is not None or got.target_error is not None:
+            rt.current, rt.target_error = got.current, got.target_error
+            if got.target_error is not None:
+                rt.problem = f"target: {got.target_error}"
+                self.metrics.errors.labels(kind="actuator").inc()
+                if got.unexpected:
+                    log.error("reading the size of %s: %s", rt.key, got.target_error)
+            else:
+                rt.state.last_current = [got.current.workers, got.current.ps]  # type: ignore[union-attr]
+        if got.sample is None and got.metric_error is None:
+            return  # a target read only
+        rt.sample, rt.metric_error = got.sample, got.metric_error
+        if got.sample is None:
+            err = got.metric_error
+            if not isinstance(err, _QUIET_METRIC_ERRORS):
+                self.metrics.errors.labels(kind="metrics").inc()
+            if got.unexpected:
+                log.error("measuring %s: %s", rt.key, err)
+            return
+        rt.measured_at = now
+        interval = rt.sizing.interval_s
+        hist = got.history if got.history is not None else ArrivalHistory.empty(interval)
+        if got.unexpected and got.history is not None and not len(got.history):
             self.metrics.errors.labels(kind="metrics").inc()
-            hist = ArrivalHistory.empty(interval)
         step = int(now // interval)
         if len(hist) and hist.end_step > step:  # never show the planner the step it decides
             hist = ArrivalHistory(
@@ -423,8 +584,20 @@ class Controller:
         """The planner's wish (None: nothing known about the target, nothing to plan)."""
         rt.window = None
         cur = rt.current
-        if cur is None:
+        if cur is None or rt.applying is not None:
             return None
+        pending = self._pending_target(rt)
+        if pending is not None:  # finish the resize under way before planning anew
+            since = float(rt.state.pending.get("since", now))  # type: ignore[union-attr]
+            return Decision(
+                pending.workers,
+                pending.ps,
+                {
+                    "action": "resize_resumed",
+                    "why": f"finishing the resize to {pending} started "
+                    f"{max(0.0, now - since):.0f}s ago",
+                },
+            )
         if rt.sample is None:
             err = rt.metric_error
             why = f"metrics unavailable: {err}" if err else "metrics unavailable"
@@ -462,11 +635,31 @@ class Controller:
             return rt.policy.decide(obs, rt.state.policy)
         except Exception as exc:  # a planner bug holds this job only
             self.metrics.errors.labels(kind="planner").inc()
+            self.metrics.job_error(rt.key, "plan", type(exc).__name__)
             log.exception("planning %s", rt.key)
             rt.state.policy = saved
             return Decision(
-                cur.workers, cur.ps, {"action": "hold", "why": f"planner failed: {exc}"}
+                cur.workers, cur.ps, {"action": "hold", "why": f"planner failed: {safe_text(exc)}"}
             )
+
+    def _pending_target(self, rt: JobRuntime) -> Size | None:
+        """The size an unfinished resize goes to (None: none, or one the spec now forbids)."""
+        pending = rt.state.pending
+        if pending is None:
+            return None
+        to = Size(*pending["to"])
+        sz = rt.sizing
+        if not sz.min_workers <= to.workers <= sz.max_workers:
+            log.warning(
+                "%s: dropping the unfinished resize to %s: outside %d..%d workers now",
+                rt.key,
+                to,
+                sz.min_workers,
+                sz.max_workers,
+            )
+            rt.state.pending = None
+            return None
+        return to
 
     # -- 4. approve ----------------------------------------------------------------------
     def _approve(
@@ -475,37 +668,19 @@ class Controller:
         if self.resources is None:
             return {k: Size(d.workers, d.ps) for k, d in plans.items() if d is not None}
         requests = []
+        by_key = {}
         for rt in runtimes:
-            gpw = rt.sizing.gpus_per_worker
-            known = rt.current or (Size(*rt.state.last_current) if rt.state.last_current else None)
-            if known is None:
-                continue
-            held = known.workers
-            resizing, _ = rt.resizing(now)
-            if resizing:  # a resizing job holds the larger of its old and new size
-                for size in (rt.state.resize_from, rt.state.resize_to):
-                    if size:
-                        held = max(held, size[0])
-            plan = plans.get(rt.key)
-            wish = plan.workers if plan is not None else known.workers
-            requests.append(
-                Request(
-                    job=rt.key,
-                    current_gpus=held * gpw,
-                    desired_gpus=wish * gpw,
-                    priority=int(rt.entry.job.spec.priority),
-                    min_gpus=rt.sizing.min_workers * gpw,
-                    unit=gpw,
-                )
-            )
+            req = self._guarded(rt, "approve", self._request, rt, plans.get(rt.key), now)
+            if req is not None:
+                requests.append(req)
+                by_key[rt.key] = rt
         try:
             granted = self.resources.allocate(requests)
-        except ValueError as exc:
+        except Exception as exc:
             self.metrics.errors.labels(kind="quota").inc()
-            log.error("quota round failed, holding every job: %s", exc)
+            log.error("quota round failed, holding every job: %s", safe_text(exc))
             return {}
         out: dict[str, Size] = {}
-        by_key = {rt.key: rt for rt in runtimes}
         for req in requests:
             plan = plans.get(req.job)
             if plan is None:
@@ -517,282 +692,78 @@ class Controller:
             out[req.job] = Size(workers, rt.sizing.ps_for(workers) if workers else 0)
         return out
 
-    # -- 5. act and record ---------------------------------------------------------------
-    def _act(
-        self, rt: JobRuntime, plan: Decision | None, approved: Size | None, now: float
-    ) -> JobReport:
-        state = rt.state
-        cond = Conditions(state.conditions, now)
-        cur = rt.current
-        reason: dict[str, Any] = dict(plan.reason) if plan is not None else {}
-        action = str(reason.get("action", "hold"))
-        error: str | None = None
-        if cur is None:
-            error = str(rt.target_error or rt.problem)
-            action, reason = "hold", {"action": "hold", "why": f"cannot read the target: {error}"}
-        action = self._observed_conditions(rt, cond) or action
-
-        planned = Size(plan.workers, plan.ps) if plan is not None else None
-        desired = approved if approved is not None else planned
-        if planned is not None and desired is not None and cur is not None:
-            if desired.workers < planned.workers and planned.workers > cur.workers:
-                cond.set(
-                    "QuotaLimited",
-                    True,
-                    "InsufficientQuota",
-                    f"wanted {planned.workers} workers, approved {desired.workers}",
-                )
-                reason["quota"] = f"approved {desired.workers} of {planned.workers} workers"
-                if desired.workers <= cur.workers:
-                    action = "hold_quota"
-            else:
-                cond.set("QuotaLimited", False, "WithinQuota", "")
-
-        resized = False
-        if cur is not None and desired is not None and rt.sample is not None:
-            if desired != cur:
-                resized, failure = self._apply(rt, cur, desired, reason, cond, now)
-                if failure is not None:
-                    error, action = failure, "resize_failed"
-            elif planned is not None and planned != cur and rt.saved_policy is not None:
-                state.policy = rt.saved_policy  # nothing was applied: plan afresh next tick
-        self._summarise(
-            rt, cond, action=action, reason=reason, error=error, resized=resized, now=now
-        )
-        state.conditions = cond.to_list()
-        state.last_decision = jsonable(
-            {
-                "time": iso(now),
-                "action": action,
-                "reason": str(reason.get("why", "")),
-                "workers": desired.workers if desired else None,
-                "ps": desired.ps if desired else None,
-            }
-        )
-        report = JobReport(
-            job=rt.key,
-            time=now,
-            current=cur,
-            planned=planned,
-            desired=desired if cur is not None else None,
-            action=action,
-            reason=jsonable(reason),
-            forecast=jsonable(rt.forecast.summary()),
-            sample=rt.sample,
-            resized=resized,
-            error=error,
-        )
-        self._record(rt, report, now)
-        return report
-
-    def _observed_conditions(self, rt: JobRuntime, cond: Conditions) -> str | None:
-        """Target, metrics and forecast conditions; returns the action a hold forces."""
-        cur, sample = rt.current, rt.sample
-        if cur is None:
-            gone = isinstance(rt.target_error, TargetGone)
-            cond.set(
-                "TargetAvailable",
-                False,
-                "TargetNotFound" if gone else "TargetUnavailable",
-                str(rt.target_error or rt.problem or ""),
-            )
+    def _request(self, rt: JobRuntime, plan: Decision | None, now: float) -> Request | None:
+        """The job's quota request (None: nothing known about its size)."""
+        gpw = _gpus(rt.sizing.gpus_per_worker, "gpusPerWorker")
+        known = rt.current or (Size(*rt.state.last_current) if rt.state.last_current else None)
+        if known is None:
             return None
-        cond.set("TargetAvailable", True, "TargetFound", f"{rt.actuator.kind} at {cur}")
-        if sample is None:
-            warming = isinstance(rt.metric_error, WarmingUp)
-            cond.set(
-                "MetricsAvailable",
-                False,
-                "WarmingUp" if warming else "KafkaUnavailable",
-                f"{rt.metric_error}; holding the current size",
-            )
-            return "hold_warming_up" if warming else "hold_metrics_unavailable"
-        cond.set(
-            "MetricsAvailable",
-            True,
-            "Measured",
-            f"arrival {sample.arrival_rate:.4g}/s, lag {sample.lag:.0f}",
+        held = known.workers
+        resizing, _ = rt.resizing(now)
+        sizes = [rt.state.resize_from, rt.state.resize_to] if resizing else []
+        if rt.state.pending is not None:  # an unfinished resize holds both sizes too
+            sizes += [rt.state.pending.get("from"), rt.state.pending.get("to")]
+        for size in sizes:
+            if size:
+                held = max(held, int(size[0]))
+        wish = plan.workers if plan is not None else known.workers
+        return Request(
+            job=rt.key,
+            current_gpus=_gpus(held * gpw, "held GPUs"),
+            desired_gpus=_gpus(wish * gpw, "desired GPUs"),
+            priority=int(rt.entry.job.spec.priority),
+            min_gpus=_gpus(rt.sizing.min_workers * gpw, "minimum GPUs"),
+            unit=gpw,
         )
-        if rt.window is not None:
-            cond.set("ForecastAvailable", True, "Forecasting", rt.forecast.name)
-        else:
-            cond.set(
-                "ForecastAvailable",
-                False,
-                "NoForecast",
-                f"{rt.forecast.reason or 'no forecast'}; sizing for the recent peak",
-            )
-        return None
 
-    def _apply(
-        self,
-        rt: JobRuntime,
-        cur: Size,
-        desired: Size,
-        reason: dict[str, Any],
-        cond: Conditions,
-        now: float,
-    ) -> tuple[bool, str | None]:
-        """Resize; returns (resized, error message)."""
-        state = rt.state
-        try:
-            rt.actuator.apply(desired)
-        except ActuatorError as exc:
-            self.metrics.errors.labels(kind="actuator").inc()
-            if rt.saved_policy is not None:
-                state.policy = rt.saved_policy  # the decision did not happen
-            cond.set(
-                "TargetAvailable",
-                False,
-                "TargetNotFound"
-                if isinstance(exc, TargetGone)
-                else "ResizeRejected"
-                if isinstance(exc, TargetRejected)
-                else "ResizeFailed",
-                str(exc),
-            )
-            self._event(rt, "ResizeFailed", f"resize {cur} -> {desired} failed: {exc}", "Warning")
-            log.warning("resizing %s failed: %s", rt.key, exc)
-            return False, str(exc)
-        state.resize_started = now
-        state.resize_from = [cur.workers, cur.ps]
-        state.resize_to = [desired.workers, desired.ps]
-        up = desired.workers > cur.workers or (
-            desired.workers == cur.workers and desired.ps > cur.ps
-        )
-        self.metrics.resizes.labels(job=rt.key, direction="up" if up else "down").inc()
-        peak = float(np.max(rt.window.high)) if rt.window is not None else None
-        self._event(
-            rt, "ScaledUp" if up else "ScaledDown", resize_message(cur, desired, reason, peak)
-        )
-        return True, None
-
-    def _summarise(
-        self,
-        rt: JobRuntime,
-        cond: Conditions,
-        *,
-        action: str,
-        reason: dict[str, Any],
-        error: str | None,
-        resized: bool,
-        now: float,
-    ) -> None:
-        """Resizing and Ready conditions, and Warning events on transitions."""
-        state = rt.state
-        resizing, left = rt.resizing(now)
-        if resizing and state.resize_to:
-            up = state.resize_from is not None and state.resize_to[0] > state.resize_from[0]
-            cond.set(
-                "Resizing",
-                True,
-                "ScalingUp" if up else "ScalingDown",
-                f"to {state.resize_to[0]} workers, {left:.0f}s of downtime left",
-            )
-        else:
-            cond.set("Resizing", False, "Stable", "")
-        if rt.current is None:
-            cond.set("Ready", False, "TargetUnavailable", str(error or ""))
-        elif rt.sample is None:
-            cond.set("Ready", False, "MetricsUnavailable", str(rt.metric_error or ""))
-        elif error:
-            cond.set("Ready", False, "ResizeFailed", error)
-        else:
-            cond.set("Ready", True, "Reconciled", f"{action}: {reason.get('why', '')}")
-        for type_, event in (
-            ("MetricsAvailable", "MetricsUnavailable"),
-            ("TargetAvailable", "TargetUnavailable"),
-        ):
-            if cond.became(type_, False) and not (
-                type_ == "TargetAvailable" and error and rt.current is not None
-            ):
-                self._event(rt, event, cond.by_type[type_]["message"], "Warning")
-        if cond.became("QuotaLimited", True):
-            self._event(rt, "QuotaLimited", cond.by_type["QuotaLimited"]["message"], "Warning")
-
-    def _event(self, rt: JobRuntime, reason: str, message: str, type_: str = "Normal") -> None:
-        try:
-            self.event_sink.emit(
-                namespace=rt.entry.namespace,
-                name=rt.entry.name,
-                uid=rt.entry.uid,
-                reason=reason,
-                message=message,
-                type=type_,
-            )
-        except Exception as exc:  # events are a courtesy
-            self.metrics.errors.labels(kind="event").inc()
-            log.warning("event %s for %s failed: %s", reason, rt.key, exc)
-
-    def _record(self, rt: JobRuntime, rep: JobReport, now: float) -> None:
-        st = rt.state
-        m = self.metrics
-        m.decisions.labels(job=rt.key, action=rep.action).inc()
-        w = rt.window
-        s = rep.sample
-        m.set_job(
-            rt.key,
-            predicted_rate=float(w.mean[0]) if w is not None and len(w) else None,
-            forecast_peak_rate=float(np.max(w.high)) if w is not None and len(w) else None,
-            actual_rate=s.arrival_rate if s else None,
-            consumption_rate=s.consumption_rate if s else None,
-            backlog_records=s.lag if s else None,
-            oldest_age_seconds=s.oldest_age_s if s else None,
-            current_workers=rep.current.workers if rep.current else None,
-            current_ps=rep.current.ps if rep.current else None,
-            desired_workers=rep.desired.workers if rep.desired else None,
-            desired_ps=rep.desired.ps if rep.desired else None,
-            planned_workers=rep.planned.workers if rep.planned else None,
-        )
-        status = build_status(
-            rep, st, generation=rt.entry.generation, identity=self.settings.identity
-        )
-        try:
-            self.status_sink.write_status(rt.entry.namespace, rt.entry.name, status)
-        except TargetGone:
-            self.forget(rt.key, why="its resource was deleted (404 on status)")
-        except ActuatorError as exc:
-            m.errors.labels(kind="status").inc()
-            log.warning("cannot write the status of %s: %s", rt.key, exc)
-        fields = {
-            "event": "decision",
-            "job": rt.key,
-            "action": rep.action,
-            "current": [rep.current.workers, rep.current.ps] if rep.current else None,
-            "desired": [rep.desired.workers, rep.desired.ps] if rep.desired else None,
-            "planned": [rep.planned.workers, rep.planned.ps] if rep.planned else None,
-            "resized": rep.resized,
-            "reason": rep.reason,
-        }
-        if s is not None:
-            fields.update(arrival_rate=s.arrival_rate, lag=s.lag, oldest_age_s=s.oldest_age_s)
-        level = logging.INFO if rep.resized or rep.error else logging.DEBUG
-        log.log(
-            level,
-            "%s: %s (%s)",
-            rt.key,
-            rep.action,
-            rep.reason.get("why", ""),
-            extra={"fields": fields},
-        )
-        if self.timeline is not None:
+    # -- 6. save -------------------------------------------------------------------------
+    def _save(self, runtimes: list[JobRuntime]) -> None:
+        """Every job's state in one transaction; a state that cannot be stored fails alone."""
+        states: dict[str, dict[str, Any]] = {}
+        for rt in runtimes:
             try:
-                self.timeline.record(rt, rep, now)
-            except Exception:  # the history is for people; it must not stop a tick
-                m.errors.labels(kind="timeline").inc()
-                log.exception("recording the timeline of %s", rt.key)
+                states[rt.key] = rt.state.to_dict()
+            except Exception as exc:
+                self.metrics.job_error(rt.key, "save", type(exc).__name__)
+        try:
+            self.store.save_many(states)
+            return
+        except Exception as exc:
+            log.warning("saving the job states together failed, one by one: %s", safe_text(exc))
+        for key, state in states.items():
+            try:
+                self.store.save_many({key: state})
+            except Exception as exc:
+                self.metrics.job_error(key, "save", type(exc).__name__)
+                log.error("cannot save the state of %s: %s", key, safe_text(exc))
 
     def close(self) -> None:
         """Close every job's meter and actuator (local workers stop); keep the state."""
         for key in list(self.runtimes):
             self.runtimes.pop(key).close()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-        if self._fits is not None:
-            self._fits.close()
+        for pool in (self._meter_pool, self._act_pool, self._fits):
+            if pool is not None:
+                pool.close()
         self.store.close()
         if self.timeline is not None:
             self.timeline.close()
+
+
+_QUIET_METRIC_ERRORS: tuple[type[MetricUnavailable], ...] = (WarmingUp, Backfilling)
+"""Not failures: a new topic's first snapshot, and its history being rebuilt."""
+
+
+def _saved_at(state: dict[str, Any]) -> float:
+    v = state.get("saved_at")
+    return float(v) if isinstance(v, int | float) and math.isfinite(v) else -math.inf
+
+
+def _gpus(value: Any, what: str) -> int:
+    """A GPU amount the quota round can take (a whole number ≥ 0, not absurd)."""
+    n = int(value)
+    if not 0 <= n <= 10**9:
+        raise ValueError(f"{what} is {n}")
+    return n
 
 
 def _interim_model() -> Any:

@@ -6,12 +6,14 @@ forecaster and the planner). Tests and the benchmark plug in synthetic sources; 
 uses :class:`KafkaMetricSource`, a thin adapter over :class:`autoscaler.sources.meter.KafkaMeter`
 and its SQLite history (which survives restarts and is backfilled from the broker).
 
-Two details keep a tick bounded:
+Three details keep a tick bounded:
 
-* the first measurement of a topic has no baseline and the meter would *sleep* a whole
-  window to take a second snapshot; with hundreds of jobs that would stall the tick. Instead
-  the source stores one snapshot and reports :class:`WarmingUp` (a ``MetricUnavailable``:
-  the job holds its size for one tick);
+* the first measurement of a topic (and the first after a broker restart) has no baseline
+  and the meter would *sleep* a whole window to take a second snapshot; with hundreds of jobs
+  that would stall the tick. Instead the source stores one snapshot and reports
+  :class:`WarmingUp` (a ``MetricUnavailable``: the job holds its size for one tick);
+* rebuilding a new topic's history from the broker (the backfill: up to 256 read rounds)
+  runs on a background pool with a deadline; the job reports :class:`Backfilling` and holds;
 * the history is read incrementally: only the intervals since the last read are queried.
 """
 
@@ -21,13 +23,15 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
+from autoscaler.controller.workers import DaemonPool
 from autoscaler.errors import MetricUnavailable
 
 log = logging.getLogger(__name__)
@@ -35,6 +39,14 @@ log = logging.getLogger(__name__)
 
 class WarmingUp(MetricUnavailable):
     """The first snapshot of a topic was taken; rates need a second one a window later."""
+
+
+class Backfilling(MetricUnavailable):
+    """The topic's arrival history is still being rebuilt from the broker (off the tick)."""
+
+
+class MeasurementTimedOut(MetricUnavailable):
+    """The job's measurement did not finish within the tick's deadline (it goes on)."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +119,15 @@ class MetricSource(Protocol):
 
 
 class KafkaMetricSource:
-    """A job's Kafka topic and consumer group, measured by :class:`KafkaMeter`."""
+    """A job's Kafka topic and consumer group, measured by :class:`KafkaMeter`.
+
+    Nothing here waits inside a tick: a first snapshot (and the first one after a broker
+    restart) is stored and reported as :class:`WarmingUp`; the backfill of a topic the
+    history has never seen runs on ``background`` (a shared, bounded pool) with a hard
+    deadline while :meth:`sample` reports :class:`Backfilling`, and ends by storing the first
+    snapshot, so the tick after it measures at once. Without a pool (``kale plan``) the
+    backfill runs inline and ``block_first`` waits a window, as a one-shot command should.
+    """
 
     def __init__(
         self,
@@ -122,6 +142,8 @@ class KafkaMetricSource:
         now: Callable[[], float] = time.time,
         block_first: bool = False,
         backfill_samples: int | None = None,
+        background: DaemonPool | None = None,
+        backfill_deadline_s: float | None = None,
     ) -> None:
         from autoscaler.sources.meter import KafkaMeter
 
@@ -137,7 +159,7 @@ class KafkaMetricSource:
             window_s,
             now=now,
             timeout_s=timeout_s,
-            backfill_interval_s=interval_s,
+            backfill=False,  # done here, off the tick
             max_baseline_age_s=max(10 * window_s, 3 * interval_s),
         )
         self._hist: ArrivalHistory | None = None
@@ -145,20 +167,21 @@ class KafkaMetricSource:
         """Wait a window on the first sample instead of reporting WarmingUp (``kale plan``)."""
         self.backfill_samples = backfill_samples
         """Records read per partition to rebuild the history (None: the backfill default)."""
+        self.background = background
+        self.backfill_deadline_s = backfill_deadline_s
+        """Longest a backfill reads before it builds the history from what it has."""
+        self._ready = False
+        self._backfill: Future[Any] | None = None
+        self._backfill_started = 0.0
 
     def sample(self) -> Sample:
-        history = self.meter.history
-        assert history is not None
-        now = self.now()
-        baseline = history.latest(self.topic, self.group, at_or_before=now - self.window_s)
-        stale = baseline is None or now - baseline.time > self.meter.max_baseline_age_s
-        if stale and not self.block_first:
-            self._store_snapshot()
-            raise WarmingUp(
-                f"{self.topic}: first snapshot taken; rates need another one "
-                f"{self.window_s:g}s later"
-            )
-        s = self.meter.sample()
+        from autoscaler.sources.meter import BaselineMissing
+
+        self._history_ready()
+        try:
+            s = self.meter.sample(wait=self.block_first)
+        except BaselineMissing as exc:
+            raise WarmingUp(str(exc)) from None
         return Sample(
             time=s.time,
             arrival_rate=s.arrival_rate,
@@ -168,43 +191,64 @@ class KafkaMetricSource:
             partitions=s.partitions,
         )
 
-    def _store_snapshot(self) -> None:
+    def _history_ready(self) -> None:
+        """Return once the topic's history exists; raise :class:`Backfilling` meanwhile."""
+        if self._ready:
+            return
+        history = self.meter.history
+        assert history is not None
+        if history.has_topic(self.topic):
+            self._ready = True
+            return
+        if self.background is None:
+            self._rebuild()
+            self._ready = True
+            return
+        fut = self._backfill
+        deadline = self.backfill_deadline_s
+        limit = f" (at most {deadline:g}s)" if deadline is not None else ""
+        if fut is None:
+            self._backfill = self.background.submit(self._rebuild)
+            self._backfill_started = time.monotonic()
+            raise Backfilling(
+                f"{self.topic}: rebuilding the arrival history from the broker{limit}"
+            )
+        if not fut.done():
+            running = time.monotonic() - self._backfill_started
+            raise Backfilling(
+                f"{self.topic}: rebuilding the arrival history from the broker, "
+                f"{running:.0f}s so far{limit}"
+            )
+        self._backfill = None
+        exc = fut.exception()
+        if isinstance(exc, MetricUnavailable):
+            raise exc  # the broker is away: try again on a later tick
+        if exc is not None:
+            log.warning("backfill of %s failed, measuring without it: %s", self.topic, exc)
+        self._ready = True
+
+    def _rebuild(self) -> None:
+        """Backfill the topic's history, then store the first snapshot (the next sample's
+        baseline); before any row exists, so a crash part-way backfills again."""
         from autoscaler.sources.backfill import backfill
-        from autoscaler.sources.history import StoredSnapshot
 
         history = self.meter.history
         assert history is not None
-        snap = self.meter.snapshot()  # first: the next tick measures from this moment
-        if not history.has_topic(self.topic):
-            # The meter backfills only a topic its history has never seen: do it before the
-            # first snapshot makes the topic known, or the forecaster would start from zero.
-            extra = (
-                {}
-                if self.backfill_samples is None
-                else {"samples_per_partition": self.backfill_samples}
-            )
-            result = backfill(
-                self.meter.bootstrap,
-                self.topic,
-                history,
-                interval_s=self.interval_s,
-                now=self.now,
-                timeout_s=max(self.meter.timeout_s, 30.0),
-                **extra,
-            )
-            log.info("backfilled %s: %s", self.topic, result)
-        history.append(
-            StoredSnapshot(
-                topic=self.topic,
-                group=self.group,
-                time=snap.time,
-                end_total=snap.end_total,
-                committed_total=snap.committed_total,
-                lag=snap.lag,
-                partitions=snap.partitions,
-                source="meter",
-            )
+        extra: dict[str, Any] = {}
+        if self.backfill_samples is not None:
+            extra["samples_per_partition"] = self.backfill_samples
+        result = backfill(
+            self.meter.bootstrap,
+            self.topic,
+            history,
+            interval_s=self.interval_s,
+            now=self.now,
+            timeout_s=max(self.meter.timeout_s, 30.0),
+            deadline_s=self.backfill_deadline_s,
+            **extra,
         )
+        log.info("backfilled %s: %s", self.topic, result)
+        self.meter.prime()
 
     def arrivals(self, now: float, interval_s: float, history_s: float) -> ArrivalHistory:
         history = self.meter.history

@@ -75,8 +75,25 @@ class ControllerMetrics:
         self.last_tick = Gauge(
             "kale_last_tick_timestamp_seconds", "When the last tick finished.", registry=r
         )
+        self.job_errors = Counter(
+            "kale_job_errors",
+            "Unexpected exceptions while handling one job (the job holds; the others go on), "
+            "by the tick's stage and the exception's class.",
+            ["namespace", "etj", "stage", "error"],
+            registry=r,
+        )
         self.errors.labels(kind="metrics")  # the series exist from the start
         self._children: dict[str, dict[str, Any]] = {}
+        self._job_error_labels: dict[str, set[tuple[str, str, str, str]]] = {}
+        self._lock = threading.Lock()
+
+    def job_error(self, job: str, stage: str, error: str) -> None:
+        """Count one failure of ``job`` (``namespace/name``) in ``stage``."""
+        namespace, _, name = job.partition("/")
+        labels = (namespace, name or job, stage, error)
+        with self._lock:
+            self._job_error_labels.setdefault(job, set()).add(labels)
+        self.job_errors.labels(*labels).inc()
 
     def set_job(self, job: str, **values: float | None) -> None:
         children = self._children.get(job)
@@ -90,6 +107,11 @@ class ControllerMetrics:
 
     def forget(self, job: str) -> None:
         self._children.pop(job, None)
+        with self._lock:
+            labels = self._job_error_labels.pop(job, set())
+        for values in labels:
+            with contextlib.suppress(KeyError):
+                self.job_errors.remove(*values)
         for gauge in self.job.values():
             with contextlib.suppress(KeyError):
                 gauge.remove(job)

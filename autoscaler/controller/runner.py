@@ -62,6 +62,8 @@ class Runner:
         """Set by :meth:`elect` (the lease thread in :meth:`run`)."""
         self.next_tick = clock()
         """When the next tick is due (the first one runs at once)."""
+        if health is not None and getattr(controller, "on_progress", None) is None:
+            controller.on_progress = health.beat  # slow work finishing is the loop alive
 
     def next_boundary(self, now: float) -> float:
         """The next interval boundary (plus the offset) at least half an interval away."""
@@ -106,9 +108,16 @@ class Runner:
         if self.health is not None:
             self.health.beat()
         if self._leading() and self.clock() >= self.next_tick:
-            self.controller.tick()
+            try:
+                self.controller.tick()
+            except Exception:  # the loop outlives any tick: jobs are isolated inside it,
+                # and whatever still gets here (a bug between jobs) waits for the next tick
+                self.controller.metrics.errors.labels(kind="tick").inc()
+                log.exception("the tick failed; the loop goes on")
             self.ticks += 1
             self.next_tick = self.next_boundary(self.clock())
+            if self.health is not None:
+                self.health.beat()
         now = self.clock()
         until = self.next_tick if self._leading() else now + self.interval_s
         if self.elector is not None:

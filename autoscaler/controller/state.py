@@ -14,6 +14,7 @@ store first and falls back to the status.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 from dataclasses import dataclass, field, fields
@@ -37,6 +38,14 @@ class JobState:
     conditions: list[dict[str, Any]] = field(default_factory=list)
     last_current: list[int] | None = None
     """[workers, ps] last read from the target (used when it cannot be read)."""
+    pending: dict[str, Any] | None = None
+    """The resize under way and not yet finished (``from``, ``to`` as [workers, ps],
+    ``since``, ``attempts``, ``why``): set and saved *before* the first write, cleared when
+    every write is done, so a partial failure or a crash between the PS and the worker write
+    is finished (rolled forward) by the next tick instead of being planned afresh."""
+    saved_at: float | None = None
+    """The tick that wrote this state: of two copies (SQLite, the job's status) the newer
+    one wins, so a replica that leads again does not act on what it remembered from before."""
 
     def to_dict(self) -> dict[str, Any]:
         """A shallow copy as a dict (``dataclasses.asdict`` deep-copies: too slow per tick)."""
@@ -48,14 +57,57 @@ class JobState:
             "last_decision": self.last_decision,
             "conditions": list(self.conditions),
             "last_current": self.last_current,
+            "pending": dict(self.pending) if self.pending else None,
+            "saved_at": self.saved_at,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> JobState:
+        """The state from its JSON form; fields of the wrong shape are dropped, not trusted
+        (the status a replica resumes from is writable by whoever may patch the status)."""
         if not isinstance(data, dict):
             return cls()
-        known = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        known = {
+            f.name: data[f.name]
+            for f in fields(cls)
+            if f.name in data and _CHECKS[f.name](data[f.name])
+        }
         return cls(**known)
+
+
+def _size(v: Any) -> bool:
+    return (
+        isinstance(v, list)
+        and len(v) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 1_000_000 for x in v)
+    )
+
+
+def _time(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _pending(v: Any) -> bool:
+    return (
+        isinstance(v, dict)
+        and _size(v.get("from"))
+        and _size(v.get("to"))
+        and _time(v.get("since"))
+        and isinstance(v.get("attempts", 0), int)
+    )
+
+
+_CHECKS: dict[str, Any] = {
+    "policy": lambda v: isinstance(v, dict),
+    "resize_started": lambda v: v is None or _time(v),
+    "resize_from": lambda v: v is None or _size(v),
+    "resize_to": lambda v: v is None or _size(v),
+    "last_decision": lambda v: v is None or isinstance(v, dict),
+    "conditions": lambda v: isinstance(v, list) and all(isinstance(c, dict) for c in v),
+    "last_current": lambda v: v is None or _size(v),
+    "pending": lambda v: v is None or _pending(v),
+    "saved_at": lambda v: v is None or _time(v),
+}
 
 
 class StateStore(Protocol):

@@ -28,13 +28,14 @@ router = APIRouter(prefix="/api")
 
 @router.get("/meta", summary="What this dashboard shows")
 def meta(request: Request) -> dict[str, Any]:
-    """The state directory, refresh period, quota, display units and simulations loaded."""
+    """The state directory's name, refresh period, quota, display units and simulations."""
     view = _view(request)
     m = view.meta()
     d = data.Display.from_meta(m)
     return {
         "title": request.app.state.title,
-        "state_dir": str(view.state_dir) if view.state_dir is not None else None,
+        # The directory's name only: an absolute path tells a reader about the host.
+        "state_dir": view.state_dir.name if view.state_dir is not None else None,
         "has_timeline": view.store() is not None,
         "refresh_s": request.app.state.refresh_s,
         "quota_gpus": m.get("quota_gpus"),

@@ -20,6 +20,7 @@ from fastapi.staticfiles import StaticFiles
 
 from autoscaler.dashboard import api
 from autoscaler.dashboard.data import SimulationFiles, StateView
+from autoscaler.dashboard.hosts import HostCheck, allowed_hosts
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -50,11 +51,14 @@ def create_app(
     sim_results: Sequence[str | Path] = (),
     refresh_s: float = 5.0,
     title: str = "Kale dashboard",
+    hosts: frozenset[str] | None = None,
 ) -> FastAPI:
     """The dashboard over ``state_dir`` (a controller's ``stateDir``) and saved simulations.
 
     ``state_dir`` may not exist yet: the page shows jobs once the controller has written its
     timeline. ``sim_results`` are ``kale simulate --json`` files, re-read when they change.
+    ``hosts``: the ``Host`` names answered (default: loopback only; see
+    :mod:`autoscaler.dashboard.hosts`).
     """
     app = FastAPI(
         title=title,
@@ -71,6 +75,7 @@ def create_app(
     app.state.refresh_s = float(refresh_s)
     app.state.title = title
     app.include_router(api.router)
+    app.add_middleware(HostCheck, allowed=hosts if hosts is not None else allowed_hosts())
     swagger = swagger_dir()
 
     @app.get("/", include_in_schema=False)

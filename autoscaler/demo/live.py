@@ -325,6 +325,8 @@ class _Live:
                 "meter": {"window": plan.tick_s, "timeout": 5.0, "threads": 1},
                 "stateDir": str(state),
                 "logFormat": "text",
+                # Time is compressed: the job's interval is plan.tick_s, below the 10 s floor.
+                "policy": {"limits": {"minForecastInterval": plan.tick_s}},
             },
             source="demo controller",
         )
@@ -499,11 +501,14 @@ class _Live:
         return self.interrupted
 
     def _serve(self, create_app: Any, server_cls: Any) -> Any:
+        from autoscaler.dashboard.hosts import allowed_hosts
+
         app = create_app(
             state_dir=self.setup.state,
             sim_results=[self.setup.sim_path],
             refresh_s=2.0,
             title="Kale demo",
+            hosts=allowed_hosts(self.opts.host),
         )
         try:
             return server_cls(app, host=self.opts.host, port=self.opts.port).start()

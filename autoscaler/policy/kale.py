@@ -180,7 +180,8 @@ class KalePolicy:
         if surprised:
             reason["reactive"] = f"observed {last:.4g}/s above the forecast band"
             load = np.maximum(load, last * (1 + self.settings.surprise_margin))
-        return load
+        out: np.ndarray = load
+        return out
 
     def _allowed(self, past: np.ndarray, load: np.ndarray, resize_at: int | None) -> np.ndarray:
         """Backlog allowed at the end of each step: steady limit, relaxed around a resize."""
@@ -432,68 +433,3 @@ def madu_policy(
         settings=settings,
         planning_sizing=linear_sizing(sizing, fit_range=fit_range),
     )
-
-
-# -- factories used by the simulator's policy registry -------------------------------------
-def _settings_for(sizing: JobSizing, job: Any) -> KaleSettings:
-    horizon_s = 3600.0
-    spec = getattr(getattr(job, "job", job), "spec", None)
-    if spec is not None:
-        horizon_s = float(spec.forecast.horizon)
-    return KaleSettings(horizon_steps=max(1, round(horizon_s / sizing.interval_s)))
-
-
-def _shared_source(
-    sizing: JobSizing,
-    forecaster_factory: Any,
-    forecast_cache: dict[str, Any] | None,
-    trace_start: Any = None,
-) -> ForecastSource:
-    """One forecast source per job, shared by every policy that forecasts (kale, madu).
-
-    ``forecaster_factory`` is a zero-argument callable returning a :class:`ForecastSource`;
-    without one, a seasonal-naive forecaster (with a fallback for short history) is used.
-    """
-    cache = forecast_cache if forecast_cache is not None else {}
-    if "source" not in cache:
-        if forecaster_factory is not None:
-            cache["source"] = forecaster_factory()
-        else:
-            from autoscaler.policy.forecasts import ForecasterSource
-            from forecasting.registry import make_forecaster
-
-            cache["source"] = ForecasterSource(
-                lambda: make_forecaster("fallback", primary="seasonal_naive"),
-                start=trace_start if trace_start is not None else "2026-01-05T00:00:00Z",
-                interval_s=sizing.interval_s,
-                name="seasonal_naive",
-            )
-    return cache["source"]
-
-
-def make_kale(
-    *,
-    sizing: JobSizing,
-    job: Any = None,
-    forecaster_factory: Any = None,
-    forecast_cache: dict[str, Any] | None = None,
-    trace_start: Any = None,
-) -> KalePolicy:
-    source = _shared_source(sizing, forecaster_factory, forecast_cache, trace_start)
-    return KalePolicy(sizing, source, settings=_settings_for(sizing, job))
-
-
-def make_madu(
-    *,
-    sizing: JobSizing,
-    job: Any = None,
-    forecaster_factory: Any = None,
-    forecast_cache: dict[str, Any] | None = None,
-    trace_start: Any = None,
-) -> KalePolicy:
-    source = _shared_source(sizing, forecaster_factory, forecast_cache, trace_start)
-    return madu_policy(sizing, source, settings=_settings_for(sizing, job))
-
-
-def make_oracle(*, sizing: JobSizing, future: np.ndarray, job: Any = None) -> KalePolicy:
-    return oracle_policy(sizing, future, settings=_settings_for(sizing, job))

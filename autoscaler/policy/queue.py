@@ -52,7 +52,8 @@ def allowed_backlog(
     lo = np.floor(starts).astype(int)
     frac = starts - lo
     a_start = cum[lo] + frac * (cum[np.minimum(lo + 1, len(cum) - 1)] - cum[lo])
-    return cum[n_back + 1 : n_back + 1 + len(future)] - a_start
+    out: np.ndarray = cum[n_back + 1 : n_back + 1 + len(future)] - a_start
+    return out
 
 
 def first_violation(backlog: np.ndarray, allowed: np.ndarray) -> int | None:

@@ -36,6 +36,9 @@ spelled out here and pinned by hand-computed tests (``tests/sim/test_sim_engine.
   The first observation reports ``workers = w0``, the smallest size that served the last
   warm-up step (``min_workers`` without a warm-up), and ``processed_rate`` = that step's rate (a
   job in steady state); the policy's first decision is placed instantly, without downtime.
+  With ``initial_workers`` the job is already running at that size instead, and the first
+  decision is an ordinary one (a resize if it differs): what a controller taking over a
+  running job faces.
 
 The per-step loop runs on plain Python floats; the FIFO rarely holds more than a few segments.
 """
@@ -119,7 +122,14 @@ class JobRun:
     policy's wish and the resize (see :mod:`autoscaler.sim.multi`).
     """
 
-    def __init__(self, sizing: JobSizing, arrivals: Any, *, warmup_steps: int = 0) -> None:
+    def __init__(
+        self,
+        sizing: JobSizing,
+        arrivals: Any,
+        *,
+        warmup_steps: int = 0,
+        initial_workers: int | None = None,
+    ) -> None:
         rates = np.array(arrivals, dtype=float)
         if rates.ndim != 1:
             raise ValueError("arrivals must be a 1-D series of rates")
@@ -140,9 +150,11 @@ class JobRun:
         self.n = len(rates)
         prev = self._rate[warmup_steps - 1] if warmup_steps else 0.0
         self.workers = sizing.workers_for(prev)[0] if warmup_steps else sizing.min_workers
+        if initial_workers is not None:
+            self.workers = self.clamp(initial_workers)
         self._old = self.workers
         self._resize_end = -math.inf
-        self._placed = False
+        self._placed = initial_workers is not None
         self._fifo: deque[list[float]] = deque()
         self._total = 0.0
         self._served_acc = 0.0
@@ -325,13 +337,14 @@ def simulate(
     arrivals: Any,
     *,
     warmup_steps: int = 0,
+    initial_workers: int | None = None,
     state: dict[str, Any] | None = None,
     progress: Progress | None = None,
     name: str | None = None,
 ) -> SimResult:
     """Replay ``arrivals`` (rates per step, warm-up included) against one policy."""
     began = time.perf_counter()
-    run = JobRun(sizing, arrivals, warmup_steps=warmup_steps)
+    run = JobRun(sizing, arrivals, warmup_steps=warmup_steps, initial_workers=initial_workers)
     state = {} if state is None else state
     decide = policy.decide
     tick = 0

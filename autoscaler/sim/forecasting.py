@@ -1,12 +1,13 @@
-"""Forecasts for simulated runs: which model, how often it is refitted, and a cache of fits.
+"""Forecasts for simulated runs: the one forecast feed driven synchronously, and a fit cache.
 
-The planner sees forecasts through :class:`autoscaler.policy.forecasts.ForecasterSource`, fed
-only the arrivals before each decision step. Refits follow the job's schedule (online learning,
-``spec.forecast.refit``, default daily) on the data seen so far. Fitting a transformer two dozen
-times per run is the expensive part of a simulation, so fitted models are cached on disk,
-keyed by the model, its options, the exact history it was fitted on and the forecasting code
-itself: a second run of the same comparison fits nothing, and a changed model never reuses a
-fit of the old one.
+The planner sees forecasts through :class:`FeedSource`, the simulator's wrapper of
+:class:`autoscaler.forecast_feed.ForecastFeed` (the controller wraps the same feed), fed only
+the arrivals before each decision step: refits on the job's schedule (``spec.forecast.refit``,
+default daily, and early while the history is young), its quantile, the same context window.
+Fitting a transformer two dozen times per run is the expensive part of a simulation, so fitted
+models are cached on disk, keyed by the model, its options, the exact history it was fitted on
+and the forecasting code itself: a second run of the same comparison fits nothing, and a
+changed model never reuses a fit of the old one.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from autoscaler.policy.forecasts import ForecasterSource
+from autoscaler.forecast_feed import FeedSettings, FitHook, ForecastFeed, History, refresh
+from autoscaler.policy.forecasts import ForecastWindow
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +94,51 @@ def cached_fit(
     return fit
 
 
+class FeedSource:
+    """A :class:`~autoscaler.policy.forecasts.ForecastSource` over the forecast feed.
+
+    Step ``t`` of the run is grid step ``round(start / Δ) + t`` of the feed (the trace's
+    calendar, which seasonal models read). Due fits happen inside :meth:`window`. One source
+    serves every policy of a job that forecasts (kale, madu): the feed remembers its fits and
+    forecasts, so a second policy sees exactly the windows the first one did at the same steps.
+    """
+
+    def __init__(
+        self,
+        make: Callable[[], Any],
+        *,
+        settings: FeedSettings,
+        start: Any,
+        fit: FitHook | None = None,
+        name: str = "forecast",
+    ) -> None:
+        stamp = pd.Timestamp(start)
+        stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp
+        self.start_s = stamp.timestamp()
+        self.make = make
+        self.fit = fit
+        self.feed = ForecastFeed(settings, name=name)
+        self.name = name
+
+    @property
+    def failures(self) -> int:
+        return self.feed.failures
+
+    def window(self, step: int, past: np.ndarray, horizon: int) -> ForecastWindow | None:
+        history = History(self.start_s, self.feed.settings.interval_s, past[:step])
+        at = history.start_step + step
+        refresh(self.feed, history, at, self.make, fit=self.fit)
+        w = self.feed.window(history, at)
+        if w is None or len(w) < horizon:
+            return None
+        if len(w) == horizon:
+            return w
+        median = None if w.median is None else w.median[:horizon]
+        return ForecastWindow(
+            w.mean[:horizon], w.low[:horizon], w.high[:horizon], source=w.source, median=median
+        )
+
+
 def source_factory(
     model: str,
     *,
@@ -99,11 +146,12 @@ def source_factory(
     interval_s: float,
     horizon_steps: int,
     refit_s: float | None = 86400.0,
+    quantile: float = 0.9,
     predict_every: int = 10,
     cache_dir: Path | None = None,
     seed: int = 0,
     options: dict[str, Any] | None = None,
-) -> Callable[[], ForecasterSource]:
+) -> Callable[[], FeedSource]:
     """A zero-argument factory of forecast sources (what the policy registry expects).
 
     The model runs inside the fallback wrapper, so a history too short for it (or a failed
@@ -112,21 +160,26 @@ def source_factory(
     from forecasting.registry import make_forecaster
 
     opts = {"horizon": horizon_steps + predict_every, "seed": seed, **(options or {})}
+    settings = FeedSettings(
+        interval_s=interval_s,
+        horizon_steps=horizon_steps,
+        refit_s=refit_s,
+        quantile=quantile,
+        predict_every=predict_every,
+    )
 
     def make() -> Any:
         if model == "seasonal_naive":
             return make_forecaster("fallback", primary="seasonal_naive", secondary="seasonal_naive")
         return make_forecaster("fallback", primary=model, **opts)
 
-    def factory() -> ForecasterSource:
-        return ForecasterSource(
+    def factory() -> FeedSource:
+        return FeedSource(
             make,
-            start=pd.Timestamp(start),
-            interval_s=interval_s,
-            predict_every=predict_every,
-            refit_every_s=refit_s,
+            settings=settings,
+            start=start,
+            fit=cached_fit(cache_dir, f"fallback-{model}", opts),
             name=model,
-            fit_cache=cached_fit(cache_dir, f"fallback-{model}", opts),
         )
 
     return factory

@@ -1,13 +1,12 @@
 """Policy names → policy objects, for the simulator and the CLI.
 
-The baselines live in :mod:`autoscaler.sim.baselines`. Kale's own planner, the MADU baseline
-and the oracle live with the planner in :mod:`autoscaler.policy.kale`, imported only when one
-of them is asked for; that module provides ``make_kale``, ``make_madu`` and ``make_oracle``,
+The baselines live in :mod:`autoscaler.sim.baselines`; Kale's planner, the MADU baseline and
+the oracle in :mod:`autoscaler.sim.planners` (``make_kale``, ``make_madu``, ``make_oracle``),
 each taking keyword arguments among ``sizing``, ``job``, ``forecaster_factory``,
 ``forecast_cache``, ``trace_start`` (the timestamp of step 0, for seasonal forecasters) and
-(oracle only) ``future``. Only the keywords a factory declares are
-passed (and none that is ``None``, so the factory's own defaults apply), so the planner's
-signatures may grow without touching this file.
+(oracle only) ``future``. Only the keywords a factory declares are passed (and none that is
+``None``, so the factory's own defaults apply), so the planner's signatures may grow without
+touching this file.
 
 ``future`` is the full true arrival series (warm-up included). It goes to the oracle alone:
 its whole point is to measure what perfect forecasts would be worth. Every other policy gets
@@ -16,7 +15,6 @@ only the observations the engine builds, which never include the step being deci
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -26,9 +24,13 @@ import numpy as np
 from autoscaler.errors import UserError
 from autoscaler.policy.types import JobSizing, Policy
 from autoscaler.sim.baselines import AutopilotPolicy, HpaPolicy, KedaPolicy, StaticPolicy
+from autoscaler.sim.planners import make_kale, make_madu, make_oracle
 
-PLANNER_MODULE = "autoscaler.policy.kale"
-PLANNERS = ("kale", "madu", "oracle")
+PLANNERS: dict[str, Callable[..., Policy]] = {
+    "kale": make_kale,
+    "madu": make_madu,
+    "oracle": make_oracle,
+}
 BASELINES: dict[str, Callable[..., Policy]] = {
     "hpa": HpaPolicy,
     "keda": KedaPolicy,
@@ -37,10 +39,6 @@ BASELINES: dict[str, Callable[..., Policy]] = {
 }
 NAMES = ("kale", "hpa", "keda", "autopilot", "madu", "static", "oracle")
 DEFAULT_POLICIES = ("kale", "hpa", "keda", "autopilot", "madu", "static")
-
-
-class PolicyUnavailable(UserError):
-    """A known policy whose implementation is not installed yet."""
 
 
 def parse_names(text: str) -> list[str]:
@@ -55,19 +53,6 @@ def parse_names(text: str) -> list[str]:
     if dupes:
         raise UserError(f"--policies: {', '.join(dupes)} given more than once")
     return names
-
-
-def _planner_factory(name: str) -> Callable[..., Policy]:
-    try:
-        module = importlib.import_module(PLANNER_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name and PLANNER_MODULE.startswith(exc.name):
-            raise PolicyUnavailable(f"policy {name!r} is not available yet") from None
-        raise
-    factory = getattr(module, f"make_{name}", None)
-    if factory is None:
-        raise PolicyUnavailable(f"policy {name!r} is not available yet")
-    return factory
 
 
 def make_policy(
@@ -93,7 +78,7 @@ def make_policy(
         return KedaPolicy(sizing, lag_threshold=lag_threshold, partitions=partitions)
     if name in BASELINES:
         return BASELINES[name](sizing)
-    factory = _planner_factory(name)
+    factory = PLANNERS[name]
     offered: dict[str, Any] = {
         "sizing": sizing,
         "job": job,

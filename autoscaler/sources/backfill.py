@@ -10,6 +10,10 @@ write answers ``(0, -1)`` instead of None. Records produced with explicit timest
 (replays, migrations) would all land at their write time. Record timestamps are preserved,
 so we read those instead.
 
+Bounded in time too: with ``deadline_s``, reading stops when the deadline passes and the
+curve is built from the samples read so far. Rounds go coarse to fine (both ends first, then
+midpoints), so a backfill cut short still spans the whole range, only with fewer points.
+
 Method (bounded work, independent of the topic's size): per partition, with log start
 ``lo`` and high watermark ``hi``, read the first record at ``S`` offsets spread evenly over
 ``[lo, hi)`` (every offset when there are fewer than ``S``). The pairs (CreateTime, offset)
@@ -57,6 +61,8 @@ class BackfillResult:
     """First grid time written (s since the epoch), None when nothing was written."""
     end: float | None
     """Last grid time written."""
+    complete: bool = True
+    """False when the deadline cut the reading short (the curve has fewer samples)."""
 
 
 def cumulative_at(
@@ -90,31 +96,71 @@ def sample_offsets(lo: int, hi: int, samples: int) -> list[int]:
     return sorted({round(float(x)) for x in np.linspace(lo, hi - 1, samples)})
 
 
+def coarse_to_fine(n: int) -> list[int]:
+    """Indices 0..n-1, both ends first, then the midpoints of ever smaller gaps.
+
+    Any prefix of the order samples the whole range evenly at a coarser spacing.
+    """
+    if n <= 0:
+        return []
+    order, seen = [0], {0}
+    if n > 1:
+        order.append(n - 1)
+        seen.add(n - 1)
+    gaps = [(0, n - 1)]
+    while gaps:
+        nxt = []
+        for lo, hi in gaps:
+            mid = (lo + hi) // 2
+            if mid not in seen:
+                seen.add(mid)
+                order.append(mid)
+            if mid - lo > 1:
+                nxt.append((lo, mid))
+            if hi - mid > 1:
+                nxt.append((mid, hi))
+        gaps = nxt
+    return order
+
+
 def _read_samples(
-    bootstrap: str, plans: dict[TopicPartition, list[int]], *, timeout_s: float
-) -> dict[TopicPartition, dict[int, float]]:
+    bootstrap: str,
+    plans: dict[TopicPartition, list[int]],
+    *,
+    timeout_s: float,
+    deadline: float | None = None,
+) -> tuple[dict[TopicPartition, dict[int, float]], bool]:
     """Timestamps (s) of the records at the planned offsets, one seek round per sample.
 
     One consumer serves all rounds (records are immutable, so buffered fetches cannot be
     stale in a way that matters) with tiny fetches, so a seek does not wait long for the
     fetches in flight. Every record a fetch returns at or after its position is kept: more
     samples at no cost. A round that times out skips the partitions that did not answer.
+    Rounds go coarse to fine; at ``deadline`` (monotonic seconds) reading stops. Returns
+    the samples and whether every round ran.
     """
     got: dict[TopicPartition, dict[int, float]] = {tp: {} for tp in plans}
     rounds = max((len(plan) for plan in plans.values()), default=0)
     if rounds == 0:
-        return got
+        return got, True
+    orders = {tp: coarse_to_fine(len(plan)) for tp, plan in plans.items()}
     consumer = kafka_io.probe_consumer(bootstrap, partition_fetch_bytes=1024)
+    complete = True
     try:
         with kafka_io.translate_errors(bootstrap, timeout_s):
             consumer.assign([tp for tp, plan in plans.items() if plan])
             for i in range(rounds):
-                positions = {tp: plan[i] for tp, plan in plans.items() if i < len(plan)}
+                if deadline is not None and time.monotonic() >= deadline:
+                    complete = False
+                    break
+                positions = {tp: plan[orders[tp][i]] for tp, plan in plans.items() if i < len(plan)}
                 for tp, offset in positions.items():
                     consumer.seek(tp, offset)
                 pending = set(positions)
-                deadline = time.monotonic() + timeout_s
-                while pending and time.monotonic() < deadline:
+                round_end = time.monotonic() + timeout_s
+                if deadline is not None:
+                    round_end = min(round_end, deadline)
+                while pending and time.monotonic() < round_end:
                     for tp, records in consumer.poll(timeout_ms=100, max_records=1000).items():
                         if tp not in pending:
                             continue
@@ -125,7 +171,7 @@ def _read_samples(
                             pending.discard(tp)
     finally:
         kafka_io.close_quietly(consumer)
-    return got
+    return got, complete
 
 
 def backfill(
@@ -138,12 +184,15 @@ def backfill(
     samples_per_partition: int = SAMPLES_PER_PARTITION,
     now: Callable[[], float] = time.time,
     timeout_s: float = 30.0,
+    deadline_s: float | None = None,
 ) -> BackfillResult:
     """Reconstruct ``topic``'s arrival history and store it (group ``""``, ``backfill``).
 
     Raises BrokerUnavailable / TopicMissing like the meter. Bounded: at most
-    ``samples_per_partition`` reads per partition, ``timeout_s`` per read round.
+    ``samples_per_partition`` reads per partition, ``timeout_s`` per read round, and with
+    ``deadline_s`` the reading stops after that many seconds (what was read is used).
     """
+    deadline = None if deadline_s is None else time.monotonic() + deadline_s
     if interval_s <= 0:
         raise ValueError(f"interval_s must be positive, got {interval_s}")
     admin = kafka_io.admin_client(bootstrap, client_id="kale-backfill")
@@ -163,19 +212,19 @@ def backfill(
     heads = kafka_io.fetch_heads(bootstrap, starts, timeout_s=timeout_s)
     ranges = {tp: (starts[tp], heads[tp].highwater) for tp in tps}
     plans = {tp: sample_offsets(lo, hi, samples_per_partition) for tp, (lo, hi) in ranges.items()}
-    got = _read_samples(bootstrap, plans, timeout_s=timeout_s)
+    got, complete = _read_samples(bootstrap, plans, timeout_s=timeout_s, deadline=deadline)
 
     samples = sum(len(v) for v in got.values())
     records = sum(hi - lo for lo, hi in ranges.values())
     stamps = [t for per in got.values() for t in per.values()]
     if not stamps:
-        return BackfillResult(0, records, 0, None, None)
+        return BackfillResult(0, records, 0, None, None, complete)
     current = now()
     first = max(min(stamps), current - lookback_s)
     start = math.floor(first / interval_s) * interval_s
     end = math.floor(current / interval_s) * interval_s
     if end <= start:
-        return BackfillResult(0, records, samples, None, None)
+        return BackfillResult(0, records, samples, None, None, complete)
     grid = np.arange(start, end + interval_s / 2, interval_s)
     total = np.zeros(len(grid))
     for tp, per in got.items():
@@ -199,4 +248,4 @@ def backfill(
         for t, c, r in zip(grid, total, rates, strict=True)
     ]
     history.append(*rows)
-    return BackfillResult(len(rows), records, samples, float(grid[0]), float(grid[-1]))
+    return BackfillResult(len(rows), records, samples, float(grid[0]), float(grid[-1]), complete)

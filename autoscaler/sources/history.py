@@ -29,7 +29,8 @@ import pandas as pd
 from autoscaler.errors import KaleError
 
 #: Bump when the table layout changes; older files are migrated, newer ones refused.
-SCHEMA_VERSION = 1
+#: 2: the ``breaks`` table (moments the counters stopped being comparable), ``topic_ids``.
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS snapshots (
@@ -47,6 +48,20 @@ CREATE TABLE IF NOT EXISTS snapshots (
     PRIMARY KEY (topic, grp, source, t)
 );
 CREATE INDEX IF NOT EXISTS snapshots_topic_t ON snapshots (topic, t);
+CREATE TABLE IF NOT EXISTS breaks (
+    topic TEXT NOT NULL,
+    grp   TEXT NOT NULL,
+    t     REAL NOT NULL,   -- snapshots before this time are no baseline for later ones
+    why   TEXT NOT NULL,   -- 'backwards', 'recreated' (new topic id) or 'unavailable'
+    PRIMARY KEY (topic, grp, t)
+);
+CREATE TABLE IF NOT EXISTS topic_ids (
+    topic    TEXT NOT NULL,
+    grp      TEXT NOT NULL,   -- per group: each group's meter notices the change itself
+    topic_id TEXT NOT NULL,   -- the broker's id of the topic (KIP-516) when last seen
+    t        REAL NOT NULL,
+    PRIMARY KEY (topic, grp)
+);
 """
 
 Since = float | dt.datetime | pd.Timestamp
@@ -164,17 +179,53 @@ class HistoryStore:
         *,
         at_or_before: float | None = None,
         source: str = "meter",
+        since: float | None = None,
     ) -> StoredSnapshot | None:
-        """The newest row of (topic, group, source) taken at or before ``at_or_before``."""
+        """The newest row of (topic, group, source) taken at or before ``at_or_before``
+        (and at or after ``since``)."""
         limit = math.inf if at_or_before is None else at_or_before
+        first = -math.inf if since is None else since
         with self._lock:
             cur = self._conn.execute(
                 f"SELECT {_COLUMNS} FROM snapshots WHERE topic = ? AND grp = ? AND source = ? "
-                "AND t <= ? ORDER BY t DESC LIMIT 1",
-                (topic, group, source, limit),
+                "AND t <= ? AND t >= ? ORDER BY t DESC LIMIT 1",
+                (topic, group, source, limit, first),
             )
             found = cur.fetchone()
         return _row(found) if found else None
+
+    def mark_break(self, topic: str, group: str, t: float, why: str) -> None:
+        """From ``t`` on, no snapshot before ``t`` is a baseline for (topic, group): the
+        counters went backwards (an in-memory broker restarted, the topic was re-created) or
+        the broker could not be reached (it may have restarted unseen)."""
+        with self._lock, self._conn:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO breaks (topic, grp, t, why) VALUES (?, ?, ?, ?)",
+                (topic, group, t, why),
+            )
+
+    def topic_id(self, topic: str, group: str) -> str | None:
+        """The id the topic had when (topic, group) was last measured (None: unknown)."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT topic_id FROM topic_ids WHERE topic = ? AND grp = ?", (topic, group)
+            ).fetchone()
+        return str(row[0]) if row else None
+
+    def set_topic_id(self, topic: str, group: str, topic_id: str, t: float) -> None:
+        with self._lock, self._conn:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO topic_ids (topic, grp, topic_id, t) VALUES (?, ?, ?, ?)",
+                (topic, group, topic_id, t),
+            )
+
+    def last_break(self, topic: str, group: str) -> float | None:
+        """Time of the newest break of (topic, group), None when there was none."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT MAX(t) FROM breaks WHERE topic = ? AND grp = ?", (topic, group)
+            ).fetchone()
+        return float(row[0]) if row and row[0] is not None else None
 
     def rows(
         self, topic: str, group: str | None = None, *, since: Since | None = None

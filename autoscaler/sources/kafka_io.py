@@ -15,6 +15,7 @@ problem that retrying will not fix, but it is still a missing metric, never a ze
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -36,6 +37,38 @@ SESSION_TIMEOUT_MS = 6_000
 HEARTBEAT_INTERVAL_MS = 2_000
 
 T = TypeVar("T")
+
+
+class DemoteClientNoise(logging.Filter):
+    """kafka-python logs at ERROR what is routine for Kale: "Metadata refresh: failed
+    Cancelled" when a short-lived client closes, "Connection failed" while a broker restarts.
+    Kale reports an unreachable broker itself (``MetricsAvailable=False``, once, with the
+    reason), so these records are demoted to DEBUG: shown only when that is enabled."""
+
+    MESSAGES = ("Metadata refresh", "Connection failed")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or not isinstance(record.msg, str):
+            return True
+        if not record.msg.startswith(self.MESSAGES):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+#: The kafka-python loggers the filter sits on (a logger's filters see its own records).
+NOISY_LOGGERS = ("kafka.cluster", "kafka.net.manager")
+
+
+def demote_client_noise() -> None:
+    """Install :class:`DemoteClientNoise` once (idempotent; done when this module loads)."""
+    for name in NOISY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, DemoteClientNoise) for f in logger.filters):
+            logger.addFilter(DemoteClientNoise())
+
+
+demote_client_noise()
 
 
 class BrokerUnavailable(MetricUnavailable):
@@ -170,13 +203,23 @@ def consumer(
 
 def topic_partitions(admin: KafkaAdminClient, bootstrap: str, topic: str) -> int:
     """Partition count of ``topic``; TopicMissing if the broker does not know it."""
+    return describe_topic(admin, bootstrap, topic)[0]
+
+
+def describe_topic(admin: KafkaAdminClient, bootstrap: str, topic: str) -> tuple[int, str | None]:
+    """Partition count and topic id (KIP-516; None when the broker sends none) of ``topic``.
+
+    A topic deleted and created again — or lost by an in-memory broker's restart and
+    re-created — keeps its name but gets a new id: its offsets start over.
+    """
     with translate_errors(bootstrap):
         described = admin.describe_topics([topic])
     for entry in described:
         if entry.get("name") == topic and entry.get("error_code", 0) == 0:
             count = len(entry.get("partitions") or [])
             if count > 0:
-                return count
+                topic_id = entry.get("topic_id")
+                return count, str(topic_id) if topic_id else None
     raise TopicMissing(bootstrap, topic)
 
 

@@ -19,12 +19,20 @@ Rates are counter differences over a window: Δ(sum of high watermarks)/Δt is t
 rate, Δ(sum of committed offsets)/Δt the consumption rate. The baseline is the newest stored
 snapshot at least ``window_s`` old (from the SQLite history, so it survives restarts, or from
 memory); when there is none, or it is older than ``max_baseline_age_s``, ``sample()`` takes a
-snapshot, waits ``window_s`` and takes another.
+snapshot, waits ``window_s`` and takes another — or, with ``wait=False`` (the controller,
+whose tick must not sleep), stores the snapshot and raises :class:`BaselineMissing`.
+
+A baseline from before a *break* is never used: a break is recorded when the counters went
+backwards (an in-memory broker restarted, the topic was re-created) and when the broker could
+not be reached (it may have restarted unseen). Without that, once the new counters passed the
+old ones, the pre-restart snapshot would be a valid-looking baseline and the rate would be
+understated by everything written before the restart.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -39,6 +47,11 @@ from autoscaler.sources import kafka_io
 from autoscaler.sources.history import HistoryStore, StoredSnapshot
 
 log = logging.getLogger(__name__)
+
+
+class BaselineMissing(MetricUnavailable):
+    """No snapshot to measure from yet (first use, or a break); one was just stored."""
+
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
@@ -56,6 +69,8 @@ class Snapshot:
     """Partition -> committed offset of the group; the log start where none is committed."""
     oldest_timestamp_s: float | None
     """CreateTime of the oldest unconsumed record over all partitions (None: no lag)."""
+    topic_id: str | None = None
+    """The topic's id: a new one means the topic was re-created and its offsets restarted."""
 
     @property
     def partitions(self) -> int:
@@ -147,6 +162,8 @@ class KafkaMeter:
         )
         self._admin: Any = None
         self._last: Snapshot | None = None  # baseline when there is no history
+        self._break_at: float | None = None  # the newest break this meter saw
+        self._topic_id: str | None = None  # the topic id of the last snapshot
 
     # -- measuring -----------------------------------------------------------------------
 
@@ -164,7 +181,7 @@ class KafkaMeter:
     def _snapshot(self) -> Snapshot:
         admin = self._admin_client()
         bootstrap = self.bootstrap
-        partitions = kafka_io.topic_partitions(admin, bootstrap, self.topic)
+        partitions, topic_id = kafka_io.describe_topic(admin, bootstrap, self.topic)
         tps = [TopicPartition(self.topic, p) for p in range(partitions)]
         with kafka_io.translate_errors(bootstrap, self.timeout_s):
             offsets = admin.list_group_offsets({self.group: None}).get(self.group, {})
@@ -201,23 +218,34 @@ class KafkaMeter:
             highwater={tp.partition: h.highwater for tp, h in heads.items()},
             committed=committed,
             oldest_timestamp_s=oldest,
+            topic_id=topic_id,
         )
 
-    def sample(self) -> MeterSample:
+    def sample(self, *, wait: bool = True) -> MeterSample:
         """One measurement: rates over the window, lag and oldest age now.
 
         Raises :class:`kafka_io.BrokerUnavailable` or :class:`kafka_io.TopicMissing` (both
         ``MetricUnavailable``) instead of hanging or reporting zeros; a plain
-        ``MetricUnavailable`` when the offsets went backwards within the window.
+        ``MetricUnavailable`` when the offsets went backwards within the window; with
+        ``wait=False``, :class:`BaselineMissing` instead of sleeping a window.
         """
         self._maybe_backfill()
-        current = self.snapshot()
+        current = self._checked_snapshot()
         baseline = self._baseline(current)
         if baseline is None:
             self._store(current, None)
+            self._last = current
+            if not wait:
+                raise BaselineMissing(
+                    f"{self.topic}: snapshot stored, no earlier one to measure from; rates "
+                    f"need another one at least {self.window_s:g}s later"
+                )
             self._sleep(max(0.0, current.time + self.window_s - self._now()))
-            baseline, current = current, self.snapshot()
-            if current.end_total < baseline.end_total:
+            baseline, current = current, self._checked_snapshot()
+            if (
+                current.end_total < baseline.end_total
+                or current.committed_total < baseline.committed_total
+            ):
                 # The counters went backwards within one window (an in-memory broker
                 # restarted, or the topic was re-created): no rate can be known. Keep the
                 # new snapshot as the next baseline and say so; never report zero load.
@@ -232,14 +260,73 @@ class KafkaMeter:
         self._last = current
         return measured
 
+    def prime(self) -> Snapshot:
+        """Take and store a snapshot, so that a sample a window later has its baseline."""
+        snap = self._checked_snapshot()
+        self._store(snap, None)
+        self._last = snap
+        return snap
+
+    def _checked_snapshot(self) -> Snapshot:
+        """A snapshot; a break is recorded when it fails or when the counters went back."""
+        try:
+            snap = self.snapshot()
+        except (kafka_io.BrokerUnavailable, kafka_io.TopicMissing):
+            self._break(self._now(), "unavailable")
+            raise
+        newest: Snapshot | StoredSnapshot | None = self._last
+        if self.history is not None:
+            newest = self.history.latest(self.topic, self.group)
+        known_id = self._topic_id
+        if self.history is not None and snap.topic_id is not None:
+            known_id = self.history.topic_id(self.topic, self.group)
+            if known_id != snap.topic_id:
+                self.history.set_topic_id(self.topic, self.group, snap.topic_id, snap.time)
+        self._topic_id = snap.topic_id or self._topic_id
+        if known_id is not None and snap.topic_id is not None and known_id != snap.topic_id:
+            log.info("%s was re-created (new topic id): a new baseline", self.topic)
+            self._break(snap.time, "recreated")
+        elif newest is not None and (
+            snap.end_total < newest.end_total
+            or (
+                newest.committed_total is not None and snap.committed_total < newest.committed_total
+            )
+        ):
+            log.info(
+                "%s/%s: offsets went backwards (%d -> %d records written): a new baseline",
+                self.topic,
+                self.group,
+                newest.end_total,
+                snap.end_total,
+            )
+            self._break(snap.time, "backwards")
+        return snap
+
+    def _break(self, t: float, why: str) -> None:
+        """Record that no snapshot before ``t`` may serve as a baseline again."""
+        self._last = None
+        self._break_at = max(self._break_at or -math.inf, t)
+        if self.history is None:
+            return
+        newest = self.history.latest(self.topic, self.group)
+        last = self.history.last_break(self.topic, self.group)
+        if why == "unavailable" and (newest is None or (last is not None and newest.time <= last)):
+            return  # nothing stored since the last break: nothing to invalidate
+        self.history.mark_break(self.topic, self.group, t, why)
+
     def _baseline(self, current: Snapshot) -> Snapshot | StoredSnapshot | None:
         """The newest snapshot at least window_s old and at most max_baseline_age_s old."""
         newest_allowed = current.time - self.window_s
         candidate: Snapshot | StoredSnapshot | None = None
         if self.history is not None:
-            candidate = self.history.latest(self.topic, self.group, at_or_before=newest_allowed)
+            since = self.history.last_break(self.topic, self.group)
+            candidate = self.history.latest(
+                self.topic, self.group, at_or_before=newest_allowed, since=since
+            )
         elif self._last is not None and self._last.time <= newest_allowed:
             candidate = self._last
+        if candidate is not None and self._break_at is not None and candidate.time < self._break_at:
+            return None
         if candidate is None or current.time - candidate.time > self.max_baseline_age_s:
             return None
         committed = candidate.committed_total

@@ -6,24 +6,24 @@ multiplicative, so a level correction learned at night carries over to the eveni
 Channels per step (all causal, so training windows and live predictions are built the same
 way — an STL trend or residual is two-sided and would leak the future into training inputs):
 
-* ``season``: the seasonal profile from the STL/MSTL decomposition (:mod:`forecasting.decompose`),
-  known for any past or future step;
-* ``d = z - season``: the deseasonalised series (trend + residual);
-* trailing means of ``d`` over 1, 2, 4, … steps (the level at several time scales).
+* ``season``: the seasonal profile (:mod:`forecasting.decomposition.profile`), known for any
+  past or future step;
+* ``d = z - season``: the deseasonalised series (trend + residual), relative to the
+  backbone's reference level (:mod:`forecasting.backbone`);
+* the calendar of each patch (:func:`calendar`).
 
-The **backbone** is the decomposition forecast: season(t+h) + a per-step linear function of
-those trailing means (ridge, closed form). The transformer learns quantiles of what the
-backbone gets wrong.
+The network learns quantiles of what the backbone gets wrong. Its training windows end before
+a held-out tail that is forward in time (:func:`plan_windows`).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
-from forecasting.decompose import DayTypes, estimate_profile
+from forecasting.backbone import Geometry
+from forecasting.base import InsufficientHistoryError
 
 DAY_S = 86400.0
 N_CAL = 4
@@ -45,297 +45,71 @@ def calendar(seconds: np.ndarray) -> np.ndarray:
     ).astype(np.float32)
 
 
-LONG_CONTEXT_MAX_DAYS = 4
-"""The long context (and the level model's longest mean) spans at most this many days when
-4·horizon would be longer (30-minute and hourly data, 60 steps ahead). At 1 hour, 4·horizon
-is ten days (six with 28 days of history): a mean that long lags a level that moves over
-weeks, and the level model shrinks towards it. Measured on 34 hourly traces (generated seeds
-with the test week on different phases of the generator's 17-day wave, NASA, electricity,
-flights): 84-origin MASE lower on 21, geometric mean 4.5 % lower; electricity 0.74x and
-flights 0.83x, one named generated trace 1.13x (docs/forecasting.md, "The test week's
-phase")."""
+MIN_NETWORK_WINDOWS = (32, 4)
+"""Training and held-out windows the network needs; with fewer, kale forecasts with the
+backbone alone (docs/decisions/0015-backbone-alone-for-short-histories.md)."""
+MIN_BACKBONE_ORIGINS = 24
+"""Forecast origins the level model needs to be fitted and cross-validated at all."""
+MAX_VAL_ORIGINS = 1024
+"""Held-out windows scored at most (evenly thinned beyond)."""
+
+
+def holdout_start(n: int, horizon: int, fraction: float) -> int:
+    """Where the held-out tail begins: the last ``fraction`` of the history (≥ 2·horizon).
+
+    The tail is held out *forward in time*, the way the model is used; blocks interleaved
+    with the training days let the network learn those weeks
+    (docs/decisions/0009-held-out-tail-forward-in-time.md).
+    """
+    return n - max(round(fraction * n), 2 * horizon)
 
 
 @dataclass(frozen=True)
-class Geometry:
-    """Window sizes (in steps) of the network's inputs and outputs."""
+class Windows:
+    """How a history's forecast windows are used: fitting, holding out, or both."""
 
-    horizon: int
-    p_long: int
-    n_long: int
-    p_short: int
-    n_short: int
-    p_out: int
-    level_windows: tuple[int, ...]
+    holdout_start: int
+    held: np.ndarray
+    """Steps the profile, the backbone and the gradient steps never see (none without a net)."""
+    origins: np.ndarray
+    train_origins: np.ndarray
+    val_origins: np.ndarray
+    network_skipped: str | None
+    """Why there is no network (None: there is one)."""
 
-    @property
-    def long_len(self) -> int:
-        return self.p_long * self.n_long
 
-    @property
-    def short_len(self) -> int:
-        return self.p_short * self.n_short
+def plan_windows(n: int, geom: Geometry, val_fraction: float) -> Windows:
+    """Training and held-out forecast origins of an n-step history.
 
-    @property
-    def n_out(self) -> int:
-        return math.ceil(self.horizon / self.p_out)
-
-    @property
-    def out_len(self) -> int:
-        return self.n_out * self.p_out
-
-    @property
-    def need(self) -> int:
-        """History steps one forecast reads."""
-        return max(self.long_len, self.short_len, max(self.level_windows))
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Geometry:
-        return cls(**{**d, "level_windows": tuple(d["level_windows"])})
-
-    @classmethod
-    def choose(
-        cls,
-        *,
-        horizon: int,
-        day: int | None,
-        available: int,
-        long_tokens: int = 24,
-        short_tokens: int = 8,
-        out_tokens: int = 12,
-        context: int | None = None,
-    ) -> Geometry:
-        """Long context: a day or 4·horizon (whichever is longer, but 4·horizon at most
-        ``LONG_CONTEXT_MAX_DAYS`` days) as ≤ ``long_tokens`` patches, shortened when the
-        history would leave too few training windows; short context: the last few patches at
-        finer resolution; output: ≤ ``out_tokens`` patches of the horizon.
-
-        The longest window is also the level model's anchor (``level_features``): the mean it
-        shrinks towards. Longer anchors lag a level that moves over weeks; see
-        ``LONG_CONTEXT_MAX_DAYS``.
-        """
-        four_h = 4 * horizon if not day else min(4 * horizon, LONG_CONTEXT_MAX_DAYS * day)
-        want = context or max(day or 0, four_h)
-        want = max(8, min(want, max(8, (available - horizon) // 3)))
-        p_long = max(1, math.ceil(want / long_tokens))
-        n_long = math.ceil(want / p_long)
-        p_short = max(1, p_long // 8)
-        n_short = min(short_tokens, max(1, (p_long * n_long) // p_short))
-        p_out = max(1, math.ceil(horizon / out_tokens))
-        longest = p_long * n_long
-        windows = [
-            w for w in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096) if w < longest
-        ]
-        if day and day < longest:
-            windows.append(day)
-        windows.append(longest)
-        return cls(
-            horizon=horizon,
-            p_long=p_long,
-            n_long=n_long,
-            p_short=p_short,
-            n_short=n_short,
-            p_out=p_out,
-            level_windows=tuple(sorted(set(windows))),
+    A training window lies wholly before the held-out tail, a held-out one wholly inside it.
+    With too few of either for the network, the backbone alone is fitted on the whole
+    history (no tail); with too few origins even for that, the history is refused.
+    """
+    h = geom.horizon
+    tail = holdout_start(n, h, val_fraction)
+    held = np.arange(n) >= tail
+    ends = np.concatenate([[0], np.cumsum(held)])
+    origins = np.arange(geom.need, n - h + 1)
+    in_held = ends[origins + h] - ends[origins]
+    train_origins = origins[in_held == 0]
+    val_origins = origins[in_held == h]
+    if len(train_origins) >= MIN_NETWORK_WINDOWS[0] and len(val_origins) >= MIN_NETWORK_WINDOWS[1]:
+        if len(val_origins) > MAX_VAL_ORIGINS:
+            val_origins = np.unique(
+                np.linspace(val_origins[0], val_origins[-1], MAX_VAL_ORIGINS).round().astype(int)
+            )
+        return Windows(tail, held, origins, train_origins, val_origins, None)
+    if len(origins) < MIN_BACKBONE_ORIGINS:
+        raise InsufficientHistoryError(
+            f"kale: {n} steps leave {len(origins)} forecast windows for horizon {h} "
+            f"(context {geom.need} steps); {MIN_BACKBONE_ORIGINS} are needed"
         )
-
-
-def trailing_means(d: np.ndarray, windows: tuple[int, ...], origins: np.ndarray) -> np.ndarray:
-    """(len(origins), len(windows)): mean of d[o - w : o] for each origin o and window w."""
-    c = np.concatenate([[0.0], np.cumsum(d, dtype=float)])
-    o = origins[:, None]
-    w = np.asarray(windows)[None, :]
-    return (c[o] - c[o - w]) / w
-
-
-def level_features(means: np.ndarray) -> np.ndarray:
-    """Backbone inputs: each trailing mean relative to the longest one, plus a constant."""
-    rel = means[:, :-1] - means[:, -1:]
-    return np.hstack([rel, np.ones((len(means), 1))])
-
-
-RIDGE_GRID = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
-LEVEL_PRIORS = ("mean", "last")
-# A later prior must beat the earlier choice by this factor in cross-validation (fit_backbone).
-LAST_PRIOR_MARGIN = 0.9
-
-
-def prior_weights(prior: str, n_features: int, horizon: int) -> np.ndarray:
-    """The weights a heavy penalty shrinks towards.
-
-    ``mean``: all zero, so the forecast reverts to the longest trailing mean (deseasonalised
-    traffic returns to its usual level). ``last``: weight one on the shortest window, so the
-    forecast stays at the latest value (a level that wanders and does not come back).
-    """
-    w0 = np.zeros((n_features, horizon))
-    if prior == "last":
-        w0[0] = 1.0
-    elif prior != "mean":
-        raise ValueError(f"unknown level prior {prior!r}")
-    return w0
-
-
-def _solve(gram: np.ndarray, xty: np.ndarray, lam: float, prior: str = "mean") -> np.ndarray:
-    """Ridge weights shrunk towards :func:`prior_weights`.
-
-    Under ``mean`` the intercept is free: it carries the usual gap between the longest mean
-    and the next steps (a trend's). Under ``last`` it would be a drift per step ahead, and it
-    is held at zero: the drift of three weeks of a wandering level does not continue (left
-    free, it added 12-14 % at an hourly random walk's 60th step, and the cross-validation
-    chunks cannot tell, since they share the same path).
-    """
-    reg = lam * np.trace(gram) / len(gram) * np.eye(len(gram))
-    w0 = prior_weights(prior, *xty.shape)
-    if prior == "mean":
-        reg[-1, -1] = 0.0
-        return np.linalg.solve(gram + reg, xty + reg @ w0)
-    w = np.zeros_like(w0)
-    w[:-1] = np.linalg.solve(gram[:-1, :-1] + reg[:-1, :-1], xty[:-1] + reg[:-1, :-1] @ w0[:-1])
-    return w
-
-
-@dataclass(frozen=True)
-class BackboneFit:
-    """The level model's weights and how they were chosen."""
-
-    weights: np.ndarray
-    ridge: float
-    prior: str
-    cv_mae: dict[str, float]  # per prior, at its best penalty (log units per step)
-
-
-def fit_backbone(
-    d: np.ndarray,
-    geom: Geometry,
-    origins: np.ndarray,
-    folds: int = 5,
-    priors: tuple[str, ...] = ("mean",),
-) -> BackboneFit:
-    """Per-horizon-step ridge weights: d[o+h] - longest mean ≈ features(o) @ W[:, h].
-
-    The penalty is chosen by blocked cross-validation over time (``folds`` contiguous
-    chunks of origins, each scored by a fit on the others with a horizon-wide gap): with a
-    few hundred overlapping hourly windows an unpenalised fit chases noise, with tens of
-    thousands of minute windows it should not be shrunk.
-
-    Among ``priors``, so is what the penalty shrinks towards (:func:`prior_weights`): the
-    longest mean, right for traffic whose deviations from its season decay, or the latest
-    value, right for a level that wanders (a series with no season that drifts like a random
-    walk: there the mean-reverting fit was twice as bad as repeating the last value). Three
-    weeks of a wandering level can look mean-reverting in hindsight, and the chunks' errors
-    are noisy, so ``last`` is chosen only when it is clearly better
-    (:data:`LAST_PRIOR_MARGIN`). The caller offers ``last`` only for series without a
-    season: on seasonal traffic the chunks often preferred it (by up to 2x) and the next week
-    did not (hourly NASA: MASE 0.33 -> 0.40).
-    """
-    for p in priors:
-        prior_weights(p, 1, 1)  # unknown names fail here, before any work
-    means = trailing_means(d, geom.level_windows, origins)
-    x = level_features(means)
-    idx = origins[:, None] + np.arange(geom.horizon)[None, :]
-    y = d[idx] - means[:, -1:]
-    chunks = np.array_split(np.arange(len(origins)), folds)
-    errors = {(p, lam): 0.0 for p in priors for lam in RIDGE_GRID}
-    scored = 0
-    for chunk in chunks:
-        if len(chunk) == 0:
-            continue
-        lo, hi = origins[chunk[0]] - geom.horizon, origins[chunk[-1]] + geom.horizon
-        keep = (origins < lo) | (origins > hi)
-        if keep.sum() < x.shape[1] + 1:
-            continue
-        gram, xty = x[keep].T @ x[keep], x[keep].T @ y[keep]
-        scored += y[chunk].size
-        for p, lam in errors:
-            w = _solve(gram, xty, lam, p)
-            errors[(p, lam)] += float(np.sum(np.abs(x[chunk] @ w - y[chunk])))
-
-    def best_for(prior: str) -> tuple[float, float]:
-        lam = min(RIDGE_GRID, key=lambda v: (errors[(prior, v)], -v))
-        return lam, errors[(prior, lam)]
-
-    chosen = {p: best_for(p) for p in priors}
-    prior = priors[0]
-    for p in priors[1:]:
-        if chosen[p][1] < LAST_PRIOR_MARGIN * chosen[prior][1]:
-            prior = p
-    scored = max(scored, 1)
-    return BackboneFit(
-        weights=_solve(x.T @ x, x.T @ y, chosen[prior][0], prior),
-        ridge=chosen[prior][0],
-        prior=prior,
-        cv_mae={p: err / scored for p, (_, err) in chosen.items()},
+    skipped = (
+        f"{len(train_origins)} training and {len(val_origins)} "
+        f"held-out windows are too few for the network (it needs "
+        f"{MIN_NETWORK_WINDOWS[0]} and {MIN_NETWORK_WINDOWS[1]})"
     )
-
-
-def cv_residuals(
-    z: np.ndarray,
-    trend: np.ndarray,
-    periods: dict[str, int],
-    geom: Geometry,
-    origins: np.ndarray,
-    ridge: float,
-    *,
-    prior: str = "mean",
-    folds: int = 5,
-    day_start: int = 0,
-    max_fit: int = 20000,
-    half_life: float | None = None,
-    day_types: DayTypes | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Out-of-sample backbone errors for every origin, by blocked cross-validation.
-
-    ``origins`` are cut into ``folds`` contiguous chunks; for each, the seasonal profile and
-    the backbone are re-estimated without the chunk's steps (and a horizon-wide margin) and
-    the chunk is forecast. Returns (origins, errors of d with shape (len(origins), horizon)).
-    These errors — from every part of the history, not just the last days — set the width
-    of the forecast band.
-    """
-    n = len(z)
-    steps = np.arange(n)
-    out = np.full((len(origins), geom.horizon), np.nan)
-    for chunk in np.array_split(np.arange(len(origins)), folds):
-        if len(chunk) == 0:
-            continue
-        lo, hi = int(origins[chunk[0]]), min(n, int(origins[chunk[-1]]) + geom.horizon)
-        fit_o = origins[(origins + geom.horizon <= lo) | (origins >= hi)]
-        if len(fit_o) < 4 * len(geom.level_windows):
-            continue
-        held = (steps >= lo) & (steps < hi)
-        # Weeks weigh by their distance from the held-out chunk, as they would from a
-        # forecast made there.
-        profile, _ = estimate_profile(
-            z,
-            trend,
-            periods,
-            mask=~held,
-            day_start=day_start,
-            half_life=half_life,
-            center=lo,
-            day_types=day_types,
-        )
-        d = z - profile.at(steps)
-        if len(fit_o) > max_fit:
-            fit_o = fit_o[np.linspace(0, len(fit_o) - 1, max_fit).round().astype(int)]
-        means = trailing_means(d, geom.level_windows, fit_o)
-        x = level_features(means)
-        y = d[fit_o[:, None] + np.arange(geom.horizon)[None, :]] - means[:, -1:]
-        weights = _solve(x.T @ x, x.T @ y, ridge, prior)
-        o = origins[chunk]
-        _, bb = backbone(d, geom, o, weights)
-        out[chunk] = d[o[:, None] + np.arange(geom.horizon)[None, :]] - bb
-    return origins, out
-
-
-def backbone(
-    d: np.ndarray, geom: Geometry, origins: np.ndarray, weights: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(reference level per origin, backbone forecast of d per origin and step)."""
-    means = trailing_means(d, geom.level_windows, origins)
-    return means[:, -1], means[:, -1:] + level_features(means) @ weights
+    return Windows(tail, np.zeros(n, dtype=bool), origins, origins, val_origins, skipped)
 
 
 @dataclass

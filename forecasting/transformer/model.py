@@ -31,6 +31,9 @@ def sinusoidal(length: int, dim: int) -> torch.Tensor:
 class KaleNet(nn.Module):
     """(long, short, out) patches → (B, n_out·p_out, 3) quantiles (p10 ≤ p50 ≤ p90)."""
 
+    pe_enc: torch.Tensor
+    pe_dec: torch.Tensor
+
     def __init__(
         self,
         *,
@@ -93,11 +96,10 @@ class KaleNet(nn.Module):
 class MeanOfNets(nn.Module):
     """Several :class:`KaleNet` trained from different seeds; their quantiles averaged.
 
-    One small network trained for a few epochs on a few hundred to a few thousand windows
-    ends wherever its seed and the machine's float rounding take it: on one 1-minute trace
-    the 7-fold MASE moved between 0.571 and 0.615 with the seed alone. The mean of members
-    is a steadier correction. Averaging keeps p10 ≤ p50 ≤ p90, since every member's are
-    ordered.
+    One small network trained for a few epochs ends wherever its seed and the machine's
+    float rounding take it; the mean of members is a steadier correction
+    (docs/decisions/0014-three-networks-averaged.md). Averaging keeps p10 ≤ p50 ≤ p90,
+    since every member's are ordered.
     """
 
     def __init__(self, members: list[KaleNet]) -> None:

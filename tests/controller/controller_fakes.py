@@ -137,7 +137,7 @@ def job_doc(
         "spec": {
             "source": {
                 "kafka": {
-                    "bootstrapServers": ["127.0.0.1:9092"],
+                    "bootstrapServers": ["kafka.kafka.svc:9092"],  # allowed in cluster mode
                     "topic": f"{name}-t",
                     "consumerGroup": f"{name}-g",
                 }

@@ -13,6 +13,7 @@ scale follows the forecast: it must be raised *before* each rise of the load.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import threading
 import time
@@ -29,10 +30,12 @@ from autoscaler.actuators.events import EventRecorder
 from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.actuators.lease import LeaderElector
 from autoscaler.actuators.statefulset import StatefulSetActuator
+from autoscaler.controller.admission import cluster_policy, networks
 from autoscaler.controller.jobs import ClusterJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.controller.metering import KafkaMetricSource
 from autoscaler.controller.runner import Runner
+from autoscaler.jobrules import JobLimits
 from autoscaler.resources import ResourceManager
 from autoscaler.sources import kafka_io
 from autoscaler.sources.replay import replay
@@ -41,6 +44,12 @@ from throughput.model import ThroughputModel
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
+# The broker runs on this machine and time is compressed: the platform allows both.
+E2E_POLICY = dataclasses.replace(
+    cluster_policy(),
+    kafka_cidrs=networks(["127.0.0.0/8"]),
+    limits=JobLimits(min_forecast_interval_s=1.0),
+)
 P = 12  # steps (seconds) per period: 6 low, then 6 high
 LOW, HIGH = 200.0, 800.0
 LIVE_STEPS = 20 * P  # more live traffic than an idle machine needs; stopped when judged
@@ -119,7 +128,11 @@ class Replica:
             )
 
         self.controller = Controller(
-            jobs_source=ClusterJobs(crs.list, models_dir=models),
+            jobs_source=ClusterJobs(
+                crs.list,
+                models_dir=models,
+                policy=dataclasses.replace(E2E_POLICY, models_root=models),
+            ),
             meter_factory=meter,
             forecaster_factory=lambda e: make_forecaster("seasonal_naive", period=P),
             actuator_factory=lambda e: StatefulSetActuator(

@@ -51,13 +51,17 @@ def test_the_committed_crd_is_the_generated_one():
 
 
 def test_the_crd_schema_is_structural():
+    jsonschema = pytest.importorskip("jsonschema", reason="comes with kubernetes-validate")
     schema = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 
     def walk(node: dict, path: str) -> None:
         assert "$ref" not in node, path
         assert isinstance(node.get("additionalProperties", {}), dict), path  # never false
         assert "type" in node or node.get("x-kubernetes-int-or-string"), f"{path}: no type"
-        assert not ({"title", "default", "const"} & set(node)), path
+        assert not ({"title", "const"} & set(node)), path
+        if "default" in node:  # only what a user writes has defaults, and they are valid
+            assert path.startswith(".spec."), path
+            jsonschema.Draft4Validator(node).validate(node["default"])
         for k, v in node.get("properties", {}).items():
             walk(v, f"{path}.{k}")
         if "items" in node:
@@ -144,7 +148,7 @@ def test_targets_of_the_example_jobs_exist(examples):
 
 @needs_kubectl
 def test_the_deployment_is_hardened_and_highly_available(base):
-    (dep,) = by_kind(base, "Deployment")
+    (dep,) = [d for d in by_kind(base, "Deployment") if d["metadata"]["name"] == "kale-controller"]
     spec = dep["spec"]["template"]["spec"]
     (c,) = spec["containers"]
     assert dep["spec"]["replicas"] == 2

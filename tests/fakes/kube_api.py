@@ -7,7 +7,9 @@ mock. This server speaks HTTP/1.1 JSON on 127.0.0.1 and serves exactly what Kale
   StatefulSet controller sets ``status.replicas``/``readyReplicas`` to ``spec.replicas``);
 * ``kubeflow.org/v1`` tfjobs, ``kale.dev/v1`` elastictrainingjobs (``status`` subresource:
   writes to the main resource leave status alone and vice versa; list across namespaces);
-* ``coordination.k8s.io/v1`` leases and ``core/v1`` events.
+* ``coordination.k8s.io/v1`` leases and ``core/v1`` events;
+* ``core/v1`` pods and nodes with watches and ``pods/binding`` (:mod:`tests.fakes.kube_core`,
+  reached as ``api.core``).
 
 Semantics that matter to a controller are real: ``resourceVersion`` on every object (PUT or
 PATCH carrying a stale one answers 409 Conflict), ``generation`` bumped on spec changes only,
@@ -19,6 +21,7 @@ writes a kubeconfig the official client loads.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as dt
 import json
@@ -34,6 +37,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
+
+from .kube_core import CoreStore, WatchStream
 
 Key = tuple[str, str, str, str, str]  # group, version, resource, namespace, name
 
@@ -58,15 +63,26 @@ def now_iso() -> str:
 
 @dataclass
 class Failure:
-    """An injected answer: the next ``times`` matching requests get ``status``."""
+    """An injected answer: the next ``times`` matching requests get ``status``.
 
-    status: int
+    ``status`` None answers normally, after ``delay_s`` (a slow server); ``lose`` applies
+    the request and then drops the connection without answering (the answer was lost on
+    the way: the client cannot tell whether its write happened).
+    """
+
+    status: int | None
     method: str | None = None
     path: str | None = None
     """Substring the request path must contain (None: any path)."""
     times: int = 1
     retry_after: float | None = None
     hits: int = 0
+    delay_s: float = 0.0
+    lose: bool = False
+
+
+class LostAnswer(Exception):
+    """Raised by :meth:`FakeKubeApi.handle` after applying a request whose answer is lost."""
 
 
 @dataclass
@@ -78,6 +94,10 @@ class Request:
     content_type: str | None = None
     time: float = 0.0
     """Wall time the answer was sent (seconds since the epoch)."""
+    started: float = 0.0
+    """Wall time the request arrived (requests overlapping in time ran concurrently)."""
+    clock: float | None = None
+    """The client's own (fake) time, when it sends an ``X-Test-Clock`` header."""
 
 
 class ApiError(Exception):
@@ -168,6 +188,8 @@ class FakeKubeApi:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
+        self.core = CoreStore(self)
+        """Pods, nodes, bindings and watches (a scheduler's part of the API)."""
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> FakeKubeApi:
@@ -187,6 +209,8 @@ class FakeKubeApi:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+            with self.lock:  # open watches notice and drop their connections
+                self.core.cond.notify_all()
 
     def __enter__(self) -> FakeKubeApi:
         return self.start()
@@ -229,6 +253,31 @@ class FakeKubeApi:
     ) -> Failure:
         """Answer the next ``times`` requests matching method/path with ``status``."""
         f = Failure(status, method.upper() if method else None, path, times, retry_after)
+        with self.lock:
+            self.failures.append(f)
+        return f
+
+    def slow(
+        self,
+        delay_s: float,
+        *,
+        method: str | None = None,
+        path: str | None = None,
+        times: int = 1,
+        status: int | None = None,
+    ) -> Failure:
+        """Answer the next ``times`` matching requests after ``delay_s`` (normally, or with
+        ``status``)."""
+        f = Failure(status, method.upper() if method else None, path, times, delay_s=delay_s)
+        with self.lock:
+            self.failures.append(f)
+        return f
+
+    def lose(
+        self, *, method: str | None = None, path: str | None = None, times: int = 1
+    ) -> Failure:
+        """Apply the next ``times`` matching requests, then drop their connections unanswered."""
+        f = Failure(None, method.upper() if method else None, path, times, lose=True)
         with self.lock:
             self.failures.append(f)
         return f
@@ -276,6 +325,19 @@ class FakeKubeApi:
             obj = self.objects[(group, version, _plural(group, version, kind), namespace, name)]
             obj["metadata"]["resourceVersion"] = self._next_rv()
 
+    def max_concurrent(self, method: str | None = None, contains: str = "") -> int:
+        """Most matching requests that were being served at the same moment."""
+        edges = sorted(
+            [(r.started, 1) for r in self.calls(method, contains)]
+            + [(r.time, -1) for r in self.calls(method, contains)],
+            key=lambda e: (e[0], e[1]),
+        )
+        most = now = 0
+        for _, step in edges:
+            now += step
+            most = max(most, now)
+        return most
+
     def calls(self, method: str | None = None, contains: str = "") -> list[Request]:
         with self.lock:
             return [
@@ -316,6 +378,8 @@ class FakeKubeApi:
                 availableReplicas=n,
                 observedGeneration=obj["metadata"]["generation"],
             )
+        if key[2] == "statefulsets":
+            self.core.on_statefulset(obj)
 
     def _injected(self, method: str, path: str) -> Failure | None:
         with self.lock:
@@ -335,7 +399,12 @@ class FakeKubeApi:
         parts = urlsplit(raw_path)
         path = parts.path
         injected = self._injected(method, path)
-        if injected is not None:
+        if injected is not None and injected.delay_s:
+            time.sleep(injected.delay_s)
+        if injected is not None and injected.lose:
+            self._dispatch(method, parts, body, content_type)  # applied; the answer is lost
+            raise LostAnswer(f"{method} {path}")
+        if injected is not None and injected.status is not None:
             headers = {}
             if injected.retry_after is not None:
                 headers["Retry-After"] = f"{injected.retry_after:g}"
@@ -350,12 +419,21 @@ class FakeKubeApi:
                 status_body(injected.status, reason, f"injected failure {injected.status}"),
                 headers,
             )
+        return self._dispatch(method, parts, body, content_type)
+
+    def _dispatch(
+        self, method: str, parts: Any, body: Any, content_type: str | None
+    ) -> tuple[int, dict, dict[str, str]]:
+        path = parts.path
         m = _PATH.match(path)
         if not m:
             raise ApiError(404, "NotFound", f"the server could not find the path {path}")
         group = m["g"] or ""
         version = m["v"] or m["cv"]
         res, ns, name, sub = m["res"], m["ns"], m["name"], m["sub"]
+        if CoreStore.serves(group, version, res):
+            query = parse_qs(parts.query)
+            return self.core.handle(method, res, ns, name, sub, query, body, content_type)
         if (group, version, res) not in KINDS:
             raise ApiError(404, "NotFound", f"the server could not find the resource {res}")
         kind, has_status = KINDS[(group, version, res)]
@@ -601,6 +679,9 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _serve(self, method: str) -> None:
+        started = time.time()
+        stamp = self.headers.get("X-Test-Clock")
+        clock = float(stamp) if stamp else None
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         content_type = self.headers.get("Content-Type")
@@ -608,6 +689,24 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = json.loads(raw) if raw else None
             code, payload, headers = self.api.handle(method, self.path, body, content_type)
+        except LostAnswer:
+            with self.api.lock:
+                self.api.requests.append(
+                    Request(
+                        method,
+                        urlsplit(self.path).path,
+                        0,
+                        body,
+                        content_type,
+                        time.time(),
+                        started,
+                        clock,
+                    )
+                )
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.request.shutdown(socket.SHUT_RDWR)
+            return
         except ApiError as err:
             code, payload, headers = (
                 err.code,
@@ -618,8 +717,20 @@ class _Handler(BaseHTTPRequestHandler):
             code, payload, headers = 400, status_body(400, "BadRequest", str(err)), {}
         with self.api.lock:
             self.api.requests.append(
-                Request(method, urlsplit(self.path).path, code, body, content_type, time.time())
+                Request(
+                    method,
+                    urlsplit(self.path).path,
+                    code,
+                    body,
+                    content_type,
+                    time.time(),
+                    started,
+                    clock,
+                )
             )
+        if isinstance(payload, WatchStream):
+            self._stream(payload)
+            return
         data = json.dumps(payload).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -628,6 +739,25 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(data)
+
+    def _stream(self, watch: WatchStream) -> None:
+        """A watch: chunked newline-delimited JSON until it ends or the client goes."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for line in watch.lines():
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+            if watch.dropped:  # no final chunk: the client sees a broken stream
+                self.close_connection = True
+                self.request.shutdown(socket.SHUT_RDWR)
+                return
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
     def do_GET(self) -> None:
         self._serve("GET")

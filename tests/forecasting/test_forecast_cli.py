@@ -234,7 +234,7 @@ def test_a_model_warning_names_kale_once(capsys):
     from autoscaler.cli.forecast import _route_library_warnings
 
     _route_library_warnings()
-    logging.getLogger("forecasting.transformer.forecaster").warning(
+    logging.getLogger("forecasting.transformer.train").warning(
         "kale: training stopped by the time budget after %d epochs", 2
     )
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "time budget" in ln]

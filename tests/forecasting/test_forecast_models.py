@@ -12,17 +12,15 @@ import pandas as pd
 import pytest
 
 from forecasting.base import Forecast, Forecaster, InvalidSeriesError
-from forecasting.decompose import (
+from forecasting.decomposition import (
     choose_half_life,
     decompose,
     estimate_profile,
-    phase_medians,
-    pooled_weekly_profile,
-    profile_inliers,
-    recency_weights,
     robust_trend,
-    smooth_within_days,
 )
+from forecasting.decomposition.outliers import profile_inliers
+from forecasting.decomposition.phases import phase_medians, recency_weights
+from forecasting.decomposition.profile import pooled_weekly_profile, smooth_within_days
 from forecasting.ets import fit_holt_winters
 from forecasting.fallback import FallbackForecaster
 from forecasting.naive import SeasonalNaive, seasonal_naive_path
@@ -433,7 +431,7 @@ def test_kale_does_not_repeat_an_outage_the_next_days():
 
 
 def test_recent_band_factor_widens_after_misses_and_never_narrows():
-    from forecasting.transformer.forecaster import RECENT_BAND_MAX, recent_band_factor
+    from forecasting.calibration import RECENT_BAND_MAX, recent_band_factor
 
     calm = recent_band_factor(np.full(100, 0.3))
     assert calm["band_widening"] == 1.0 and calm["recent_error_p80"] == pytest.approx(0.3)
@@ -467,7 +465,7 @@ def test_kale_widens_its_band_when_the_last_days_ran_off_the_forecast():
 
 
 def test_kept_share_must_help_in_every_stretch_of_the_tail():
-    from forecasting.transformer.forecaster import choose_kept_share
+    from forecasting.calibration import choose_kept_share
 
     base = np.ones((9, 4))
     # Share 1 halves the error in the first two thirds but is worse in the last: best on
@@ -524,7 +522,7 @@ def test_decompose_keeps_only_periods_with_at_least_two_cycles():
     missing: fewer than two cycles leave the period out up front. Exactly two cycles (two
     weeks: the least seasonality detection accepts) keep it, and the trend stays smooth
     instead of following the weekly wave."""
-    from forecasting.decompose import decompose
+    from forecasting.decomposition import decompose
 
     hours = np.arange(24 * 14)
     weekly = np.where((hours // 24) % 7 >= 5, -2.0, 0.8)  # weekends low
@@ -596,7 +594,7 @@ def _hourly_random_walk(days: int = 21, seed: int = 43) -> pd.Series:
 
 
 def test_level_prior_last_is_chosen_for_a_wandering_level_and_mean_for_a_returning_one():
-    from forecasting.transformer.features import Geometry, fit_backbone
+    from forecasting.backbone import Geometry, fit_backbone
 
     geom = Geometry.choose(horizon=48, day=24, available=24 * 21)
     origins = np.arange(geom.need, 24 * 21 - 48)
@@ -662,7 +660,7 @@ def _clock_residual(s: pd.Series) -> np.ndarray:
 
 @pytest.mark.parametrize("shift_h", [1, -1])
 def test_find_clock_change_finds_a_one_hour_move_and_nothing_else(shift_h):
-    from forecasting.decompose import find_clock_change
+    from forecasting.decomposition import find_clock_change
 
     day, hour = 96, 4  # 15-minute steps
     moved, clean = _local_clock_traffic(16, 900, change_day=10, shift_h=shift_h)
@@ -681,7 +679,7 @@ def test_find_clock_change_finds_a_one_hour_move_and_nothing_else(shift_h):
 
 
 def test_find_clock_change_finds_a_move_of_part_of_the_traffic():
-    from forecasting.decompose import find_clock_change
+    from forecasting.decomposition import find_clock_change
 
     day, hour = 96, 4
     moved, clean = _local_clock_traffic(16, 900, change_day=9, shift_h=1, share=0.5)
@@ -698,16 +696,16 @@ def test_find_clock_change_finds_a_move_of_part_of_the_traffic():
 
 
 def test_moving_all_of_the_traffic_does_not_explain_a_partial_move(monkeypatch):
-    import forecasting.decompose as decompose_module
+    import forecasting.decomposition.clock as clock_module
 
     day, hour = 96, 4
     moved, _ = _local_clock_traffic(16, 900, change_day=9, shift_h=1, share=0.5)
-    monkeypatch.setattr(decompose_module, "CLOCK_SHARES", (1.0,))  # the only model before
-    assert decompose_module.find_clock_change(_clock_residual(moved), day, hour) is None
+    monkeypatch.setattr(clock_module, "CLOCK_SHARES", (1.0,))  # the only model before
+    assert clock_module.find_clock_change(_clock_residual(moved), day, hour) is None
 
 
 def test_robust_trend_finds_two_clock_changes_weeks_apart():
-    from forecasting.decompose import robust_trend
+    from forecasting.decomposition import robust_trend
 
     day, hour = 96, 4
     moved, _ = _local_clock_traffic(21, 900, change_day=6, shift_h=1, share=0.5, second=(13, 0.5))
@@ -743,7 +741,7 @@ def test_kale_forecasts_after_half_of_the_traffic_moved_its_clock():
 
 
 def test_a_clock_change_needs_the_days_to_agree_with_it(monkeypatch):
-    import forecasting.decompose as decompose_module
+    import forecasting.decomposition.clock as clock_module
 
     day, hour = 96, 4
     early, _ = _local_clock_traffic(16, 900, change_day=None, shift_h=0)  # 19:00 peaks
@@ -753,10 +751,10 @@ def test_a_clock_change_needs_the_days_to_agree_with_it(monkeypatch):
         z[d * day : (d + 1) * day] = np.log(late.to_numpy()[d * day : (d + 1) * day])
     # On average the days after day 10 look like half of the traffic moved; one by one,
     # half of them moved entirely and half not at all. Isolate the agreement rule.
-    monkeypatch.setattr(decompose_module, "CLOCK_MIN_GAIN", 0.0)
-    assert decompose_module.find_clock_change(z - z.mean(), day, hour) is None
-    monkeypatch.setattr(decompose_module, "CLOCK_MIN_AGREEMENT", 0.0)
-    found = decompose_module.find_clock_change(z - z.mean(), day, hour)
+    monkeypatch.setattr(clock_module, "CLOCK_MIN_GAIN", 0.0)
+    assert clock_module.find_clock_change(z - z.mean(), day, hour) is None
+    monkeypatch.setattr(clock_module, "CLOCK_MIN_AGREEMENT", 0.0)
+    found = clock_module.find_clock_change(z - z.mean(), day, hour)
     assert found is not None and found.share < 1.0
 
 
@@ -781,7 +779,7 @@ def test_day_types_find_a_weekend_in_ten_days_and_nothing_in_a_plain_daily_wave(
     """Under two weeks no weekly season is detected; a week and a half is enough to see
     that two neighbouring days differ from the other five. A weekend that differs only in
     level is not taken (see test_day_types_are_not_fooled_by_a_wandering_level)."""
-    from forecasting.decompose import choose_day_types
+    from forecasting.decomposition import choose_day_types
 
     day = 24
     z = np.log(_weekday_traffic(10, weekend=0.5).to_numpy())
@@ -811,7 +809,7 @@ def test_day_types_find_a_weekend_in_ten_days_and_nothing_in_a_plain_daily_wave(
 def test_day_types_are_not_fooled_by_a_wandering_level():
     """Neighbouring days share a wandering level, so any two of them look alike; a grouping
     must also beat the same grouping on the other days of the week."""
-    from forecasting.decompose import choose_day_types
+    from forecasting.decomposition import choose_day_types
 
     for seed in range(4):
         z = np.log(_weekday_traffic(11, weekend=1.0, seed=seed, walk=0.08).to_numpy())
@@ -872,7 +870,7 @@ def test_kale_tells_the_weekend_from_a_week_of_history_with_a_held_out_tail():
 
 
 def test_long_context_spans_a_day_or_four_horizons_but_those_at_most_four_days():
-    from forecasting.transformer.features import LONG_CONTEXT_MAX_DAYS, Geometry
+    from forecasting.backbone import LONG_CONTEXT_MAX_DAYS, Geometry
 
     # hourly, 60 steps ahead, 8 weeks of history: 4·horizon (10 days) is cut to 4 days
     hourly = Geometry.choose(horizon=60, day=24, available=24 * 56)

@@ -191,7 +191,8 @@ SUCCESSES = [
 
 
 def _write(tmp_path: Path, doc: dict[str, Any]) -> Path:
-    (tmp_path / "model.json").write_text("{}")
+    # a real fitted model: `kale validate` checks the file is one (format kale.throughput/v1)
+    (tmp_path / "model.json").write_text((EXAMPLES / "models" / "ctr-sync.json").read_text())
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path

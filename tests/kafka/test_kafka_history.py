@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from autoscaler.errors import KaleError
-from autoscaler.sources.history import HistoryError, HistoryStore, StoredSnapshot
+from autoscaler.sources.history import SCHEMA_VERSION, HistoryError, HistoryStore, StoredSnapshot
 
 T0 = 1_800_000_000.0  # a multiple of 60 s
 
@@ -35,7 +35,7 @@ def test_file_uses_wal_and_records_its_schema_version(tmp_path):
     HistoryStore(path).close()
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()
 
 

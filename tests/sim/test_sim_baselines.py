@@ -5,9 +5,6 @@ Unless a test says otherwise: Δ = 60 s, f(w) = 100·w samples/s, 1 ≤ w ≤ 20
 
 from __future__ import annotations
 
-import sys
-import types
-
 import numpy as np
 import pytest
 
@@ -201,12 +198,6 @@ def test_unknown_policy_names_list_the_valid_ones():
         registry.parse_names("hpa,hpa")
 
 
-def test_planner_policies_say_when_they_are_not_available(monkeypatch):
-    monkeypatch.setattr(registry, "PLANNER_MODULE", "autoscaler.policy._not_there_for_tests")
-    with pytest.raises(registry.PolicyUnavailable, match="policy 'kale' is not available yet"):
-        registry.make_policy("kale", sizing=make_sizing())
-
-
 def test_only_the_oracle_is_handed_the_future(monkeypatch):
     got = {}
 
@@ -225,11 +216,8 @@ def test_only_the_oracle_is_handed_the_future(monkeypatch):
         got["kale"] = job
         return Fake("kale")
 
-    module = types.ModuleType("fake_planner")
-    module.make_oracle = make_oracle
-    module.make_kale = make_kale
-    monkeypatch.setitem(sys.modules, "fake_planner", module)
-    monkeypatch.setattr(registry, "PLANNER_MODULE", "fake_planner")
+    monkeypatch.setitem(registry.PLANNERS, "oracle", make_oracle)
+    monkeypatch.setitem(registry.PLANNERS, "kale", make_kale)
     future = np.arange(5.0)
     registry.make_policy("oracle", sizing=make_sizing(), future=future)
     registry.make_policy("kale", sizing=make_sizing(), future=future, job="J")
@@ -252,13 +240,6 @@ class Recorder:
         return d
 
 
-def _policy_or_skip(name, sizing, future):
-    try:
-        return registry.make_policy(name, sizing=sizing, future=future)
-    except registry.PolicyUnavailable:
-        pytest.skip(f"{name} is not available yet")
-
-
 @pytest.mark.parametrize("name", [n for n in registry.NAMES if n != "oracle"])
 def test_a_spike_at_step_k_changes_no_decision_up_to_step_k(name):
     sizing = make_sizing()
@@ -269,7 +250,7 @@ def test_a_spike_at_step_k_changes_no_decision_up_to_step_k(name):
     spiked[k] = 1e6
     runs = []
     for trace in (calm, spiked):
-        rec = Recorder(_policy_or_skip(name, sizing, None))
+        rec = Recorder(registry.make_policy(name, sizing=sizing))
         simulate(rec, sizing, trace, warmup_steps=warm)
         runs.append([w for step, w in rec.decisions if step <= k])
     assert runs[0] == runs[1]

@@ -225,17 +225,6 @@ def test_missing_files_are_user_errors(files, capsys):
     assert code == 2 and "m.json" in err
 
 
-def test_planners_that_are_not_built_yet_are_a_user_error(files, capsys, monkeypatch):
-    from autoscaler.sim import policies
-
-    monkeypatch.setattr(policies, "PLANNER_MODULE", "autoscaler.policy._not_there_for_tests")
-    _, job, trace = files
-    code, _, err = _run(
-        capsys, "--trace", trace, "--job", job, "--policies", "hpa,madu", "--warmup-days", "1"
-    )
-    assert code == 2 and "policy 'madu' is not available yet" in err
-
-
 def test_several_jobs_share_a_quota_that_is_never_exceeded(files, capsys):
     tmp, _, trace = files
     jobs = tmp / "jobs"

@@ -211,17 +211,17 @@ def test_job_run_rejects_a_warm_up_covering_the_whole_trace():
         JobRun(make_sizing(), [1, 2], warmup_steps=2)
 
 
-def test_four_weeks_of_minutes_with_every_baseline_is_fast():
+def test_every_baseline_runs_a_generated_week_and_static_never_resizes():
+    # Behaviour only; how fast four weeks of minutes run is measured by benchmarks/simulate.py.
     from autoscaler.sim.runner import compare
     from autoscaler.tracegen import generate_trace
 
     sizing = make_sizing(
         lambda w: 1000.0 * w / (1 + 0.02 * w), max_workers=64, rescale_s=300, slo_s=600
     )
-    values = generate_trace(days=28, interval_s=60, seed=2).to_numpy()
+    values = generate_trace(days=2, interval_s=60, seed=2).to_numpy()
     values = values * 0.8 * sizing.peak_throughput / values.max()
-    comp = compare(sizing, values, ["hpa", "keda", "autopilot", "static"], warmup_steps=7 * 1440)
-    total = sum(r.elapsed_s for r in comp.results.values())
-    assert total < 20, f"{total:.1f}s for 4 policies × 30k steps"
-    assert all(r.steps == 21 * 1440 for r in comp.results.values())
+    comp = compare(sizing, values, ["hpa", "keda", "autopilot", "static"], warmup_steps=1440)
+    assert all(r.steps == 1440 for r in comp.results.values())
     assert np.all(comp.results["static"].target == comp.results["static"].target[0])
+    assert comp.results["static"].rescale_count == 0

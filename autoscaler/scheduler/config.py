@@ -1,0 +1,181 @@
+"""``scheduler.yaml``: how ``kale scheduler`` runs (parsed like ``controller.yaml``).
+
+camelCase keys, unknown keys are errors, durations as ``90s``/``24h``; every problem is one
+line ``FILE: field.path: reason``; a missing file is an error; relative paths resolve
+against the file. Example::
+
+    apiVersion: kale.dev/v1
+    kind: SchedulerConfig
+    schedulerName: kale          # pods with spec.schedulerName: kale are ours
+    policy: fgd                  # first-fit, a placement/ policy, or agent:PATH
+    workload: typical-pods.csv   # FGD's typical pods (default: the pods it has seen)
+    faults:
+      window: 24h
+    leaderElection:
+      enabled: true
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+from autoscaler.config import PositiveDuration, read_yaml
+from autoscaler.controller.config import LeaderElection
+from autoscaler.errors import UserError
+from autoscaler.scheduler.objects import Conventions
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
+
+
+class Names(_Model):
+    """The resource, label and annotation names (defaults: see docs/scheduler.md)."""
+
+    gpu_resource: str = "nvidia.com/gpu"
+    gpu_model_label: str = "nvidia.com/gpu.product"
+    gpu_milli_annotation: str = "kale.dev/gpu-milli"
+    gpu_count_annotation: str = "kale.dev/gpu-count"
+    gpu_model_annotation: str = "kale.dev/gpu-model"
+    assigned_gpus_annotation: str = "kale.dev/gpus"
+    gang_label: str = "kale.dev/gang"
+    gang_size_annotation: str = "kale.dev/gang-size"
+
+
+class Faults(_Model):
+    window: PositiveDuration = Field(default=86_400.0, description="How far back faults count.")
+    annotation: str = "kale.dev/gpu-faults"
+    conditions: list[str] = Field(
+        default_factory=lambda: ["GPUUnhealthy"],
+        description="Node condition types that count as a fault while True.",
+    )
+
+
+class Backoff(_Model):
+    initial: PositiveDuration = 1.0
+    max: PositiveDuration = 10.0
+    flush: PositiveDuration = Field(
+        default=60.0, description="Retry unschedulable pods at least this often."
+    )
+
+
+class Events(_Model):
+    scheduled: bool = Field(default=True, description="A Scheduled Event per binding.")
+    repeat: PositiveDuration = Field(
+        default=60.0, description="Repeat an unchanged FailedScheduling Event at most this often."
+    )
+
+
+class Metrics(_Model):
+    port: int = Field(default=9101, ge=0, le=65535, description="0 disables the server.")
+    address: str = "0.0.0.0"
+
+
+class SchedulerLeaderElection(LeaderElection):
+    lease_name: str = "kale-scheduler"
+
+
+class SchedulerConfig(_Model):
+    api_version: Literal["kale.dev/v1"] = "kale.dev/v1"
+    kind: Literal["SchedulerConfig"] = "SchedulerConfig"
+    scheduler_name: str = Field(default="kale", pattern=DNS_LABEL)
+    policy: str = Field(default="fgd", min_length=1)
+    seed: int = Field(default=0, ge=0, description="Tie-break order of the policies.")
+    workload: str | None = Field(
+        default=None, description="Pod list (CSV) whose typical pods FGD plans for."
+    )
+    kubeconfig: str | None = None
+    context: str | None = None
+    names: Names = Names()
+    faults: Faults = Faults()
+    backoff: Backoff = Backoff()
+    events: Events = Events()
+    metrics: Metrics = Metrics()
+    leader_election: SchedulerLeaderElection = SchedulerLeaderElection()
+    watch_timeout: PositiveDuration = Field(
+        default=300.0, description="Longest single watch request before it is renewed."
+    )
+    log_format: Literal["json", "text"] = "json"
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, value: str) -> str:
+        from autoscaler.scheduler.adapter import check_policy_name
+
+        check_policy_name(value)  # ValueError names the known policies
+        return value
+
+    def conventions(self) -> Conventions:
+        n = self.names
+        return Conventions(
+            scheduler_name=self.scheduler_name,
+            gpu_resource=n.gpu_resource,
+            gpu_model_label=n.gpu_model_label,
+            gpu_milli_annotation=n.gpu_milli_annotation,
+            gpu_count_annotation=n.gpu_count_annotation,
+            gpu_model_annotation=n.gpu_model_annotation,
+            assigned_gpus_annotation=n.assigned_gpus_annotation,
+            gang_label=n.gang_label,
+            gang_size_annotation=n.gang_size_annotation,
+            faults_annotation=self.faults.annotation,
+            fault_conditions=tuple(self.faults.conditions),
+        )
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc if not str(p).startswith("function-")) or "(root)"
+
+
+def parse_scheduler_config(data: Any, *, source: str = "scheduler.yaml") -> SchedulerConfig:
+    """Validate a loaded document; raise :class:`UserError` with one line per problem."""
+    if not isinstance(data, dict):
+        raise UserError(f"{source}: expected a mapping (a SchedulerConfig)")
+    try:
+        return SchedulerConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            msg = {"extra_forbidden": "unknown field", "missing": "required field is missing"}.get(
+                err["type"], err["msg"]
+            )
+            lines.append(f"{source}: {_loc(err['loc'])}: {msg.removeprefix('Value error, ')}")
+        raise UserError(lines[0], problems=lines) from None
+
+
+def _resolve(base: Path, value: str | None) -> str | None:
+    if value is None:
+        return None
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() else base / p)
+
+
+def load_scheduler_config(path: str | Path) -> SchedulerConfig:
+    """Read ``scheduler.yaml``; relative paths in it become relative to the file."""
+    p = Path(path)
+    data, problems = read_yaml(p)
+    if problems:
+        lines = [
+            f"{p}: {msg.replace('an ElasticTrainingJob', 'a SchedulerConfig')}"
+            for _, msg in problems
+        ]
+        raise UserError(lines[0], problems=lines)
+    cfg = parse_scheduler_config(data, source=str(p))
+    base = p.resolve().parent
+    policy = cfg.policy
+    if policy.startswith("agent:"):
+        policy = "agent:" + str(_resolve(base, policy.removeprefix("agent:")))
+    return cfg.model_copy(
+        update={
+            "kubeconfig": _resolve(base, cfg.kubeconfig),
+            "workload": _resolve(base, cfg.workload),
+            "policy": policy,
+        }
+    )

@@ -1,0 +1,80 @@
+"""Prometheus metrics of the scheduler (one registry per scheduler; served like the
+controller's, on ``/metrics`` next to ``/healthz`` and ``/readyz``).
+
+Names follow the Prometheus conventions: a ``kale_scheduler_`` prefix, base units in the
+name (``_seconds``, ``_ratio``), counters ending in ``_total``; no label is called ``job``
+(Prometheus attaches its own).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import generate_latest
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class SchedulerMetrics:
+    """Every metric the scheduler exports."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = r = registry or CollectorRegistry()
+        self.pending = Gauge(
+            "kale_scheduler_pending_pods", "Pods waiting for this scheduler.", registry=r
+        )
+        self.latency = Histogram(
+            "kale_scheduler_scheduling_duration_seconds",
+            "From the pod first seen pending to its binding.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.decision_seconds = Histogram(
+            "kale_scheduler_decision_duration_seconds",
+            "Time of one placement decision (a pod or a whole gang).",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.decisions = Counter(
+            "kale_scheduler_decisions",
+            "Placement decisions by policy and result (scheduled, unschedulable).",
+            ["policy", "result"],
+            registry=r,
+        )
+        self.bindings = Counter("kale_scheduler_bindings", "Pods bound.", registry=r)
+        self.bind_failures = Counter(
+            "kale_scheduler_bind_failures",
+            "Bindings that did not go through, by reason (conflict, gone, error).",
+            ["reason"],
+            registry=r,
+        )
+        self.allocation = Gauge(
+            "kale_scheduler_gpu_allocation_ratio",
+            "Share of the cluster's GPU capacity (milli-GPUs) held by pods.",
+            registry=r,
+        )
+        self.fragmentation = Gauge(
+            "kale_scheduler_gpu_fragmentation_ratio",
+            "Share of the cluster's GPU capacity that is free but fragmented (see "
+            "docs/scheduler.md).",
+            registry=r,
+        )
+        self.gpu_faults = Gauge(
+            "kale_scheduler_gpu_faults_recent",
+            "GPU faults within the fault window, over all nodes.",
+            registry=r,
+        )
+        self.leader = Gauge("kale_scheduler_leader", "1 while this replica leads.", registry=r)
+        self.relists = Counter(
+            "kale_scheduler_watch_relists",
+            "Full lists of a watched resource (start, and after 410 Gone).",
+            ["resource"],
+            registry=r,
+        )
+        self.errors = Counter(
+            "kale_scheduler_errors", "Failures by kind (watch, lease, event).", ["kind"], registry=r
+        )
+        for reason in ("conflict", "gone", "error"):
+            self.bind_failures.labels(reason=reason)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

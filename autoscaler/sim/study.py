@@ -1,0 +1,373 @@
+"""``kale simulate`` as a library call: load the job(s) and trace(s), run every policy, summarise.
+
+The CLI maps its flags to a :class:`SimSettings` and calls :func:`simulate_single` or
+:func:`simulate_multi`; a notebook or a benchmark can do the same. Each returns a
+:class:`Study`: the JSON document ``--json`` prints, the report's sections, and the tables.
+
+Several jobs sharing a GPU quota: each job file may name its own trace with the annotation
+``kale.dev/trace`` (relative to the job file) and its own rescaling with
+``kale.dev/scale-peak``; otherwise the settings' trace and ``scale_peak`` apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from autoscaler.config import LoadedJob, load_job
+from autoscaler.durations import format_duration
+from autoscaler.errors import UserError
+from autoscaler.policy.types import JobSizing
+from autoscaler.sim.engine import lower_bound_gpu_hours, lower_bound_workers
+from autoscaler.sim.report import ReportSection
+from autoscaler.sim.runner import (
+    MultiJob,
+    compare,
+    compare_multi,
+    multi_summary,
+    resample,
+    scale_to_peak,
+    warmup_steps_for,
+)
+from autoscaler.traces import Trace, load_trace
+
+TRACE_ANNOTATION = "kale.dev/trace"
+SCALE_ANNOTATION = "kale.dev/scale-peak"
+
+Progress = Callable[[int], Callable[[int], None] | None]
+"""Given the total number of steps to simulate, a callback advanced by steps done (or None)."""
+TraceLoader = Callable[[str], Trace]
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """What ``kale simulate`` runs; None means "the job's own value"."""
+
+    policies: Sequence[str]
+    warmup_days: float = 7.0
+    """History every policy may see; metrics cover the rest."""
+    scale_peak: float | None = None
+    """Rescale each trace so its max is K × the model's peak throughput."""
+    rescale_s: float | None = None
+    """Resize downtime (default: the job's ``spec.rescale.duration``)."""
+    slo_s: float | None = None
+    """Max delay (default: the job's ``spec.slo.maxDelay``)."""
+    resample_s: float | None = None
+    """Simulate on this step (interpolating a coarser trace's rate)."""
+    partitions: int | None = None
+    """Topic partitions capping KEDA (default: maxWorkers)."""
+    forecaster: str | None = None
+    """Forecasting model of kale/madu (default: the job's ``spec.forecast.model``)."""
+    refit_s: float | None = None
+    """Refit period (default: the job's ``spec.forecast.refit``)."""
+    predict_every: int = 10
+    """Steps between forecasts; the planner slices the latest one in between."""
+    fit_cache: str | None = None
+    """Folder caching forecaster fits (default: ``$KALE_CACHE_DIR`` or ``~/.cache/kale``)."""
+    placement: str | None = None
+    """Also place each policy's workers on a shared cluster with this placement policy."""
+
+
+@dataclass
+class Study:
+    """A finished ``kale simulate``: its JSON, the report's sections, and the printed tables."""
+
+    document: dict[str, Any]
+    sections: list[ReportSection]
+    title: str
+    tables: list[tuple[str, dict[str, dict[str, Any]], float]] = field(default_factory=list)
+    """(heading, metrics per row, lower bound) for the text output."""
+    notes: list[str] = field(default_factory=list)
+
+
+# -- loading ----------------------------------------------------------------------------------
+def _forecaster_factory(
+    loaded: LoadedJob, start: pd.Timestamp, dt: float, settings: SimSettings
+) -> Any:
+    """Forecast sources for kale/madu: the job's model, refitted on its schedule, fits cached."""
+    from autoscaler.sim.forecasting import default_cache_dir, source_factory
+
+    fc = loaded.job.spec.forecast
+    return source_factory(
+        settings.forecaster or fc.model,
+        start=start,
+        interval_s=dt,
+        horizon_steps=max(1, round(fc.horizon / dt)),
+        refit_s=settings.refit_s or fc.refit,
+        quantile=float(fc.quantile),
+        predict_every=settings.predict_every,
+        cache_dir=Path(settings.fit_cache) if settings.fit_cache else default_cache_dir(),
+    )
+
+
+def _sizing(loaded: LoadedJob, settings: SimSettings, dt: float) -> JobSizing:
+    from autoscaler.policy.sizing import sizing_for
+    from throughput.errors import ThroughputError
+    from throughput.model import ThroughputModel
+
+    try:
+        model = ThroughputModel.load(loaded.throughput_model_path)
+    except ThroughputError as exc:
+        raise UserError(f"{loaded.path}: spec.throughput.model: {exc}") from None
+    return sizing_for(
+        loaded, model, rescale_s=settings.rescale_s, slo_s=settings.slo_s, interval_s=dt
+    )
+
+
+def _trace_values(
+    path: str, resample_s: float | None, loader: TraceLoader
+) -> tuple[np.ndarray, float, pd.Timestamp]:
+    tr = loader(path)
+    values = tr.series.to_numpy(dtype=float)
+    dt = tr.interval_s if resample_s is None else resample_s
+    return resample(values, tr.interval_s, resample_s), float(dt), tr.series.index[0]
+
+
+def _times(start: pd.Timestamp, dt: float, first: int, n: int) -> list[str]:
+    idx = start + pd.to_timedelta(np.arange(first, first + n) * dt, unit="s")
+    return [t.isoformat() for t in idx]
+
+
+def _notes(sizing: JobSizing, dt: float, warm: int, steps: int, scale: float) -> list[str]:
+    return [
+        f"{steps} steps of {format_duration(dt)} evaluated after {warm} warm-up steps",
+        f"rescale {format_duration(sizing.rescale_s)}, SLO {format_duration(sizing.slo_s)}, "
+        f"workers {sizing.min_workers}–{sizing.max_workers}, peak {sizing.peak_workers} "
+        f"workers = {sizing.peak_throughput:.6g} samples/s, trace scaled ×{scale:.6g}",
+    ]
+
+
+def _check(settings: SimSettings) -> None:
+    if settings.resample_s is not None and settings.resample_s <= 0:
+        raise UserError("--resample: must be positive")
+    if settings.forecaster is not None:
+        from forecasting.registry import MODEL_NAMES
+
+        if settings.forecaster not in MODEL_NAMES:
+            raise UserError(
+                f"--forecaster: unknown model {settings.forecaster!r}; "
+                f"valid names: {', '.join(MODEL_NAMES)}"
+            )
+
+
+# -- one job ----------------------------------------------------------------------------------
+def simulate_single(
+    trace_path: str,
+    job_path: str,
+    settings: SimSettings,
+    *,
+    progress: Progress | None = None,
+    trace_loader: TraceLoader = load_trace,
+) -> Study:
+    """Every policy of ``settings`` on one job and trace."""
+    _check(settings)
+    loaded = load_job(job_path)
+    values, dt, start = _trace_values(trace_path, settings.resample_s, trace_loader)
+    sizing = _sizing(loaded, settings, dt)
+    values, scale = scale_to_peak(values, settings.scale_peak, sizing.peak_throughput)
+    warm = warmup_steps_for(settings.warmup_days, dt, len(values))
+    steps = len(values) - warm
+    comp = compare(
+        sizing,
+        values,
+        list(settings.policies),
+        warmup_steps=warm,
+        job=loaded.job,
+        partitions=settings.partitions,
+        trace_start=start,
+        progress=progress(steps * len(settings.policies)) if progress else None,
+        forecaster_factory=_forecaster_factory(loaded, start, dt, settings),
+    )
+    document: dict[str, Any] = {
+        "policies": comp.metrics,
+        **_placement(comp.results, sizing, settings),
+        "lower_bound_gpu_hours": comp.lower_bound_gpu_hours,
+        "trace": trace_path,
+        "job": loaded.name,
+        "interval_s": dt,
+        "warmup_steps": warm,
+        "steps": steps,
+        "peak_workers": sizing.peak_workers,
+        "peak_throughput": sizing.peak_throughput,
+        "scale": scale,
+        "rescale_s": sizing.rescale_s,
+        "slo_s": sizing.slo_s,
+    }
+    section = ReportSection(
+        heading=f"{loaded.name} on {Path(trace_path).name}",
+        results=comp.results,
+        metrics=comp.metrics,
+        lower_bound_gpu_hours=comp.lower_bound_gpu_hours,
+        lower_bound_workers=lower_bound_workers(sizing, values[warm:]),
+        times=_times(start, dt, warm, steps),
+        notes=_notes(sizing, dt, warm, steps, scale),
+    )
+    return Study(
+        document,
+        [section],
+        title=f"kale simulate: {loaded.name}",
+        tables=[("", comp.metrics, comp.lower_bound_gpu_hours)],
+    )
+
+
+def _placement(results: dict[str, Any], sizing: JobSizing, settings: SimSettings) -> dict:
+    """``{"placement": {policy: where its workers went}}`` with ``--placement``, else {}."""
+    if settings.placement is None:
+        return {}
+    from autoscaler.sim.placement_replay import PlacementSettings, replay_workers
+
+    where = PlacementSettings(policy=settings.placement)
+    return {
+        "placement": {
+            name: replay_workers(r.workers, sizing.gpus_per_worker, where)
+            for name, r in results.items()
+        }
+    }
+
+
+# -- several jobs, one quota ------------------------------------------------------------------
+def _job_files(jobs_dir: str) -> list[Path]:
+    folder = Path(jobs_dir)
+    if not folder.is_dir():
+        raise UserError(f"--jobs: {jobs_dir}: not a folder")
+    files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
+    if not files:
+        raise UserError(f"--jobs: {jobs_dir}: no *.yaml job files")
+    return files
+
+
+@dataclass
+class _Prepared:
+    loaded: LoadedJob
+    values: np.ndarray
+    dt: float
+    trace: str
+    scale_peak: float | None
+    start: pd.Timestamp
+
+
+def _prepare(
+    path: Path, trace_path: str | None, settings: SimSettings, loader: TraceLoader
+) -> _Prepared:
+    """One job file with its trace (the annotation's, else the shared one) and its scaling."""
+    loaded = load_job(path)
+    notes = loaded.job.metadata.annotations
+    tpath = notes.get(TRACE_ANNOTATION)
+    tpath = str(loaded.resolve(tpath)) if tpath else trace_path
+    if tpath is None:
+        raise UserError(f"{path}: no {TRACE_ANNOTATION} annotation and no --trace given")
+    k = settings.scale_peak
+    if SCALE_ANNOTATION in notes:
+        try:
+            k = float(notes[SCALE_ANNOTATION])
+        except ValueError:
+            raise UserError(
+                f"{path}: metadata.annotations.{SCALE_ANNOTATION}: not a number"
+            ) from None
+    values, dt, start = _trace_values(tpath, settings.resample_s, loader)
+    return _Prepared(loaded, values, dt, tpath, k, start)
+
+
+def simulate_multi(
+    jobs_dir: str,
+    trace_path: str | None,
+    quota_gpus: int,
+    settings: SimSettings,
+    *,
+    progress: Progress | None = None,
+    trace_loader: TraceLoader = load_trace,
+) -> Study:
+    """Every policy of ``settings``, each run by all the jobs of ``jobs_dir`` under one quota."""
+    _check(settings)
+    prepared = [_prepare(p, trace_path, settings, trace_loader) for p in _job_files(jobs_dir)]
+    dts = {p.dt for p in prepared}
+    if len(dts) != 1:
+        raise UserError("--jobs: the traces have different intervals; use --resample")
+    dt = dts.pop()
+    n = min(len(p.values) for p in prepared)
+    jobs: list[MultiJob] = []
+    info: dict[str, Any] = {}
+    for p in prepared:
+        if p.loaded.name in info:
+            raise UserError(f"--jobs: two job files are named {p.loaded.name!r}")
+        sizing = _sizing(p.loaded, settings, dt)
+        scaled, scale = scale_to_peak(p.values[:n], p.scale_peak, sizing.peak_throughput)
+        spec = p.loaded.job.spec
+        jobs.append(
+            MultiJob(
+                p.loaded.name,
+                sizing,
+                scaled,
+                spec.priority,
+                p.loaded.job,
+                forecaster_factory=_forecaster_factory(p.loaded, p.start, dt, settings),
+                trace_start=p.start,
+            )
+        )
+        info[p.loaded.name] = {
+            "file": str(p.loaded.path),
+            "trace": p.trace,
+            "priority": spec.priority,
+            "scale": scale,
+            "peak_workers": sizing.peak_workers,
+            "peak_throughput": sizing.peak_throughput,
+            "min_gpus": sizing.min_workers * sizing.gpus_per_worker,
+        }
+    warm = warmup_steps_for(settings.warmup_days, dt, n)
+    steps = n - warm
+    lbs = {j.name: lower_bound_gpu_hours(j.sizing, j.arrivals[warm:]) for j in jobs}
+    for j in jobs:
+        info[j.name]["lower_bound_gpu_hours"] = lbs[j.name]
+    names = list(settings.policies)
+    runs = compare_multi(
+        jobs,
+        names,
+        quota_gpus=quota_gpus,
+        warmup_steps=warm,
+        partitions=settings.partitions,
+        progress=progress(steps * len(names)) if progress else None,
+    )
+    summaries = {name: multi_summary(r, lbs) for name, r in runs.items()}
+    document: dict[str, Any] = {
+        "quota_gpus": quota_gpus,
+        "jobs": info,
+        "policies": summaries,
+        "lower_bound_gpu_hours": sum(lbs.values()),
+        "interval_s": dt,
+        "warmup_steps": warm,
+        "steps": steps,
+    }
+    times = _times(prepared[0].start, dt, warm, steps)
+    sections = [
+        ReportSection(
+            heading=f"{j.name} (priority {j.priority})",
+            results={p: runs[p].results[j.name] for p in names},
+            metrics={p: summaries[p]["jobs"][j.name] for p in names},
+            lower_bound_gpu_hours=lbs[j.name],
+            lower_bound_workers=lower_bound_workers(j.sizing, j.arrivals[warm:]),
+            times=times,
+        )
+        for j in jobs
+    ]
+    quota_note = ", ".join(f"{p}: max {summaries[p]['max_gpus_in_use']} GPUs in use" for p in names)
+    tables = [
+        (
+            f"{name}: {s['gpu_hours']:.4g} GPU-hours, max {s['max_gpus_in_use']} of "
+            f"{quota_gpus} GPUs in use",
+            s["jobs"],
+            sum(lbs.values()),
+        )
+        for name, s in summaries.items()
+    ]
+    return Study(
+        document,
+        sections,
+        title=f"kale simulate: {len(jobs)} jobs",
+        tables=tables,
+        notes=[f"quota {quota_gpus} GPUs; {quota_note}"],
+    )

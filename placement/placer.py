@@ -1,0 +1,58 @@
+"""One scheduling cycle: filter the feasible nodes, score them, break ties, pick the GPUs.
+
+This is the loop a Kubernetes scheduler framework runs per pod, with the authors'
+simulator's tie-break: among the nodes with the highest score, the one first in a fixed
+(seeded, random) node order wins. A lone feasible node is taken without scoring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.cluster import Allocation, Cluster
+from placement.pod import Pod
+from placement.policies.base import ScorePolicy
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a pod goes: node index, the exact GPUs, and the winning score (None if the
+    node was the only feasible one)."""
+
+    node: int
+    gpus: tuple[int, ...]
+    score: int | None
+
+
+def tie_order(count: int, rng: np.random.Generator) -> np.ndarray:
+    """A random node ranking (rank[i] = position of node i): lower rank wins ties."""
+    return rng.permutation(count).astype(np.int64)
+
+
+def choose(
+    pod: Pod, cluster: Cluster, policy: ScorePolicy, *, rank: np.ndarray
+) -> Placement | None:
+    """Where ``pod`` would go under ``policy`` (None: fits nowhere). Changes nothing."""
+    nodes = np.flatnonzero(cluster.feasible(pod))
+    if nodes.size == 0:
+        return None
+    if nodes.size == 1:
+        node, score = int(nodes[0]), None
+    else:
+        scores = policy.score(pod, cluster, nodes)
+        best = scores.max()
+        tied = nodes[scores == best]
+        node, score = int(tied[np.argmin(rank[tied])]), int(best)
+    return Placement(node, policy.choose_gpus(pod, cluster, node), score)
+
+
+def place(
+    pod: Pod, cluster: Cluster, policy: ScorePolicy, *, rank: np.ndarray
+) -> Allocation | None:
+    """``choose`` and allocate: the :class:`~placement.cluster.Allocation`, or None."""
+    decision = choose(pod, cluster, policy, rank=rank)
+    if decision is None:
+        return None
+    return cluster.allocate(pod, decision.node, decision.gpus)

@@ -195,7 +195,9 @@ class _Live:
                 tick = plan.tick_s
                 lead = 2.0 + plan.wall(plan.rescale_s)
                 self.wall0 = math.ceil((time.time() + lead) / tick) * tick
-                app.controller.timeline.set_meta(display=self._display())
+                timeline = app.controller.timeline
+                assert timeline is not None, "the demo's controller always records a timeline"
+                timeline.set_meta(display=self._display())
                 runner_thread.start()
                 server = self._serve(create_app, DashboardServer)
                 say(f"dashboard: {server.url}")

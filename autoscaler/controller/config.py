@@ -34,7 +34,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from autoscaler.config import TARGET_KINDS, Duration, PositiveDuration, read_yaml
+from autoscaler.config import Duration, PositiveDuration, read_yaml
 from autoscaler.controller.admission import (
     CLUSTER_KAFKA_CIDRS,
     CLUSTER_KAFKA_HOSTS,
@@ -44,6 +44,7 @@ from autoscaler.controller.admission import (
 )
 from autoscaler.errors import UserError
 from autoscaler.jobrules import DEFAULT_LIMITS, JobLimits
+from autoscaler.jobschema import TARGET_KINDS
 
 CONFIG_KIND = "ControllerConfig"
 HOUR, DAY = 3600.0, 86400.0

@@ -32,9 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import GenerateJsonSchema, JsonDict
 
-from autoscaler.config import API_VERSION, DEPRECATED_API_VERSIONS, KIND, ElasticTrainingJob
 from autoscaler.controller.crd_rules import CROSS_FIELD, CelRule, duration_range, floor
 from autoscaler.durations import GRAMMAR, MAX_LENGTH
+from autoscaler.jobschema import API_VERSION, DEPRECATED_API_VERSIONS, KIND, ElasticTrainingJob
 
 GROUP = "kale.dev"
 PLURAL = "elastictrainingjobs"

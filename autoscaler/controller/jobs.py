@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from autoscaler.config import KIND, ElasticTrainingJob, LoadedJob, read_yaml
+from autoscaler.config import LoadedJob, read_yaml
 from autoscaler.controller.admission import (
     LOCAL_POLICY,
     AdmissionPolicy,
@@ -30,6 +30,7 @@ from autoscaler.controller.admission import (
 )
 from autoscaler.controller.references import ReferenceProblem, References
 from autoscaler.errors import UserError
+from autoscaler.jobschema import KIND, ElasticTrainingJob
 from autoscaler.kafka_auth import LocalSecrets
 from autoscaler.overrides import PAUSED, PAUSED_REPLICAS
 

@@ -21,9 +21,10 @@ from typing import Any
 
 from autoscaler.actuators.base import Actuator, Size
 from autoscaler.actuators.dryrun import DryRunActuator
+from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.config import ControllerConfig
 from autoscaler.controller.factories import forecaster_factory
-from autoscaler.controller.jobs import ClusterJobs, DirectoryJobs, JobEntry, JobsSource
+from autoscaler.controller.jobs import DirectoryJobs, JobEntry, JobsSource
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.controller.metering import KafkaMetricSource
 from autoscaler.controller.metrics import ControllerMetrics, Health, MetricsServer

@@ -39,6 +39,7 @@ import numpy as np
 from kafka import TopicPartition
 
 from autoscaler.sources import kafka_io
+from autoscaler.sources.heads import fetch_heads
 from autoscaler.sources.history import HistoryStore, StoredSnapshot
 from autoscaler.sources.security import KafkaSecurity
 
@@ -212,7 +213,7 @@ def backfill(
         kafka_io.close_quietly(probe)
     starts = {tp: int(off) for tp, off in found.items()}
     # High watermarks from a Fetch (tansu's ListOffsets(latest) is off by a batch).
-    heads = kafka_io.fetch_heads(bootstrap, starts, timeout_s=timeout_s, security=security)
+    heads = fetch_heads(bootstrap, starts, timeout_s=timeout_s, security=security)
     ranges = {tp: (starts[tp], heads[tp].highwater) for tp in tps}
     plans = {tp: sample_offsets(lo, hi, samples_per_partition) for tp, (lo, hi) in ranges.items()}
     got, complete = _read_samples(

@@ -13,7 +13,7 @@ How a snapshot is taken (:mod:`autoscaler.sources.snapshot`; all bounded by time
 * committed offsets of the group from the admin API (``list_group_offsets``); a partition
   with no commit counts from its log start, i.e. everything retained is unconsumed;
 * one Fetch per partition from the committed position: its response carries the real high
-  watermark (tansu's ListOffsets(latest) does not, see :func:`kafka_io.fetch_heads`) and,
+  watermark (tansu's ListOffsets(latest) does not, see :func:`heads.fetch_heads`) and,
   when there is lag, the first unconsumed record, whose CreateTime gives the oldest age.
 
 Rates are counter differences over a window: Δ(sum of high watermarks)/Δt is the arrival

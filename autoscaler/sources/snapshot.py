@@ -16,6 +16,7 @@ from typing import Any
 from kafka import TopicPartition
 
 from autoscaler.sources import kafka_io
+from autoscaler.sources.heads import fetch_heads
 from autoscaler.sources.history import StoredSnapshot
 from autoscaler.sources.security import KafkaSecurity
 
@@ -111,7 +112,7 @@ def read_snapshot(
         finally:
             kafka_io.close_quietly(probe)
         committed.update({tp.partition: int(off) for tp, off in starts.items()})
-    heads = kafka_io.fetch_heads(
+    heads = fetch_heads(
         bootstrap,
         {tp: committed[tp.partition] for tp in tps},
         timeout_s=timeout_s,

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from autoscaler.config import PositiveDuration, read_yaml
-from autoscaler.controller.config import LeaderElection
+from autoscaler.controller.config_sections import LeaderElection
 from autoscaler.errors import UserError
 from autoscaler.scheduler.objects import Conventions
 

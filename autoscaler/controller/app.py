@@ -10,7 +10,6 @@ leader election, or a job whose target is a StatefulSet or TFJob).
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import threading
 import time
@@ -178,9 +177,8 @@ def meter_factory(
 
 
 def identity(cfg: ControllerConfig) -> str:
-    from autoscaler.actuators.lease import default_identity
-
-    return cfg.leader_election.identity or os.environ.get("POD_NAME") or default_identity()
+    """This replica's name (see :meth:`LeaderElection.replica_identity`)."""
+    return cfg.leader_election.replica_identity()
 
 
 @dataclass
@@ -323,22 +321,8 @@ def build(
             planner=options.planner,
         ),
     )
-    elector = None
     le = cfg.leader_election
-    if le.enabled:
-        from autoscaler.actuators.lease import LeaderElector
-
-        namespace = le.namespace or os.environ.get("POD_NAMESPACE") or "kale-system"
-        elector = LeaderElector(
-            kube.get(),
-            namespace=namespace,
-            name=le.lease_name,
-            identity=me,
-            lease_duration_s=le.lease_duration,
-            renew_deadline_s=le.renew_deadline,
-            retry_period_s=le.retry_period,
-            clock=clock,
-        )
+    elector = le.elector(kube.get(), identity=me, clock=clock) if le.enabled else None
     health = Health(stale_after_s=max(3 * cfg.interval, 60.0), clock=clock)
     server = None
     if cfg.metrics.port:

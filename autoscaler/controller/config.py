@@ -27,11 +27,10 @@ from typing import Any, Literal
 
 from pydantic import (
     Field,
-    ValidationError,
     model_validator,
 )
 
-from autoscaler.config import PositiveDuration, read_yaml
+from autoscaler.config import PositiveDuration
 from autoscaler.controller.admission import (
     CLUSTER_KAFKA_CIDRS,
     CLUSTER_KAFKA_HOSTS,
@@ -48,17 +47,17 @@ from autoscaler.controller.config_sections import (
     Metrics,
     Policy,
     Quota,
-    Section,
     Tick,
 )
 from autoscaler.errors import UserError
 from autoscaler.jobrules import JobLimits
 from autoscaler.jobschema import TARGET_KINDS
+from autoscaler.settingsfile import SettingsModel, read_settings, resolve_path, validate_settings
 
 CONFIG_KIND = "ControllerConfig"
 
 
-class ControllerConfig(Section):
+class ControllerConfig(SettingsModel):
     api_version: Literal["kale.dev/v1alpha1", "kale.dev/v1"] = "kale.dev/v1alpha1"
     kind: Literal["ControllerConfig"] = "ControllerConfig"
     interval: PositiveDuration = Field(
@@ -141,60 +140,32 @@ class ControllerConfig(Section):
         )
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc if not str(p).startswith("function-")) or "(root)"
-
-
 def parse_controller_config(data: Any, *, source: str = "controller.yaml") -> ControllerConfig:
     """Validate a loaded document; raise :class:`UserError` with one line per problem."""
-    if not isinstance(data, dict):
-        raise UserError(f"{source}: expected a mapping (a ControllerConfig)")
-    try:
-        return ControllerConfig.model_validate(data)
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            msg = {"extra_forbidden": "unknown field", "missing": "required field is missing"}.get(
-                err["type"], err["msg"]
-            )
-            msg = msg.removeprefix("Value error, ")
-            lines.append(f"{source}: {_loc(err['loc'])}: {msg}")
-        raise UserError(lines[0], problems=lines) from None
-
-
-def _resolve(base: Path, value: str | None) -> str | None:
-    if value is None:
-        return None
-    p = Path(value).expanduser()
-    return str(p if p.is_absolute() else (base / p))
+    return validate_settings(ControllerConfig, data, source=source)
 
 
 def load_controller_config(path: str | Path) -> ControllerConfig:
     """Read ``controller.yaml``; relative paths in it become relative to the file."""
     p = Path(path)
-    data, problems = read_yaml(p, kind="a ControllerConfig")
-    if problems:
-        lines = [
-            f"{p}:{loc[6:-1]}: {msg}" if loc.startswith("(line ") else f"{p}: {msg}"
-            for loc, msg in problems
-        ]
-        raise UserError(lines[0], problems=lines)
-    cfg = parse_controller_config(data, source=str(p))
+    cfg = read_settings(p, ControllerConfig)
     base = p.resolve().parent
     jobs = cfg.jobs.model_copy(
         update={
-            "directory": _resolve(base, cfg.jobs.directory),
-            "models_dir": _resolve(base, cfg.jobs.models_dir),
+            "directory": resolve_path(base, cfg.jobs.directory),
+            "models_dir": resolve_path(base, cfg.jobs.models_dir),
         }
     )
-    policy = cfg.policy.model_copy(update={"models_root": _resolve(base, cfg.policy.models_root)})
+    policy = cfg.policy.model_copy(
+        update={"models_root": resolve_path(base, cfg.policy.models_root)}
+    )
     return cfg.model_copy(
         update={
             "jobs": jobs,
             "policy": policy,
-            "kubeconfig": _resolve(base, cfg.kubeconfig),
-            "state_dir": _resolve(base, cfg.state_dir),
-            "secrets_dir": _resolve(base, cfg.secrets_dir),
+            "kubeconfig": resolve_path(base, cfg.kubeconfig),
+            "state_dir": resolve_path(base, cfg.state_dir),
+            "secrets_dir": resolve_path(base, cfg.secrets_dir),
         }
     )
 

@@ -9,16 +9,15 @@ and flag overrides. The scheduler's config reuses :class:`LeaderElection`.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
 from autoscaler.config import Duration, PositiveDuration
 from autoscaler.controller.admission import (
@@ -28,19 +27,15 @@ from autoscaler.controller.admission import (
     networks,
 )
 from autoscaler.jobrules import DEFAULT_LIMITS
+from autoscaler.settingsfile import SettingsModel
+
+if TYPE_CHECKING:  # a runtime import would load the Kubernetes client with the settings
+    from autoscaler.actuators.lease import LeaderElector
 
 HOUR, DAY = 3600.0, 86400.0
 
 
-class Section(BaseModel):
-    """Base: camelCase keys, unknown keys are errors, immutable once loaded."""
-
-    model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
-    )
-
-
-class JobsSource(Section):
+class JobsSource(SettingsModel):
     """Where jobs come from: exactly one of ``directory`` and ``namespaces``."""
 
     directory: str | None = Field(
@@ -66,18 +61,18 @@ class JobsSource(Section):
         return self
 
 
-class Quota(Section):
+class Quota(SettingsModel):
     gpus: int | None = Field(
         default=None, ge=0, description="GPUs shared by all jobs; absent means unlimited."
     )
 
 
-class Metrics(Section):
+class Metrics(SettingsModel):
     port: int = Field(default=9100, ge=0, le=65535, description="0 disables the server.")
     address: str = Field(default="0.0.0.0", description="Address the /metrics server binds.")
 
 
-class LeaderElection(Section):
+class LeaderElection(SettingsModel):
     enabled: bool = False
     namespace: str | None = Field(
         default=None,
@@ -91,6 +86,27 @@ class LeaderElection(Section):
         default=None, description="Defaults to $POD_NAME or hostname plus a random suffix."
     )
 
+    def replica_identity(self) -> str:
+        """This replica's name: ``identity``, else $POD_NAME, else hostname plus a suffix."""
+        from autoscaler.actuators.lease import default_identity
+
+        return self.identity or os.environ.get("POD_NAME") or default_identity()
+
+    def elector(self, kube: Any, *, identity: str, clock: Callable[[], float]) -> LeaderElector:
+        """The Lease elector these settings describe (the controller's and the scheduler's)."""
+        from autoscaler.actuators.lease import LeaderElector
+
+        return LeaderElector(
+            kube,
+            namespace=self.namespace or os.environ.get("POD_NAMESPACE") or "kale-system",
+            name=self.lease_name,
+            identity=identity,
+            lease_duration_s=self.lease_duration,
+            renew_deadline_s=self.renew_deadline,
+            retry_period_s=self.retry_period,
+            clock=clock,
+        )
+
     @model_validator(mode="after")
     def _ordered(self) -> LeaderElection:
         if not self.retry_period < self.renew_deadline < self.lease_duration:
@@ -102,7 +118,7 @@ class LeaderElection(Section):
         return self
 
 
-class Meter(Section):
+class Meter(SettingsModel):
     window: PositiveDuration = Field(
         default=10.0, le=HOUR, description="Rate window of the Kafka meter."
     )
@@ -110,7 +126,7 @@ class Meter(Section):
     threads: int = Field(default=4, ge=1, le=64, description="Jobs measured in parallel.")
 
 
-class Forecasting(Section):
+class Forecasting(SettingsModel):
     model: Literal["kale", "seasonal_naive", "ets", "stl_ets", "dlinear"] | None = Field(
         default=None, description="Use this model for every job instead of spec.forecast.model."
     )
@@ -131,7 +147,7 @@ class Forecasting(Section):
     )
 
 
-class Tick(Section):
+class Tick(SettingsModel):
     """How a tick bounds its slow work: how long it waits, on how many threads.
 
     A tick must end well inside its interval whatever one job's broker or API server does,
@@ -172,7 +188,7 @@ HostPattern = Annotated[
 ]
 
 
-class KafkaPolicy(Section):
+class KafkaPolicy(SettingsModel):
     allowed_hosts: list[HostPattern] | None = Field(
         default=None,
         max_length=256,
@@ -198,7 +214,7 @@ class KafkaPolicy(Section):
         return value
 
 
-class Limits(Section):
+class Limits(SettingsModel):
     min_forecast_interval: PositiveDuration = Field(
         default=DEFAULT_LIMITS.min_forecast_interval_s,
         le=86400.0,
@@ -206,7 +222,7 @@ class Limits(Section):
     )
 
 
-class Policy(Section):
+class Policy(SettingsModel):
     """What a job may ask for (see :mod:`autoscaler.controller.admission`)."""
 
     allowed_target_kinds: list[TargetKind] | None = Field(

@@ -123,3 +123,21 @@ def fetch_heads(
             read_at=read_at,
         )
     return heads
+
+
+def log_starts(
+    bootstrap: str,
+    partitions: list[TopicPartition],
+    *,
+    timeout_s: float = REQUEST_TIMEOUT_MS / 1000,
+    security: KafkaSecurity | None = None,
+) -> dict[TopicPartition, int]:
+    """Each partition's log start offset (ListOffsets(earliest) is right on tansu; only
+    "latest" is off, which is why :func:`fetch_heads` exists)."""
+    probe = probe_consumer(bootstrap, security=security)
+    try:
+        with translate_errors(bootstrap, timeout_s):
+            found = probe.beginning_offsets(partitions, timeout_ms=timeout_s * 1000)
+    finally:
+        close_quietly(probe)
+    return {tp: int(off) for tp, off in found.items()}

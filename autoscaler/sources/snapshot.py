@@ -16,7 +16,7 @@ from typing import Any
 from kafka import TopicPartition
 
 from autoscaler.sources import kafka_io
-from autoscaler.sources.heads import fetch_heads
+from autoscaler.sources.heads import fetch_heads, log_starts
 from autoscaler.sources.history import StoredSnapshot
 from autoscaler.sources.security import KafkaSecurity
 
@@ -103,15 +103,9 @@ def read_snapshot(
     }
     missing = [tp for tp in tps if tp.partition not in committed]
     if missing:
-        # No commit yet: count from the log start (ListOffsets(earliest) is right on
-        # tansu; only "latest" is off).
-        probe = kafka_io.probe_consumer(bootstrap, security=security)
-        try:
-            with kafka_io.translate_errors(bootstrap, timeout_s):
-                starts = probe.beginning_offsets(missing, timeout_ms=timeout_s * 1000)
-        finally:
-            kafka_io.close_quietly(probe)
-        committed.update({tp.partition: int(off) for tp, off in starts.items()})
+        # No commit yet: count from the log start.
+        starts = log_starts(bootstrap, missing, timeout_s=timeout_s, security=security)
+        committed.update({tp.partition: off for tp, off in starts.items()})
     heads = fetch_heads(
         bootstrap,
         {tp: committed[tp.partition] for tp in tps},

@@ -87,9 +87,7 @@ def _sizes(rng: np.random.Generator, count: int, processors: int, m: LublinModel
     u_med = u_hi - m.u_med_below_hi
     kind = rng.random(count)
     low = rng.random(count) <= m.u_prob
-    par = np.where(
-        low, rng.uniform(m.u_low, u_med, count), rng.uniform(u_med, u_hi, count)
-    )
+    par = np.where(low, rng.uniform(m.u_low, u_med, count), rng.uniform(u_med, u_hi, count))
     par = np.where(kind <= m.serial_prob + m.pow2_prob, np.floor(par + 0.5), par)
     size = np.floor(2.0**par + 0.5).astype(np.int64)
     return np.where(kind <= m.serial_prob, 1, np.minimum(size, processors))

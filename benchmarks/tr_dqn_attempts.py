@@ -5,10 +5,10 @@ Run from the repository root::
     nice .venv/bin/python benchmarks/tr_dqn_attempts.py --baselines
     nice .venv/bin/python benchmarks/tr_dqn_attempts.py --attempt warm_dqfd --out a1.pt
 
-Each attempt trains tr_dqn (seed 0 unless ``--seed``) on the Lublin log's windows outside RLScheduler's ten
-test sequences plus Lublin-model sequences (``placement.workloads.lublin``, generator seeds
-from 100,000), keeps the weights that score best on four held-out model sequences (seeds
-50,000–50,003), and is then judged — once — on
+Each attempt trains tr_dqn (seed 0 unless ``--seed``) on the Lublin log's windows outside
+RLScheduler's ten test sequences plus Lublin-model sequences (``placement.workloads.lublin``,
+generator seeds from 100,000), keeps the weights that score best on four held-out model
+sequences (seeds 50,000–50,003), and is then judged — once — on
 
 * **Lublin-1**: RLScheduler's ten test sequences, its rules, EASY (``run_protocol``);
 * **Lublin model**: ten sequences of 1,024 jobs from generator seeds 1–10 at the load of the

@@ -61,7 +61,7 @@ from placement.workloads.swf import load_swf  # noqa: E402
 DATA = Path(os.environ.get("KALE_PLACEMENT_DATA", "/work/shared/data/placement"))
 OUT = _HERE.parent / "examples" / "placement" / "agents"
 
-# The shipped agents' training (chosen on training seeds / windows only; decision 0126).
+# The shipped agents' training (chosen on training seeds / windows only; decision 0125).
 BALANCE = {
     "episodes": 12,
     "seed": 0,

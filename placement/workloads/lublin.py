@@ -68,11 +68,12 @@ class LublinModel:
 
 def _bucket_weights(model: LublinModel) -> np.ndarray:
     """Relative arrival intensity of each half-hour bucket (mean 1)."""
-    weights = np.zeros(BUCKETS)
+    weights: np.ndarray = np.zeros(BUCKETS)
     for i in range(DAY_START_BUCKET, BUCKETS + DAY_START_BUCKET):
         cdf = stats.gamma.cdf([i - 0.5, i + 0.5], model.a_num, scale=model.b_num)
         weights[(i - 1) % BUCKETS] = cdf[1] - cdf[0]
-    return weights / weights.mean()
+    normalised: np.ndarray = weights / float(weights.mean())
+    return normalised
 
 
 def _gamma_below(rng: np.random.Generator, shape: float, scale: float, limit: float) -> float:

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from autoscaler.cli.output import emit_json, table
+from autoscaler.cli.output import emit_json, table, warn
 from autoscaler.cli.params import DURATION
 from autoscaler.cli.trace import load_trace_cli
 from autoscaler.errors import UserError
@@ -214,6 +214,7 @@ def simulate(
                 settings,
                 progress=bar,
                 trace_loader=load_trace_cli,
+                warn=warn,
             )
         else:
             if quota_gpus is not None:
@@ -221,7 +222,7 @@ def simulate(
             if trace_path is None or job_path is None:
                 raise UserError("need --trace and --job (or --jobs DIR --quota-gpus N)")
             study = simulate_single(
-                trace_path, job_path, settings, progress=bar, trace_loader=load_trace_cli
+                trace_path, job_path, settings, progress=bar, trace_loader=load_trace_cli, warn=warn
             )
     finally:
         bar.close()

@@ -24,6 +24,7 @@ from autoscaler.durations import format_duration
 from autoscaler.errors import UserError
 from autoscaler.policy.types import JobSizing
 from autoscaler.sim.engine import lower_bound_gpu_hours, lower_bound_workers
+from autoscaler.sim.flat import flat_trace_warning
 from autoscaler.sim.optimal import OptimalSettings, optimal
 from autoscaler.sim.report import ReportSection
 from autoscaler.sim.runner import (
@@ -162,8 +163,10 @@ def simulate_single(
     *,
     progress: Progress | None = None,
     trace_loader: TraceLoader = load_trace,
+    warn: Callable[[str], None] | None = None,
 ) -> Study:
-    """Every policy of ``settings`` on one job and trace."""
+    """Every policy of ``settings`` on one job and trace; ``warn`` hears of a flat comparison
+    before the (long) simulation starts."""
     _check(settings)
     loaded = load_job(job_path)
     values, dt, start = _trace_values(trace_path, settings.resample_s, trace_loader)
@@ -171,6 +174,10 @@ def simulate_single(
     values, scale = scale_to_peak(values, settings.scale_peak, sizing.peak_throughput)
     warm = warmup_steps_for(settings.warmup_days, dt, len(values))
     steps = len(values) - warm
+    warnings = [w for w in [flat_trace_warning(loaded.name, sizing, values[warm:])] if w]
+    for w in warnings:
+        if warn is not None:
+            warn(w)
     comp = compare(
         sizing,
         values,
@@ -200,6 +207,7 @@ def simulate_single(
         "scale": scale,
         "rescale_s": sizing.rescale_s,
         "slo_s": sizing.slo_s,
+        "warnings": warnings,
     }
     section = ReportSection(
         heading=f"{loaded.name} on {Path(trace_path).name}",
@@ -208,7 +216,7 @@ def simulate_single(
         lower_bound_gpu_hours=comp.lower_bound_gpu_hours,
         lower_bound_workers=lower_bound_workers(sizing, values[warm:]),
         times=_times(start, dt, warm, steps),
-        notes=_notes(sizing, dt, warm, steps, scale),
+        notes=[*_notes(sizing, dt, warm, steps, scale), *warnings],
     )
     return Study(
         document,
@@ -284,6 +292,7 @@ def simulate_multi(
     *,
     progress: Progress | None = None,
     trace_loader: TraceLoader = load_trace,
+    warn: Callable[[str], None] | None = None,
 ) -> Study:
     """Every policy of ``settings``, each run by all the jobs of ``jobs_dir`` under one quota."""
     _check(settings)
@@ -323,6 +332,10 @@ def simulate_multi(
         }
     warm = warmup_steps_for(settings.warmup_days, dt, n)
     steps = n - warm
+    warnings = [w for j in jobs if (w := flat_trace_warning(j.name, j.sizing, j.arrivals[warm:]))]
+    for w in warnings:
+        if warn is not None:
+            warn(w)
     lbs = {j.name: lower_bound_gpu_hours(j.sizing, j.arrivals[warm:]) for j in jobs}
     for j in jobs:
         info[j.name]["lower_bound_gpu_hours"] = lbs[j.name]
@@ -349,6 +362,7 @@ def simulate_multi(
         "interval_s": dt,
         "warmup_steps": warm,
         "steps": steps,
+        "warnings": warnings,
     }
     times = _times(prepared[0].start, dt, warm, steps)
     sections = [

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import click
@@ -20,6 +21,7 @@ from autoscaler.cli.params import DURATION
 from autoscaler.cli.trace import load_trace_cli
 from autoscaler.errors import UserError
 from autoscaler.sim.policies import DEFAULT_POLICIES, NAMES, parse_names
+from autoscaler.terminal.progress import FitProgress
 
 TABLE_COLUMNS = (
     ("slo_violation_rate", "violations"),
@@ -201,6 +203,11 @@ def simulate(
             raise UserError("--placement works with --job (one job), not --jobs")
     settings = SimSettings(policies=parse_names(policies), **options)
     bar = _Bar()
+    fits = FitProgress(None, label="simulate: forecaster fits")
+
+    def on_fit(model: str, steps: int) -> AbstractContextManager[None]:
+        return fits.fit(model, steps=steps)
+
     try:
         if jobs_dir is not None:
             if job_path is not None:
@@ -215,6 +222,7 @@ def simulate(
                 progress=bar,
                 trace_loader=load_trace_cli,
                 warn=warn,
+                on_fit=on_fit,
             )
         else:
             if quota_gpus is not None:
@@ -222,9 +230,16 @@ def simulate(
             if trace_path is None or job_path is None:
                 raise UserError("need --trace and --job (or --jobs DIR --quota-gpus N)")
             study = simulate_single(
-                trace_path, job_path, settings, progress=bar, trace_loader=load_trace_cli, warn=warn
+                trace_path,
+                job_path,
+                settings,
+                progress=bar,
+                trace_loader=load_trace_cli,
+                warn=warn,
+                on_fit=on_fit,
             )
     finally:
+        fits.close()
         bar.close()
     if report:
         try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -38,6 +38,9 @@ from autoscaler.sim.runner import (
     warmup_steps_for,
 )
 from autoscaler.traces import Trace, load_trace
+
+if TYPE_CHECKING:
+    from autoscaler.sim.forecasting import OnFit
 
 TRACE_ANNOTATION = "kale.dev/trace"
 SCALE_ANNOTATION = "kale.dev/scale-peak"
@@ -92,7 +95,11 @@ class Study:
 
 # -- loading ----------------------------------------------------------------------------------
 def _forecaster_factory(
-    loaded: LoadedJob, start: pd.Timestamp, dt: float, settings: SimSettings
+    loaded: LoadedJob,
+    start: pd.Timestamp,
+    dt: float,
+    settings: SimSettings,
+    on_fit: OnFit | None = None,
 ) -> Any:
     """Forecast sources for kale/madu: the job's model, refitted on its schedule, fits cached."""
     from autoscaler.sim.forecasting import default_cache_dir, source_factory
@@ -107,6 +114,7 @@ def _forecaster_factory(
         quantile=float(fc.quantile),
         predict_every=settings.predict_every,
         cache_dir=Path(settings.fit_cache) if settings.fit_cache else default_cache_dir(),
+        on_fit=on_fit,
     )
 
 
@@ -164,6 +172,7 @@ def simulate_single(
     progress: Progress | None = None,
     trace_loader: TraceLoader = load_trace,
     warn: Callable[[str], None] | None = None,
+    on_fit: OnFit | None = None,
 ) -> Study:
     """Every policy of ``settings`` on one job and trace; ``warn`` hears of a flat comparison
     before the (long) simulation starts."""
@@ -187,7 +196,7 @@ def simulate_single(
         partitions=settings.partitions,
         trace_start=start,
         progress=progress(steps * len(settings.policies)) if progress else None,
-        forecaster_factory=_forecaster_factory(loaded, start, dt, settings),
+        forecaster_factory=_forecaster_factory(loaded, start, dt, settings, on_fit),
         optimal_settings=OptimalSettings(violation_budget=settings.violation_budget),
     )
     document: dict[str, Any] = {
@@ -293,6 +302,7 @@ def simulate_multi(
     progress: Progress | None = None,
     trace_loader: TraceLoader = load_trace,
     warn: Callable[[str], None] | None = None,
+    on_fit: OnFit | None = None,
 ) -> Study:
     """Every policy of ``settings``, each run by all the jobs of ``jobs_dir`` under one quota."""
     _check(settings)
@@ -317,7 +327,7 @@ def simulate_multi(
                 scaled,
                 spec.priority,
                 p.loaded.job,
-                forecaster_factory=_forecaster_factory(p.loaded, p.start, dt, settings),
+                forecaster_factory=_forecaster_factory(p.loaded, p.start, dt, settings, on_fit),
                 trace_start=p.start,
             )
         )

@@ -62,7 +62,8 @@ def _print_table(metrics: dict[str, dict[str, Any]], lower_bound: float, multi: 
     first, bound_label = ("job", "lower_bound (all jobs)") if multi else ("policy", "lower_bound")
     rows = [[name, *(m.get(k) for k, _ in TABLE_COLUMNS)] for name, m in metrics.items()]
     rows.append([bound_label, "", "", "", "", "", lower_bound, 1.0, "", "", "", ""])
-    click.echo(table(rows, [first, *(h for _, h in TABLE_COLUMNS)]))
+    headers = [first, *(h for _, h in TABLE_COLUMNS)]
+    click.echo(table(rows, headers, percent={"violations"}))  # JSON keeps the fraction
 
 
 @click.command("simulate")

@@ -41,6 +41,7 @@ from torch import nn
 from placement.agents.common import (
     TrainingCurve,
     configure,
+    gradient_step,
     load_checkpoint,
     load_weights,
     save_checkpoint,
@@ -117,8 +118,9 @@ class QNet(nn.Module):
         self.head = nn.Linear(s.d_model, 1)
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        h = self.encoder(self.embed(tokens), src_key_padding_mask=~mask)
-        return self.head(h).squeeze(-1).masked_fill(~mask, -1e9)
+        h: torch.Tensor = self.encoder(self.embed(tokens), src_key_padding_mask=~mask)
+        q: torch.Tensor = self.head(h)
+        return q.squeeze(-1).masked_fill(~mask, -1e9)
 
 
 @dataclass
@@ -260,10 +262,7 @@ class AsyncTransformerAgent:
         total = 0.0
         for _ in range(s.batches_per_step):
             loss = self.losses(self.buffer.sample(s.batch, self.train_rng))
-            self.optimizer.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
-            self.optimizer.step()
+            gradient_step(self.optimizer, loss, self.net.parameters(), max_norm=1.0)
             total += float(loss.detach())
         return total / s.batches_per_step
 

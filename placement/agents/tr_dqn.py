@@ -36,6 +36,7 @@ from placement.agents.common import (
     TrainingCurve,
     configure,
     enable_determinism,
+    gradient_step,
     load_checkpoint,
     load_weights,
     mlp,
@@ -98,7 +99,8 @@ class LevelNet(nn.Module):
         lead = grid.shape[:-2]
         x = grid.reshape(-1, self.rows, ROW_WIDTH).transpose(1, 2)
         x = torch.relu(self.conv(x)).flatten(1)
-        return self.head(x).reshape(*lead, self.out)
+        q: torch.Tensor = self.head(x)
+        return q.reshape(*lead, self.out)
 
 
 class TRDQN:
@@ -140,9 +142,10 @@ class TRDQN:
     def q_values(self, obs: QueueObservation) -> np.ndarray:
         """Q per slot (level 1, masked slots −inf) or per candidate (level 2)."""
         if obs.level == 1:
-            q = self.level1(self._tensor(obs.grid)).cpu().numpy().astype(np.float64)
-            return np.where(obs.mask, q, -np.inf)
-        return self.level2(self._tensor(obs.grid)).squeeze(-1).cpu().numpy().astype(np.float64)
+            q1: torch.Tensor = self.level1(self._tensor(obs.grid))
+            return np.where(obs.mask, q1.cpu().numpy().astype(np.float64), -np.inf)
+        q2: torch.Tensor = self.level2(self._tensor(obs.grid))
+        return q2.squeeze(-1).cpu().numpy().astype(np.float64)
 
     def greedy(self, obs: QueueObservation) -> int:
         return int(np.argmax(self.q_values(obs)))
@@ -209,11 +212,8 @@ class TRDQN:
             v = torch.where(nl == 1, v1, torch.where(nl == 2, v2, torch.zeros_like(v1)))
             target = t["reward"] + self.settings.gamma * (1.0 - t["done"]) * v
         loss = torch.mean((target - q) ** 2)
-        self.optimizer.zero_grad()
-        loss.backward()
         params = [*self.level1.parameters(), *self.level2.parameters()]
-        nn.utils.clip_grad_norm_(params, max_norm=10.0)
-        self.optimizer.step()
+        gradient_step(self.optimizer, loss, params, max_norm=10.0)
         self.updates += 1
         if self.updates % self.settings.target_sync == 0:
             sync_target(self.level1, self.target1)

@@ -1,4 +1,4 @@
-"""``kale simulate``: replay a trace against policies and compare them (DESIGN.md semantics).
+"""``kale simulate``: replay a trace against policies and compare them (docs/design.md semantics).
 
 Single job: ``--trace T.csv --job job.yaml``. Several jobs sharing a GPU quota:
 ``--jobs DIR --quota-gpus N``; each job file may name its own trace with the annotation

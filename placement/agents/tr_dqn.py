@@ -3,7 +3,8 @@
 The queue is reordered by the rank ``w1·length + w2·wait + w3·deadline`` and the agent
 reads a window of the ``w`` first jobs plus the machine's availability profile
 (``placement.env.queue_features``). Two networks, each "a convolution layer, two fully
-connected layers and an output layer" as the document says:
+connected layers and an output layer" as the document says (``placement.agents.tr_dqn_net``:
+the settings and ``LevelNet``):
 
 * **level 1** reads the whole ``[2w + p, 3]`` grid and gives one Q value per window slot;
   the chosen job is *ready* (it fits: it starts) or *reserved* (the machine keeps its
@@ -26,100 +27,41 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from placement.agents.common import (
-    EpsilonSchedule,
     ReplayBuffer,
     TrainingCurve,
     configure,
     enable_determinism,
+    gradient_step,
     load_checkpoint,
     load_weights,
-    mlp,
     save_checkpoint,
     settings_from_dict,
     sync_target,
 )
+from placement.agents.tr_dqn_net import NAME, LevelNet, TRDQNSettings
 from placement.agents.tr_dqn_policy import TRDQNPolicy
 from placement.agents.tr_dqn_warm import (
-    ImitationSettings,
     NStepWriter,
     demonstrate,
     margin_loss,
 )
-from placement.env.queue_env import QueueEnv, QueueEnvSettings, QueueObservation
+from placement.env.queue_env import QueueEnv, QueueObservation
 from placement.env.queue_features import (
     HORIZONS_S,
     ROW_WIDTH,
 )
 
-NAME = "tr_dqn"
 EPISODE_SEED_BASE = 200_000
 DEMO_SEED_BASE = 300_000
 
-
-@dataclass(frozen=True)
-class TRDQNSettings:
-    """Every knob of the agent and its training (the seed included)."""
-
-    seed: int = 0
-    channels: int = 8
-    """Output channels of each network's convolution (kernel 1 over the rows)."""
-    hidden: tuple[int, int] = (128, 64)
-    """Widths of the two fully connected layers."""
-    lr: float = 5e-4
-    gamma: float = 0.7
-    """Discount per decision (0.7 learned fastest on the training windows; decision 0125)."""
-    batch: int = 64
-    replay: int = 30_000
-    warmup: int = 500
-    train_every: int = 2
-    target_sync: int = 500
-    candidates: int = 16
-    """Level-2 candidates stored per next state (a random subset when there are more)."""
-    sequence_jobs: int = 512
-    """Jobs per training episode (a window of the log outside the judged sequences)."""
-    sequences: int = 256
-    """Distinct training windows drawn from the log (episodes cycle through them)."""
-    explore: EpsilonSchedule = field(default_factory=lambda: EpsilonSchedule(1.0, 0.05, 0.99985))
-    env: QueueEnvSettings = field(default_factory=lambda: QueueEnvSettings(window=8))
-    n_step: int = 1
-    """Rewards summed before bootstrapping (1: the document's one-step target)."""
-    double: bool = False
-    """Double-DQN targets: the online network picks the next action, the target values it."""
-    imitation: ImitationSettings = field(default_factory=ImitationSettings)
-    """Warm start from demonstrations of the shortest-first rule (off by default)."""
-    synthetic_sequences: int = 0
-    """Extra training sequences drawn from the Lublin model (``placement.workloads.lublin``)."""
-    synthetic_load: tuple[float, float] = (0.85, 1.15)
-    """Range of the synthetic sequences' arrival scale, relative to the log's training part."""
-    validate_every: int = 0
-    """Episodes between greedy runs on validation sequences; the best weights are kept
-    (0: no validation, the last weights are kept)."""
-    validation_sequences: int = 4
-
-
-class LevelNet(nn.Module):
-    """Conv (kernel 1 over rows) → FC → FC → output, on a ``[rows, 3]`` grid."""
-
-    def __init__(self, rows: int, out: int, channels: int, hidden: tuple[int, int]) -> None:
-        super().__init__()
-        self.rows, self.out = rows, out
-        self.conv = nn.Conv1d(ROW_WIDTH, channels, kernel_size=1)
-        self.head = mlp([rows * channels, hidden[0], hidden[1], out])
-
-    def forward(self, grid: torch.Tensor) -> torch.Tensor:
-        lead = grid.shape[:-2]
-        x = grid.reshape(-1, self.rows, ROW_WIDTH).transpose(1, 2)
-        x = torch.relu(self.conv(x)).flatten(1)
-        return self.head(x).reshape(*lead, self.out)
+__all__ = ["NAME", "TRDQN", "LevelNet", "TRDQNSettings"]
 
 
 class TRDQN:
@@ -166,9 +108,10 @@ class TRDQN:
     def q_values(self, obs: QueueObservation) -> np.ndarray:
         """Q per slot (level 1, masked slots −inf) or per candidate (level 2)."""
         if obs.level == 1:
-            q = self.level1(self._tensor(obs.grid)).cpu().numpy().astype(np.float64)
-            return np.where(obs.mask, q, -np.inf)
-        return self.level2(self._tensor(obs.grid)).squeeze(-1).cpu().numpy().astype(np.float64)
+            q1: torch.Tensor = self.level1(self._tensor(obs.grid))
+            return np.where(obs.mask, q1.cpu().numpy().astype(np.float64), -np.inf)
+        q2: torch.Tensor = self.level2(self._tensor(obs.grid))
+        return q2.squeeze(-1).cpu().numpy().astype(np.float64)
 
     def greedy(self, obs: QueueObservation) -> int:
         return int(np.argmax(self.q_values(obs)))
@@ -289,11 +232,8 @@ class TRDQN:
             total = total + self._td_loss(t)
             if with_margin:
                 total = total + self.settings.imitation.weight * self._margin(t)
-        self.optimizer.zero_grad()
-        total.backward()
         params = [*self.level1.parameters(), *self.level2.parameters()]
-        nn.utils.clip_grad_norm_(params, max_norm=10.0)
-        self.optimizer.step()
+        gradient_step(self.optimizer, total, params, max_norm=10.0)
         self.updates += 1
         if self.updates % self.settings.target_sync == 0:
             sync_target(self.level1, self.target1)
@@ -356,8 +296,9 @@ class TRDQN:
             self.warm_start = {f"{k}_before": v for k, v in before.items()}
             self.warm_start.update({f"{k}_after": v for k, v in after.items()})
             self.warm_weights = self._weights()
-        validating = validation is not None and s.validate_every > 0
-        best = (self.evaluate(validation), -1, self._weights()) if validating else None
+        best = None
+        if validation is not None and s.validate_every > 0:
+            best = (self.evaluate(validation), -1, self._weights())
         buffer = self._buffer()
         writer = NStepWriter(buffer, s.n_step, s.gamma)
         demo_batch = s.imitation.demo_batch if demos is not None else 0

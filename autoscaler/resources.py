@@ -1,6 +1,6 @@
 """The cluster resource manager: approves GPU requests of jobs sharing one quota.
 
-DESIGN.md's system flow puts every resize through the resource manager before GPUs are given
+docs/design.md's system flow puts every resize through the resource manager before GPUs are given
 to a job or taken back into the pool. The multi-job simulator calls it once per step with
 every job's wish; the controller will call it the same way. It is pure bookkeeping (no I/O).
 

@@ -15,7 +15,9 @@ never touches what is judged:
   experiment on the whole cluster with seeds 42–51 (the published protocol) and on a
   synthetic sharing-heavy workload from ``placement.workloads.generate`` on the same nodes.
 * ``tr_dqn`` trains on windows of the Lublin log that overlap none of RLScheduler's ten
-  test sequences (start indices 1981, 2756, …); it is judged on exactly those ten.
+  test sequences (start indices 1981, 2756, …); it is judged on exactly those ten, and on
+  ten sequences of Lublin's workload model (``placement.workloads.lublin``, generator seeds
+  1–10, 1,024 jobs, at the load of the log's training part) that it never saw.
 
 Prints tables (and ``--json-out`` a JSON file): allocation share at 130 % and 100 %, failed
 pods, seconds per run, decision latency on the 1,213-node cluster; bounded slowdown and
@@ -59,7 +61,7 @@ from placement.workloads.swf import load_swf  # noqa: E402
 DATA = Path(os.environ.get("KALE_PLACEMENT_DATA", "/work/shared/data/placement"))
 OUT = _HERE.parent / "examples" / "placement" / "agents"
 
-# The shipped agents' training (chosen on training seeds / windows only; decision 0126).
+# The shipped agents' training (chosen on training seeds / windows only; decision 0125).
 BALANCE = {
     "episodes": 12,
     "seed": 0,
@@ -199,10 +201,48 @@ class RandomOrder:
         return (self.rng.random(len(view)),)
 
 
-def judge_queue(jobs, processors, agent_name) -> dict[str, object]:
+class ShortestFirst:
+    """Ablation for tr_dqn: the rule its warm start imitates (SJF heads, the shortest
+    eligible job backfilled first), inside the agent's own action space."""
+
+    name = "shortest_first"
+
+    def keys(self, view):
+        return (view.estimate_s, view.submit_s)
+
+    def pick_backfill(self, view, candidates, shadow_s):
+        return int(np.argmin(view.estimate_s[candidates]))
+
+
+def judge_model_sequences(jobs, processors, agent_name, *, ablation: bool) -> dict[str, object]:
+    """Mean bounded slowdown with EASY on Lublin-model sequences no agent trained on."""
+    from placement.agents.training import JUDGE_SEEDS, lublin_sequences, training_arrival_scale
+    from placement.queue.metrics import summarise
+    from placement.queue.protocol import RLSCHEDULER_STARTS
+
+    scale = training_arrival_scale(jobs, processors, RLSCHEDULER_STARTS)
+    model = lublin_sequences(JUDGE_SEEDS, processors, scale)
+    policies = [RandomOrder(), *(queue_policy(n) for n in QUEUE_BASELINES)]
+    policies += [ShortestFirst()] if ablation else []
     out: dict[str, object] = {}
-    for name in ["random", *QUEUE_BASELINES, agent_name]:
-        policy = RandomOrder() if name == "random" else queue_policy(name)
+    for name, policy in [(p.name, p) for p in policies] + [(agent_name, queue_policy(agent_name))]:
+        runs = [
+            summarise(simulate(s, processors=processors, policy=policy, backfill=True), processors)
+            for s in model
+        ]
+        out[f"{name}+easy"] = {
+            "bsld": float(np.mean([r["bsld"] for r in runs])),
+            "util": float(np.mean([r["util"] for r in runs])),
+            "per_sequence_bsld": [r["bsld"] for r in runs],
+        }
+    return out
+
+
+def judge_queue(jobs, processors, agent_name, *, ablation: bool = False) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for name in ["random", *QUEUE_BASELINES, *(["shortest_first"] if ablation else []), agent_name]:
+        policy = {"random": RandomOrder(), "shortest_first": ShortestFirst()}.get(name)
+        policy = policy or queue_policy(name)
         for backfill in (False, True):
             result = run_protocol(
                 jobs,
@@ -215,6 +255,7 @@ def judge_queue(jobs, processors, agent_name) -> dict[str, object]:
             out[key] = {k: result[k] for k in ("bsld", "util", "mean_wait_s")}
             out[key]["per_sequence_bsld"] = [m["bsld"] for m in result["per_sequence"]]
     out["latency_s"] = {n: queue_latency(jobs, processors, n) for n in ("sjf", agent_name)}
+    out["lublin_model"] = judge_model_sequences(jobs, processors, agent_name, ablation=ablation)
     return out
 
 
@@ -264,14 +305,17 @@ def print_tables(result: dict[str, object], agent_node: str, agent_queue: str) -
         print("\nLublin-1, RLScheduler protocol, 10 judged sequences (published in brackets)")
         print(f"{'policy':<16}{'bsld':>10}{'':>11}{'util':>7}")
         for key, s in queue.items():
-            if key == "latency_s":
+            if key in ("latency_s", "lublin_model"):
                 continue
             base = key.replace("+easy", "")
             pub = PUBLISHED_BSLD.get(base, (None, None))[1 if key.endswith("+easy") else 0]
             shown = f"[{pub}]" if pub else ""
-            print(f"{label(key):<16}{s['bsld']:>10.2f}{shown:>11}{s['util']:>7.3f}")
+            print(f"{label(key):<20}{s['bsld']:>10.2f}{shown:>11}{s['util']:>7.3f}")
         ms = {label(k): round(v * 1e3, 3) for k, v in queue["latency_s"].items()}
         print("decision latency (ms per head choice, median):", ms)
+        print("\nLublin model, 10 sequences never trained on (generator seeds 1-10), EASY")
+        for key, s in queue["lublin_model"].items():
+            print(f"{label(key):<20}{s['bsld']:>10.2f}{s['util']:>18.3f}")
     timed = result.get("timed")
     if timed:
         print(f"\nopenb timed experiment ({TIMED_PRESSURE})")
@@ -293,7 +337,14 @@ def main() -> int:
     parser.add_argument("--skip-nodes", action="store_true")
     parser.add_argument("--skip-queue", action="store_true")
     parser.add_argument("--skip-timed", action="store_true")
-    parser.add_argument("--ablation", action="store_true", help="balance_dqn vs its reward")
+    parser.add_argument(
+        "--ablation",
+        action="store_true",
+        help="balance_dqn vs its reward; tr_dqn vs the rule its warm start imitates",
+    )
+    parser.add_argument(
+        "--tr-agent", type=Path, help="judge this tr_dqn file instead of the shipped one"
+    )
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
     nodes = load_nodes(DATA / "openb_node_list_gpu_node.csv")
@@ -304,26 +355,27 @@ def main() -> int:
     if args.train:
         names = [n.strip() for n in args.train.split(",") if n.strip()]
         result["training_seconds"] = train(nodes, pods, jobs, processors, names)
-    agent_node, agent_queue = f"agent:{OUT / 'balance_dqn.pt'}", f"agent:{OUT / 'tr_dqn.pt'}"
-    for name in ("balance_dqn", "tr_dqn"):
-        if not (OUT / f"{name}.pt").exists():
-            print(f"{name}: no shipped agent at {OUT / f'{name}.pt'} (run with --train)")
+    files = {"balance_dqn": OUT / "balance_dqn.pt", "tr_dqn": args.tr_agent or OUT / "tr_dqn.pt"}
+    agent_node, agent_queue = f"agent:{files['balance_dqn']}", f"agent:{files['tr_dqn']}"
+    for name, path in files.items():
+        if not path.exists():
+            print(f"{name}: no agent at {path} (run with --train)")
             continue
-        agent = load_agent(OUT / f"{name}.pt")
+        agent = load_agent(path)
         result[f"{name}_training"] = {
             "seconds": agent.curve.seconds,
             "episodes": len(agent.curve.records),
-            "bytes": (OUT / f"{name}.pt").stat().st_size,
+            "bytes": path.stat().st_size,
         }
         print(
             f"{name}: trained {len(agent.curve.records)} episodes in "
-            f"{agent.curve.seconds:.0f} s; file {(OUT / f'{name}.pt').stat().st_size} bytes"
+            f"{agent.curve.seconds:.0f} s; file {path.stat().st_size} bytes"
         )
     if not args.skip_nodes:
         result["nodes"] = judge_nodes(nodes, pods, parse_seeds(args.seeds), agent_node)
     if not args.skip_queue:
-        result["queue"] = judge_queue(jobs, processors, agent_queue)
-    if args.ablation:
+        result["queue"] = judge_queue(jobs, processors, agent_queue, ablation=args.ablation)
+    if args.ablation and not args.skip_nodes:
         result["ablation"] = ablation(nodes, pods, parse_seeds(args.seeds))
         for name, s in result["ablation"].items():
             print(

@@ -1,4 +1,4 @@
-"""``kale simulate``: replay a trace against policies and compare them (DESIGN.md semantics).
+"""``kale simulate``: replay a trace against policies and compare them (docs/design.md semantics).
 
 Single job: ``--trace T.csv --job job.yaml``. Several jobs sharing a GPU quota:
 ``--jobs DIR --quota-gpus N``; each job file may name its own trace with the annotation
@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import click
 
-from autoscaler.cli.output import emit_json, table
+from autoscaler.cli.output import emit_json, table, warn
 from autoscaler.cli.params import DURATION
 from autoscaler.cli.trace import load_trace_cli
 from autoscaler.errors import UserError
 from autoscaler.sim.policies import DEFAULT_POLICIES, NAMES, parse_names
+from autoscaler.terminal.progress import FitProgress
 
 TABLE_COLUMNS = (
     ("slo_violation_rate", "violations"),
@@ -60,7 +62,8 @@ def _print_table(metrics: dict[str, dict[str, Any]], lower_bound: float, multi: 
     first, bound_label = ("job", "lower_bound (all jobs)") if multi else ("policy", "lower_bound")
     rows = [[name, *(m.get(k) for k, _ in TABLE_COLUMNS)] for name, m in metrics.items()]
     rows.append([bound_label, "", "", "", "", "", lower_bound, 1.0, "", "", "", ""])
-    click.echo(table(rows, [first, *(h for _, h in TABLE_COLUMNS)]))
+    headers = [first, *(h for _, h in TABLE_COLUMNS)]
+    click.echo(table(rows, headers, percent={"violations"}))  # JSON keeps the fraction
 
 
 @click.command("simulate")
@@ -201,6 +204,11 @@ def simulate(
             raise UserError("--placement works with --job (one job), not --jobs")
     settings = SimSettings(policies=parse_names(policies), **options)
     bar = _Bar()
+    fits = FitProgress(None, label="simulate: forecaster fits")
+
+    def on_fit(model: str, steps: int) -> AbstractContextManager[None]:
+        return fits.fit(model, steps=steps)
+
     try:
         if jobs_dir is not None:
             if job_path is not None:
@@ -214,6 +222,8 @@ def simulate(
                 settings,
                 progress=bar,
                 trace_loader=load_trace_cli,
+                warn=warn,
+                on_fit=on_fit,
             )
         else:
             if quota_gpus is not None:
@@ -221,9 +231,16 @@ def simulate(
             if trace_path is None or job_path is None:
                 raise UserError("need --trace and --job (or --jobs DIR --quota-gpus N)")
             study = simulate_single(
-                trace_path, job_path, settings, progress=bar, trace_loader=load_trace_cli
+                trace_path,
+                job_path,
+                settings,
+                progress=bar,
+                trace_loader=load_trace_cli,
+                warn=warn,
+                on_fit=on_fit,
             )
     finally:
+        fits.close()
         bar.close()
     if report:
         try:

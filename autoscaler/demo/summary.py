@@ -5,7 +5,7 @@ traffic". The live Kale run is measured from the controller's own timeline (what
 saw each tick), converted to trace time; HPA (and Kale, for reference) are run by the
 simulator on exactly the trace segment that was replayed, with the same job, the same
 warm-up history and the same forecasting model, under the simulator's semantics
-(DESIGN.md). The metrics have the same names and units as ``kale simulate --json``.
+(docs/design.md). The metrics have the same names and units as ``kale simulate --json``.
 
 Live metrics, per controller tick after the replay started (a tick reports the step that
 just ended, as the simulator's end-of-step delay does):

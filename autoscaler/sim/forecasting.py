@@ -18,6 +18,7 @@ import json
 import logging
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,9 @@ from autoscaler.forecast_feed import FeedSettings, FitHook, ForecastFeed, Histor
 from autoscaler.policy.forecasts import ForecastWindow
 
 log = logging.getLogger(__name__)
+
+OnFit = Callable[[str, int], AbstractContextManager[Any]]
+"""Wraps one real fit: ``with on_fit(model name, history steps): ...``."""
 
 
 def default_cache_dir() -> Path:
@@ -70,20 +74,36 @@ def _key(model: str, options: dict[str, Any], series: pd.Series) -> str:
 
 
 def cached_fit(
-    cache_dir: Path | None, model: str, options: dict[str, Any]
+    cache_dir: Path | None,
+    model: str,
+    options: dict[str, Any],
+    *,
+    on_fit: OnFit | None = None,
+    label: str | None = None,
 ) -> Callable[[Any, pd.Series], Any]:
-    """A ``fit_cache`` hook: load a fit of the same model on the same history, or fit and save."""
+    """A ``fit_cache`` hook: load a fit of the same model on the same history, or fit and save.
+
+    ``on_fit(label, steps)`` wraps each real fit (not a cache hit): a fit can take minutes,
+    and the CLI shows it moving (or logs a line per fit when stderr is not a terminal).
+    """
+    shown = label or model
+
+    def really_fit(forecaster: Any, series: pd.Series) -> Any:
+        if on_fit is None:
+            return forecaster.fit(series)
+        with on_fit(shown, len(series)):
+            return forecaster.fit(series)
 
     def fit(forecaster: Any, series: pd.Series) -> Any:
         if cache_dir is None or not hasattr(forecaster, "save"):
-            return forecaster.fit(series)
+            return really_fit(forecaster, series)
         path = cache_dir / f"{model}-{_key(model, options, series)}.fit"
         if path.exists():
             try:
                 return type(forecaster).load(path)
             except Exception as exc:  # a stale or foreign cache entry: refit
                 log.warning("ignoring fit cache %s: %s", path, exc)
-        forecaster.fit(series)
+        really_fit(forecaster, series)
         try:
             cache_dir.mkdir(parents=True, exist_ok=True)
             forecaster.save(path)
@@ -151,6 +171,7 @@ def source_factory(
     cache_dir: Path | None = None,
     seed: int = 0,
     options: dict[str, Any] | None = None,
+    on_fit: OnFit | None = None,
 ) -> Callable[[], FeedSource]:
     """A zero-argument factory of forecast sources (what the policy registry expects).
 
@@ -178,7 +199,7 @@ def source_factory(
             make,
             settings=settings,
             start=start,
-            fit=cached_fit(cache_dir, f"fallback-{model}", opts),
+            fit=cached_fit(cache_dir, f"fallback-{model}", opts, on_fit=on_fit, label=model),
             name=model,
         )
 

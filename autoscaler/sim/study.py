@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -24,6 +24,7 @@ from autoscaler.durations import format_duration
 from autoscaler.errors import UserError
 from autoscaler.policy.types import JobSizing
 from autoscaler.sim.engine import lower_bound_gpu_hours, lower_bound_workers
+from autoscaler.sim.flat import flat_trace_warning
 from autoscaler.sim.optimal import OptimalSettings, optimal
 from autoscaler.sim.report import ReportSection
 from autoscaler.sim.runner import (
@@ -37,6 +38,9 @@ from autoscaler.sim.runner import (
     warmup_steps_for,
 )
 from autoscaler.traces import Trace, load_trace
+
+if TYPE_CHECKING:
+    from autoscaler.sim.forecasting import OnFit
 
 TRACE_ANNOTATION = "kale.dev/trace"
 SCALE_ANNOTATION = "kale.dev/scale-peak"
@@ -91,7 +95,11 @@ class Study:
 
 # -- loading ----------------------------------------------------------------------------------
 def _forecaster_factory(
-    loaded: LoadedJob, start: pd.Timestamp, dt: float, settings: SimSettings
+    loaded: LoadedJob,
+    start: pd.Timestamp,
+    dt: float,
+    settings: SimSettings,
+    on_fit: OnFit | None = None,
 ) -> Any:
     """Forecast sources for kale/madu: the job's model, refitted on its schedule, fits cached."""
     from autoscaler.sim.forecasting import default_cache_dir, source_factory
@@ -106,6 +114,7 @@ def _forecaster_factory(
         quantile=float(fc.quantile),
         predict_every=settings.predict_every,
         cache_dir=Path(settings.fit_cache) if settings.fit_cache else default_cache_dir(),
+        on_fit=on_fit,
     )
 
 
@@ -162,8 +171,11 @@ def simulate_single(
     *,
     progress: Progress | None = None,
     trace_loader: TraceLoader = load_trace,
+    warn: Callable[[str], None] | None = None,
+    on_fit: OnFit | None = None,
 ) -> Study:
-    """Every policy of ``settings`` on one job and trace."""
+    """Every policy of ``settings`` on one job and trace; ``warn`` hears of a flat comparison
+    before the (long) simulation starts."""
     _check(settings)
     loaded = load_job(job_path)
     values, dt, start = _trace_values(trace_path, settings.resample_s, trace_loader)
@@ -171,6 +183,10 @@ def simulate_single(
     values, scale = scale_to_peak(values, settings.scale_peak, sizing.peak_throughput)
     warm = warmup_steps_for(settings.warmup_days, dt, len(values))
     steps = len(values) - warm
+    warnings = [w for w in [flat_trace_warning(loaded.name, sizing, values[warm:])] if w]
+    for w in warnings:
+        if warn is not None:
+            warn(w)
     comp = compare(
         sizing,
         values,
@@ -180,7 +196,7 @@ def simulate_single(
         partitions=settings.partitions,
         trace_start=start,
         progress=progress(steps * len(settings.policies)) if progress else None,
-        forecaster_factory=_forecaster_factory(loaded, start, dt, settings),
+        forecaster_factory=_forecaster_factory(loaded, start, dt, settings, on_fit),
         optimal_settings=OptimalSettings(violation_budget=settings.violation_budget),
     )
     document: dict[str, Any] = {
@@ -200,6 +216,7 @@ def simulate_single(
         "scale": scale,
         "rescale_s": sizing.rescale_s,
         "slo_s": sizing.slo_s,
+        "warnings": warnings,
     }
     section = ReportSection(
         heading=f"{loaded.name} on {Path(trace_path).name}",
@@ -208,7 +225,7 @@ def simulate_single(
         lower_bound_gpu_hours=comp.lower_bound_gpu_hours,
         lower_bound_workers=lower_bound_workers(sizing, values[warm:]),
         times=_times(start, dt, warm, steps),
-        notes=_notes(sizing, dt, warm, steps, scale),
+        notes=[*_notes(sizing, dt, warm, steps, scale), *warnings],
     )
     return Study(
         document,
@@ -284,6 +301,8 @@ def simulate_multi(
     *,
     progress: Progress | None = None,
     trace_loader: TraceLoader = load_trace,
+    warn: Callable[[str], None] | None = None,
+    on_fit: OnFit | None = None,
 ) -> Study:
     """Every policy of ``settings``, each run by all the jobs of ``jobs_dir`` under one quota."""
     _check(settings)
@@ -308,7 +327,7 @@ def simulate_multi(
                 scaled,
                 spec.priority,
                 p.loaded.job,
-                forecaster_factory=_forecaster_factory(p.loaded, p.start, dt, settings),
+                forecaster_factory=_forecaster_factory(p.loaded, p.start, dt, settings, on_fit),
                 trace_start=p.start,
             )
         )
@@ -323,6 +342,10 @@ def simulate_multi(
         }
     warm = warmup_steps_for(settings.warmup_days, dt, n)
     steps = n - warm
+    warnings = [w for j in jobs if (w := flat_trace_warning(j.name, j.sizing, j.arrivals[warm:]))]
+    for w in warnings:
+        if warn is not None:
+            warn(w)
     lbs = {j.name: lower_bound_gpu_hours(j.sizing, j.arrivals[warm:]) for j in jobs}
     for j in jobs:
         info[j.name]["lower_bound_gpu_hours"] = lbs[j.name]
@@ -349,6 +372,7 @@ def simulate_multi(
         "interval_s": dt,
         "warmup_steps": warm,
         "steps": steps,
+        "warnings": warnings,
     }
     times = _times(prepared[0].start, dt, warm, steps)
     sections = [

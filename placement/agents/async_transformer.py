@@ -2,12 +2,8 @@
 
 The document's scheduler, on a GPU cluster with data locality (``placement.locality``):
 
-* **Network** — two stacked standard transformer encoders and a linear head. Its input is
-  the small observation vector of ``placement.env.locality_features`` (eight features) for
-  each slot of the preset action set (candidate nodes); the encoders attend across the
-  candidates and the head gives each one a Q value (the document's output layer, one
-  neuron per action). The document's width is 512 with 4 heads; the default here is 64
-  with 4 heads (decision 0156 measures both against the 5 ms budget).
+* **Network** — transformer encoders over the candidate slots, one Q value per slot
+  (``placement.agents.async_transformer_net``: the settings and ``QNet``).
 * **Decision thread** — the simulator's (or scheduler's) thread: for each pod it builds the
   observation, runs the current *inference* snapshot, and takes the best action, or with
   probability ε another one at random; the experience (observation, action, reward, next
@@ -20,6 +16,9 @@ The document's scheduler, on a GPU cluster with data locality (``placement.local
   ``latency_norm_s``) with a negative sign, plus ``rho`` × the GPU utilisation after the
   placement.
 
+The agent acts through ``AsyncTransformerPolicy``, a node score plugin
+(``placement.agents.async_transformer_policy``).
+
 ``synchronous=True`` runs the training steps inline at the same decision counts: the run
 is then deterministic (tests, reproducible training). The default threaded mode is not:
 when a step lands depends on the machine. ``learn`` on a policy keeps the agent learning
@@ -30,95 +29,41 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
+from placement.agents.async_transformer_net import NAME, AsyncTransformerSettings, F, QNet
+from placement.agents.async_transformer_policy import AsyncTransformerPolicy
 from placement.agents.common import (
     TrainingCurve,
     configure,
+    gradient_step,
     load_checkpoint,
     load_weights,
     save_checkpoint,
     settings_from_dict,
 )
 from placement.agents.online import ExperienceBuffer, SnapshotPublisher, TrainerThread
-from placement.cluster import Cluster, NodeSpec
-from placement.env.locality_env import (
-    SequenceSettings,
-    draw_sequence,
-    run_sequence,
-    split_pods,
-)
-from placement.env.locality_features import TOKEN_FEATURES, Candidates, candidate_tokens
-from placement.locality import Access, DataCaches
+from placement.cluster import NodeSpec
+from placement.env.locality_env import draw_sequence, run_sequence, split_pods
+from placement.env.locality_features import Candidates
+from placement.locality import Access
 from placement.pod import Pod
-from placement.policies.base import PolicyContext, ScorePolicy
+from placement.policies.base import PolicyContext
 
-NAME = "async_transformer"
 EPISODE_SEED_BASE = 300_000
-F = len(TOKEN_FEATURES)
-LOSSES = ("critical", "mse")
 
-
-@dataclass(frozen=True)
-class AsyncTransformerSettings:
-    """Every knob of the agent and its training (the seed included)."""
-
-    seed: int = 0
-    d_model: int = 64
-    heads: int = 4
-    layers: int = 2
-    ffn: int = 128
-    dropout: float = 0.25
-    slots: int = 8
-    """Size of the preset action set (candidate nodes per decision; decision 0158)."""
-    gamma: float = 0.9
-    lr: float = 1e-3
-    epsilon: float = 0.05
-    buffer: int = 1024
-    batch: int = 128
-    batches_per_step: int = 8
-    warmup: int = 1024
-    """Experiences in the buffer before the first training step."""
-    train_every: int = 512
-    """Decisions between training steps."""
-    copy_every: int = 1024
-    """Decisions between weight copies into the inference network."""
-    loss: str = "critical"
-    rho: float = 0.1
-    """Weight of the utilisation term of the reward."""
-    latency_norm_s: float = 100.0
-    synchronous: bool = True
-    """Train inline at fixed decision counts (repeatable); False: the training thread."""
-    env: SequenceSettings = field(default_factory=SequenceSettings)
-
-    def __post_init__(self) -> None:
-        if self.loss not in LOSSES:
-            from placement.errors import PlacementInputError
-
-            raise PlacementInputError(f"loss must be one of {LOSSES}, not {self.loss!r}")
-
-
-class QNet(nn.Module):
-    """Two stacked transformer encoders over the candidate slots, a linear head per slot."""
-
-    def __init__(self, s: AsyncTransformerSettings) -> None:
-        super().__init__()
-        self.embed = nn.Linear(F, s.d_model)
-        layer = nn.TransformerEncoderLayer(
-            s.d_model, s.heads, s.ffn, s.dropout, batch_first=True, norm_first=False
-        )
-        self.encoder = nn.TransformerEncoder(layer, s.layers, enable_nested_tensor=False)
-        self.head = nn.Linear(s.d_model, 1)
-
-    def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        h = self.encoder(self.embed(tokens), src_key_padding_mask=~mask)
-        return self.head(h).squeeze(-1).masked_fill(~mask, -1e9)
+__all__ = [
+    "NAME",
+    "AsyncTransformerAgent",
+    "AsyncTransformerPolicy",
+    "AsyncTransformerSettings",
+    "QNet",
+]
 
 
 @dataclass
@@ -260,10 +205,7 @@ class AsyncTransformerAgent:
         total = 0.0
         for _ in range(s.batches_per_step):
             loss = self.losses(self.buffer.sample(s.batch, self.train_rng))
-            self.optimizer.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
-            self.optimizer.step()
+            gradient_step(self.optimizer, loss, self.net.parameters(), max_norm=1.0)
             total += float(loss.detach())
         return total / s.batches_per_step
 
@@ -378,46 +320,3 @@ class AsyncTransformerAgent:
     @classmethod
     def load(cls, path: str | Path, *, device: str = "cpu") -> AsyncTransformerAgent:
         return cls.from_payload(load_checkpoint(path), path=str(path), device=device)
-
-
-class AsyncTransformerPolicy(ScorePolicy):
-    """The agent as a node score plugin: the chosen candidate scores highest, the other
-    candidates by their Q rank, every other feasible node 0."""
-
-    name = NAME
-    uses_locality = True
-
-    def __init__(
-        self,
-        agent: AsyncTransformerAgent,
-        context: PolicyContext | None = None,
-        *,
-        explore: bool = False,
-        learn: bool = False,
-    ) -> None:
-        self.agent, self.explore, self.learn = agent, explore, learn
-        self.caches: DataCaches | None = None
-        self._cluster: Cluster | None = None
-
-    def observe_locality(self, caches: DataCaches) -> None:
-        self.caches = caches
-
-    def observe_access(self, pod: Pod, node: int, access: Access) -> None:
-        if self.learn and self._cluster is not None:
-            c = self._cluster
-            util = c.allocated_gpu_milli / max(c.total_gpu_milli, 1)
-            self.agent.observe_reward(self.agent.reward(access, util))
-
-    def score(self, pod: Pod, cluster: Cluster, nodes: np.ndarray) -> np.ndarray:
-        wall, cpu = time.perf_counter(), time.thread_time()
-        self._cluster = cluster
-        cands = candidate_tokens(pod, cluster, nodes, self.caches, slots=self.agent.settings.slots)
-        index, q = self.agent.decide(cands, explore=self.explore, learn=self.learn)
-        self.agent.latency_s.append(time.perf_counter() - wall)
-        self.agent.cpu_s.append(time.thread_time() - cpu)
-        order = np.argsort(nodes, kind="stable")
-        position = order[np.searchsorted(nodes[order], cands.nodes)]
-        scores = np.zeros(len(nodes), np.int64)
-        scores[position] = np.unique(q, return_inverse=True)[1].reshape(-1) + 1
-        scores[position[index]] = scores.max() + 1
-        return scores

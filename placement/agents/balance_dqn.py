@@ -37,6 +37,7 @@ from placement.agents.common import (
     TrainingCurve,
     configure,
     enable_determinism,
+    gradient_step,
     load_checkpoint,
     load_weights,
     mlp,
@@ -95,7 +96,8 @@ class RowNet(nn.Module):
         ctx = context
         if rows.dim() > context.dim():  # many rows share one context
             ctx = context.unsqueeze(-2).expand(*rows.shape[:-1], context.shape[-1])
-        return self.body(torch.cat([rows, ctx], dim=-1)).squeeze(-1)
+        value: torch.Tensor = self.body(torch.cat([rows, ctx], dim=-1))
+        return value.squeeze(-1)
 
 
 class BalanceDQN:
@@ -210,12 +212,8 @@ class BalanceDQN:
         logits = self.proposer(t["cand"], t["ctx"]).masked_fill(~t["cand_mask"], -1e9)
         loss_q = torch.mean((target - q) ** 2)
         loss = loss_q + nn.functional.cross_entropy(logits, label)
-        self.optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(
-            [*self.proposer.parameters(), *self.scorer.parameters()], max_norm=10.0
-        )
-        self.optimizer.step()
+        params = [*self.proposer.parameters(), *self.scorer.parameters()]
+        gradient_step(self.optimizer, loss, params, max_norm=10.0)
         self.updates += 1
         if self.updates % self.settings.target_sync == 0:
             sync_target(self.scorer, self.target_scorer)

@@ -7,6 +7,8 @@
   transitions are overwritten first (seed 000's "replay stack that drops its oldest").
 * :class:`EpsilonSchedule` — ε-greedy exploration decaying geometrically per step.
 * :func:`sync_target` — copy the online network's weights into its target network.
+* :func:`gradient_step` — zero, backpropagate, clip the gradient norm, step: every agent's
+  update.
 * :class:`TrainingCurve` — one record per episode (return, loss, ε, metrics), saved with
   the weights and plotted by ``kale place train --plot``.
 * :func:`save_checkpoint` / :func:`load_checkpoint` — one ``.pt`` file with the agent's
@@ -114,6 +116,23 @@ class EpsilonSchedule:
 def sync_target(online: nn.Module, target: nn.Module) -> None:
     """Target ← online (the periodic copy of DQN)."""
     target.load_state_dict(online.state_dict())
+
+
+def gradient_step(
+    optimizer: torch.optim.Optimizer,
+    loss: torch.Tensor,
+    params: Iterable[torch.Tensor],
+    *,
+    max_norm: float,
+) -> None:
+    """One optimiser step on ``loss`` with the gradient norm of ``params`` clipped.
+
+    ``torch.autograd.backward(loss)`` is what ``loss.backward()`` calls; the function is
+    annotated, the method is not (strict mypy refuses the untyped call)."""
+    optimizer.zero_grad()
+    torch.autograd.backward(loss)
+    nn.utils.clip_grad_norm_(params, max_norm)
+    optimizer.step()
 
 
 def mlp(sizes: Iterable[int]) -> nn.Sequential:

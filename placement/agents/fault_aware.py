@@ -39,6 +39,7 @@ from placement.agents.common import (
     ReplayBuffer,
     TrainingCurve,
     configure,
+    gradient_step,
     load_checkpoint,
     load_weights,
     mlp,
@@ -98,7 +99,8 @@ class UnitPolicyNet(nn.Module):
 
     def forward(self, rows: torch.Tensor, job: torch.Tensor) -> torch.Tensor:
         ctx = job.unsqueeze(-2).expand(*rows.shape[:-1], job.shape[-1])
-        return self.body(torch.cat([rows, ctx], dim=-1)).squeeze(-1)
+        logit: torch.Tensor = self.body(torch.cat([rows, ctx], dim=-1))
+        return logit.squeeze(-1)
 
 
 class ValueNet(nn.Module):
@@ -111,11 +113,12 @@ class ValueNet(nn.Module):
 
     def forward(self, rows: torch.Tensor, mask: torch.Tensor, job: torch.Tensor) -> torch.Tensor:
         ctx = job.unsqueeze(-2).expand(*rows.shape[:-1], job.shape[-1])
-        h = self.encode(torch.cat([rows, ctx], dim=-1))
+        h: torch.Tensor = self.encode(torch.cat([rows, ctx], dim=-1))
         weight = mask.unsqueeze(-1).to(h.dtype)
         mean = (h * weight).sum(-2) / weight.sum(-2).clamp(min=1.0)
         top = h.masked_fill(~mask.unsqueeze(-1), 0.0).max(dim=-2).values
-        return self.head(torch.cat([mean, top, job], dim=-1)).squeeze(-1)
+        value: torch.Tensor = self.head(torch.cat([mean, top, job], dim=-1))
+        return value.squeeze(-1)
 
 
 @dataclass
@@ -161,7 +164,7 @@ class FaultAwareAgent:
         rows = units.rows
         key = rows.astype(np.float64) @ _PROJECTION
         _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        out = self.actor(self._tensor(rows[first]), self._tensor(units.job))
+        out: torch.Tensor = self.actor(self._tensor(rows[first]), self._tensor(units.job))
         return out.cpu().numpy().astype(np.float64)[inverse.reshape(-1)]
 
     def _decision(
@@ -232,10 +235,8 @@ class FaultAwareAgent:
     def learn(self, batch: dict[str, np.ndarray]) -> float:
         """One gradient step; returns the loss before it."""
         loss = self.losses(batch)["total"]
-        self.optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_([*self.actor.parameters(), *self.critic.parameters()], 1.0)
-        self.optimizer.step()
+        params = [*self.actor.parameters(), *self.critic.parameters()]
+        gradient_step(self.optimizer, loss, params, max_norm=1.0)
         return float(loss.detach())
 
     def train(

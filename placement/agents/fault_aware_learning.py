@@ -15,15 +15,15 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from torch import nn
 
-from placement.agents.common import TrainingCurve
+from placement.agents.common import TrainingCurve, gradient_step
 from placement.cluster import Cluster
 from placement.env.fault_batch import (
     FaultBatch,
@@ -116,15 +116,13 @@ def imitate(agent: FaultAwareAgent, env: FaultBatchEnv) -> list[float]:
     losses = []
     for _ in range(s.imitation_steps):
         pick = torch.from_numpy(agent.rng.integers(len(views), size=64)).to(agent.device)
-        r, m, t, j = (x[pick] for x in tensors)
-        logits = agent.actor(r, j).masked_fill(~m, -1e9)
+        rows_b, mask_b, best_b, job_b = (x[pick] for x in tensors)
+        out: torch.Tensor = agent.actor(rows_b, job_b)
+        logits = out.masked_fill(~mask_b, -1e9)
         loss = (
-            torch.logsumexp(logits, -1) - torch.logsumexp(logits.masked_fill(~t, -1e9), -1)
+            torch.logsumexp(logits, -1) - torch.logsumexp(logits.masked_fill(~best_b, -1e9), -1)
         ).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(agent.actor.parameters(), 1.0)
-        optimizer.step()
+        gradient_step(optimizer, loss, agent.actor.parameters(), max_norm=1.0)
         losses.append(float(loss.detach()))
     return losses
 
@@ -148,7 +146,7 @@ def train_fault_aware(
         record: list[Decision] = []
         mine = run_batch(
             batch,
-            lambda ctx, out=record: agent.policy(ctx, explore=True, record=out),
+            functools.partial(agent.policy, explore=True, record=record),
             settings=env.settings,
         )
         refs = [

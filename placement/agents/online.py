@@ -218,4 +218,5 @@ class TrainerThread:
 def no_grad_forward(net: nn.Module, *args: torch.Tensor) -> torch.Tensor:
     """``net(*args)`` without autograd (inference on a snapshot)."""
     with torch.inference_mode():
-        return net(*args)
+        out: torch.Tensor = net(*args)
+    return out

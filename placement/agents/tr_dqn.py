@@ -3,7 +3,8 @@
 The queue is reordered by the rank ``w1·length + w2·wait + w3·deadline`` and the agent
 reads a window of the ``w`` first jobs plus the machine's availability profile
 (``placement.env.queue_features``). Two networks, each "a convolution layer, two fully
-connected layers and an output layer" as the document says:
+connected layers and an output layer" as the document says (``placement.agents.tr_dqn_net``:
+the settings and ``LevelNet``):
 
 * **level 1** reads the whole ``[2w + p, 3]`` grid and gives one Q value per window slot;
   the chosen job is *ready* (it fits: it starts) or *reserved* (the machine keeps its
@@ -16,89 +17,51 @@ Training is DQN: ε-greedy with ε decaying geometrically, a replay buffer, a ta
 per level copied every ``target_sync`` updates, and the loss ``(r + γ max Q_target(s′, ·)
 − Q(s, a))²`` — the next state is a level-1 or a level-2 decision, and its max is taken with
 that level's target network. Rewards are the environment's (``wait`` or ``util``).
+Optional, all off by default (decision 0126): a warm start from demonstrations of a rule
+with a large-margin term, n-step returns, double-DQN targets (the online network picks the
+next action, the target network values it), and keeping the weights that scored best on
+validation sequences (``placement.agents.tr_dqn_warm``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from placement.agents.common import (
-    EpsilonSchedule,
     ReplayBuffer,
     TrainingCurve,
     configure,
     enable_determinism,
+    gradient_step,
     load_checkpoint,
     load_weights,
-    mlp,
     save_checkpoint,
     settings_from_dict,
     sync_target,
 )
-from placement.env.queue_env import QueueEnv, QueueEnvSettings, QueueObservation
+from placement.agents.tr_dqn_net import NAME, LevelNet, TRDQNSettings
+from placement.agents.tr_dqn_policy import TRDQNPolicy
+from placement.agents.tr_dqn_warm import (
+    NStepWriter,
+    demonstrate,
+    margin_loss,
+)
+from placement.env.queue_env import QueueEnv, QueueObservation
 from placement.env.queue_features import (
     HORIZONS_S,
     ROW_WIDTH,
-    backfill_input,
-    head_input,
-    rank,
 )
-from placement.errors import PlacementInputError
-from placement.queue.base import QueueView
 
-NAME = "tr_dqn"
 EPISODE_SEED_BASE = 200_000
+DEMO_SEED_BASE = 300_000
 
-
-@dataclass(frozen=True)
-class TRDQNSettings:
-    """Every knob of the agent and its training (the seed included)."""
-
-    seed: int = 0
-    channels: int = 8
-    """Output channels of each network's convolution (kernel 1 over the rows)."""
-    hidden: tuple[int, int] = (128, 64)
-    """Widths of the two fully connected layers."""
-    lr: float = 5e-4
-    gamma: float = 0.7
-    """Discount per decision (0.7 learned fastest on the training windows; decision 0125)."""
-    batch: int = 64
-    replay: int = 30_000
-    warmup: int = 500
-    train_every: int = 2
-    target_sync: int = 500
-    candidates: int = 16
-    """Level-2 candidates stored per next state (a random subset when there are more)."""
-    sequence_jobs: int = 512
-    """Jobs per training episode (a window of the log outside the judged sequences)."""
-    sequences: int = 256
-    """Distinct training windows drawn from the log (episodes cycle through them)."""
-    explore: EpsilonSchedule = field(default_factory=lambda: EpsilonSchedule(1.0, 0.05, 0.99985))
-    env: QueueEnvSettings = field(default_factory=lambda: QueueEnvSettings(window=8))
-
-
-class LevelNet(nn.Module):
-    """Conv (kernel 1 over rows) → FC → FC → output, on a ``[rows, 3]`` grid."""
-
-    def __init__(self, rows: int, out: int, channels: int, hidden: tuple[int, int]) -> None:
-        super().__init__()
-        self.rows, self.out = rows, out
-        self.conv = nn.Conv1d(ROW_WIDTH, channels, kernel_size=1)
-        self.head = mlp([rows * channels, hidden[0], hidden[1], out])
-
-    def forward(self, grid: torch.Tensor) -> torch.Tensor:
-        lead = grid.shape[:-2]
-        x = grid.reshape(-1, self.rows, ROW_WIDTH).transpose(1, 2)
-        x = torch.relu(self.conv(x)).flatten(1)
-        return self.head(x).reshape(*lead, self.out)
+__all__ = ["NAME", "TRDQN", "LevelNet", "TRDQNSettings"]
 
 
 class TRDQN:
@@ -131,6 +94,11 @@ class TRDQN:
         self.optimizer = torch.optim.Adam(params, lr=s.lr)
         self.curve = TrainingCurve()
         self.updates = 0
+        self.warm_start: dict[str, float] = {}
+        self.warm_weights: dict[str, dict[str, torch.Tensor]] = {}
+        """The networks right after the warm start (for the ablation; not saved)."""
+        self.kept_episode: int | None = None
+        """The episode whose weights were kept by validation (−1: the warm start's)."""
 
     # -- acting -----------------------------------------------------------------------------
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
@@ -140,9 +108,10 @@ class TRDQN:
     def q_values(self, obs: QueueObservation) -> np.ndarray:
         """Q per slot (level 1, masked slots −inf) or per candidate (level 2)."""
         if obs.level == 1:
-            q = self.level1(self._tensor(obs.grid)).cpu().numpy().astype(np.float64)
-            return np.where(obs.mask, q, -np.inf)
-        return self.level2(self._tensor(obs.grid)).squeeze(-1).cpu().numpy().astype(np.float64)
+            q1: torch.Tensor = self.level1(self._tensor(obs.grid))
+            return np.where(obs.mask, q1.cpu().numpy().astype(np.float64), -np.inf)
+        q2: torch.Tensor = self.level2(self._tensor(obs.grid))
+        return q2.squeeze(-1).cpu().numpy().astype(np.float64)
 
     def greedy(self, obs: QueueObservation) -> int:
         return int(np.argmax(self.q_values(obs)))
@@ -151,17 +120,28 @@ class TRDQN:
         return TRDQNPolicy(self, name)
 
     # -- learning ---------------------------------------------------------------------------
-    def _buffer(self) -> ReplayBuffer:
+    def _buffer(self, *, demo: bool = False, capacity: int | None = None) -> ReplayBuffer:
+        """The replay ring (``demo``: with the fields the margin term needs)."""
         s, w = self.settings, self.settings.env.window
         k, r1, r2 = s.candidates, self.rows1, self.rows2
+        extra: dict[str, tuple[tuple[int, ...], Any]] = {}
+        if demo:
+            extra = {
+                "mask1": ((w,), bool),
+                "c2": ((k, r2, ROW_WIDTH), np.float32),
+                "c2_mask": ((k,), bool),
+                "a2": ((), np.int64),
+            }
         return ReplayBuffer(
-            s.replay,
+            capacity or s.replay,
             {
+                **extra,
                 "level": ((), np.int8),
                 "s1": ((r1, ROW_WIDTH), np.float32),
                 "a1": ((), np.int64),
                 "s2": ((r2, ROW_WIDTH), np.float32),
                 "reward": ((), np.float32),
+                "discount": ((), np.float32),
                 "done": ((), np.float32),
                 "next_level": ((), np.int8),
                 "n1": ((r1, ROW_WIDTH), np.float32),
@@ -195,30 +175,100 @@ class TRDQN:
             out["n2_mask"][: len(pick)] = True
         return out
 
-    def learn(self, batch: dict[str, np.ndarray]) -> float:
-        """One gradient step on a replay batch; returns the loss before the step."""
-        t = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
+    def _next_value(self, t: dict[str, torch.Tensor]) -> torch.Tensor:
+        """max_a Q_target(s′, a) per row (double DQN: at the online network's argmax)."""
+        n1, m1, n2, m2 = t["n1"], t["n1_mask"], t["n2"], t["n2_mask"]
+        v1 = self.target1(n1).masked_fill(~m1, -1e9)
+        v2 = self.target2(n2).squeeze(-1).masked_fill(~m2, -1e9)
+        if self.settings.double:
+            a1 = self.level1(n1).masked_fill(~m1, -1e9).argmax(dim=1, keepdim=True)
+            a2 = self.level2(n2).squeeze(-1).masked_fill(~m2, -1e9).argmax(dim=1, keepdim=True)
+            v1, v2 = v1.gather(1, a1).squeeze(1), v2.gather(1, a2).squeeze(1)
+        else:
+            v1, v2 = v1.max(dim=1).values, v2.max(dim=1).values
+        nl = t["next_level"]
+        return torch.where(nl == 1, v1, torch.where(nl == 2, v2, torch.zeros_like(v1)))
+
+    def _td_loss(self, t: dict[str, torch.Tensor]) -> torch.Tensor:
         q1 = self.level1(t["s1"]).gather(1, t["a1"].unsqueeze(1)).squeeze(1)
         q2 = self.level2(t["s2"]).squeeze(-1)
         q = torch.where(t["level"] == 1, q1, q2)
         with torch.no_grad():
-            v1 = self.target1(t["n1"]).masked_fill(~t["n1_mask"], -1e9).max(dim=1).values
-            v2 = self.target2(t["n2"]).squeeze(-1).masked_fill(~t["n2_mask"], -1e9)
-            v2 = v2.max(dim=1).values
-            nl = t["next_level"]
-            v = torch.where(nl == 1, v1, torch.where(nl == 2, v2, torch.zeros_like(v1)))
-            target = t["reward"] + self.settings.gamma * (1.0 - t["done"]) * v
-        loss = torch.mean((target - q) ** 2)
-        self.optimizer.zero_grad()
-        loss.backward()
+            # one step: γ itself (as the document writes it); n steps: γ^k as stored
+            n_step = self.settings.n_step > 1 and "discount" in t
+            discount = t["discount"] if n_step else self.settings.gamma
+            target = t["reward"] + discount * (1.0 - t["done"]) * self._next_value(t)
+        return torch.mean((target - q) ** 2)
+
+    def _margin(self, t: dict[str, torch.Tensor]) -> torch.Tensor:
+        imitation = self.settings.imitation
+        q1 = self.level1(t["s1"])
+        q2 = self.level2(t["c2"]).squeeze(-1)
+        args = (t["level"], q1, t["mask1"], t["a1"], q2, t["c2_mask"], t["a2"])
+        return margin_loss(*args, imitation.margin)
+
+    @torch.no_grad()
+    def imitation_check(self, demo: dict[str, np.ndarray]) -> dict[str, float]:
+        """On demonstrations: the margin term and the share of decisions where the greedy
+        choice is the rule's."""
+        t = {k: torch.from_numpy(v).to(self.device) for k, v in demo.items()}
+        q1 = self.level1(t["s1"]).masked_fill(~t["mask1"], -1e9)
+        q2 = self.level2(t["c2"]).squeeze(-1).masked_fill(~t["c2_mask"], -1e9)
+        same = torch.where(
+            t["level"] == 1, q1.argmax(dim=1) == t["a1"], q2.argmax(dim=1) == t["a2"]
+        )
+        return {"margin": float(self._margin(t)), "agreement": float(same.float().mean())}
+
+    def learn(
+        self, batch: dict[str, np.ndarray] | None, demo: dict[str, np.ndarray] | None = None
+    ) -> float:
+        """One gradient step on a replay batch (TD loss) and/or a demonstration batch (TD
+        loss + the weighted margin term); returns the loss before the step."""
+        total = torch.zeros((), device=self.device)
+        for part, with_margin in ((batch, False), (demo, True)):
+            if part is None:
+                continue
+            t = {k: torch.from_numpy(v).to(self.device) for k, v in part.items()}
+            total = total + self._td_loss(t)
+            if with_margin:
+                total = total + self.settings.imitation.weight * self._margin(t)
         params = [*self.level1.parameters(), *self.level2.parameters()]
-        nn.utils.clip_grad_norm_(params, max_norm=10.0)
-        self.optimizer.step()
+        gradient_step(self.optimizer, total, params, max_norm=10.0)
         self.updates += 1
         if self.updates % self.settings.target_sync == 0:
             sync_target(self.level1, self.target1)
             sync_target(self.level2, self.target2)
-        return float(loss.detach())
+        return float(total.detach())
+
+    def _transition(self, obs: QueueObservation, action: int) -> dict[str, Any]:
+        """A decision's own replay fields (the other level's state is zeros)."""
+        level1 = obs.level == 1
+        return {
+            "level": obs.level,
+            "s1": obs.grid if level1 else np.zeros((self.rows1, ROW_WIDTH), np.float32),
+            "a1": action if level1 else 0,
+            "s2": np.zeros((self.rows2, ROW_WIDTH), np.float32) if level1 else obs.grid[action],
+        }
+
+    def demonstrate(self, env: QueueEnv, rng: np.random.Generator) -> ReplayBuffer | None:
+        """Episodes of the shortest-first rule as demonstrations (None: no warm start)."""
+        return demonstrate(self, env, rng, seed_base=DEMO_SEED_BASE + 1000 * self.settings.seed)
+
+    def evaluate(self, env: QueueEnv) -> float:
+        """Mean bounded slowdown of the greedy policy over every sequence of ``env``."""
+        scores = []
+        for index in range(len(env.sequences)):
+            obs, _ = env.reset(options={"sequence": index})
+            while obs is not None:
+                obs, *_ = env.step(self.greedy(obs))
+            scores.append(env.episode_bsld())
+        return float(np.mean(scores))
+
+    def _weights(self) -> dict[str, dict[str, torch.Tensor]]:
+        return {
+            name: {k: v.detach().clone() for k, v in getattr(self, name).state_dict().items()}
+            for name in ("level1", "level2")
+        }
 
     def train(
         self,
@@ -226,14 +276,32 @@ class TRDQN:
         episodes: int,
         *,
         on_episode: Callable[[dict[str, float]], None] | None = None,
+        validation: QueueEnv | None = None,
     ) -> TrainingCurve:
-        """Run ``episodes`` ε-greedy episodes of ``env``, learning from replay as it goes."""
+        """Warm-start from demonstrations (if set), then run ``episodes`` ε-greedy episodes
+        of ``env``, learning from replay as it goes; with ``validation`` and
+        ``validate_every``, keep the weights with the lowest validation slowdown (the warm
+        start's included)."""
         s = self.settings
         enable_determinism(self.device.type)
         rng = np.random.default_rng(s.seed)
-        buffer = self._buffer()
         started, step = time.perf_counter(), 0
-        width = self.rows2
+        demos = self.demonstrate(env, rng)
+        if demos is not None:
+            probe = demos.sample(min(len(demos), 1024), rng)
+            before = self.imitation_check(probe)
+            for _ in range(s.imitation.steps):
+                self.learn(None, demos.sample(s.batch, rng))
+            after = self.imitation_check(probe)
+            self.warm_start = {f"{k}_before": v for k, v in before.items()}
+            self.warm_start.update({f"{k}_after": v for k, v in after.items()})
+            self.warm_weights = self._weights()
+        best = None
+        if validation is not None and s.validate_every > 0:
+            best = (self.evaluate(validation), -1, self._weights())
+        buffer = self._buffer()
+        writer = NStepWriter(buffer, s.n_step, s.gamma)
+        demo_batch = s.imitation.demo_batch if demos is not None else 0
         for episode in range(episodes):
             obs, _ = env.reset(seed=EPISODE_SEED_BASE + 1000 * s.seed + episode)
             total, losses, decisions = 0.0, [], 0
@@ -243,19 +311,11 @@ class TRDQN:
                 else:
                     action = self.greedy(obs)
                 nxt, reward, done, _, _ = env.step(action)
-                level1 = obs.level == 1
-                buffer.add(
-                    level=obs.level,
-                    s1=obs.grid if level1 else np.zeros((self.rows1, ROW_WIDTH), np.float32),
-                    a1=action if level1 else 0,
-                    s2=np.zeros((width, ROW_WIDTH), np.float32) if level1 else obs.grid[action],
-                    reward=reward,
-                    done=float(done),
-                    **self._next_fields(nxt, rng),
-                )
+                writer.add(self._transition(obs, action), reward, self._next_fields(nxt, rng), done)
                 obs, total, step, decisions = nxt, total + reward, step + 1, decisions + 1
                 if step % s.train_every == 0 and len(buffer) >= s.warmup:
-                    losses.append(self.learn(buffer.sample(s.batch, rng)))
+                    demo = demos.sample(demo_batch, rng) if demos and demo_batch else None
+                    losses.append(self.learn(buffer.sample(s.batch, rng), demo))
             record = {
                 "episode": episode,
                 "return": total,
@@ -263,10 +323,21 @@ class TRDQN:
                 "epsilon": s.explore.value(step),
                 "decisions": decisions,
                 "seconds": time.perf_counter() - started,
+                "validation_bsld": float("nan"),
             }
+            if best and validation and (episode + 1) % s.validate_every == 0:
+                record["validation_bsld"] = score = self.evaluate(validation)
+                if score < best[0]:
+                    best = (score, episode, self._weights())
             self.curve.add(**record)
             if on_episode is not None:
                 on_episode(record)
+        if best is not None:
+            for name, state in best[2].items():
+                getattr(self, name).load_state_dict(state)
+            sync_target(self.level1, self.target1)
+            sync_target(self.level2, self.target2)
+            self.kept_episode = best[1]
         self.curve.seconds += time.perf_counter() - started
         return self.curve
 
@@ -295,37 +366,3 @@ class TRDQN:
     @classmethod
     def load(cls, path: str | Path, *, device: str = "cpu") -> TRDQN:
         return cls.from_payload(load_checkpoint(path), path=str(path), device=device)
-
-
-class TRDQNPolicy:
-    """The agent as a queue policy (``agent:PATH`` in ``kale place timed --queue``).
-
-    ``keys`` puts level 1's pick first (then the rank); ``pick_backfill`` is level 2. Both
-    need the simulator to pass the machine state in the view (``QueueView.machine``).
-    """
-
-    def __init__(self, agent: TRDQN, name: str = NAME) -> None:
-        self.agent, self.name = agent, name
-        self.env = agent.settings.env
-
-    def _machine(self, view: QueueView) -> Any:
-        if view.machine is None:
-            raise PlacementInputError(
-                f"{self.name}: this simulator does not give queue policies the machine state"
-            )
-        return view.machine
-
-    def keys(self, view: QueueView) -> tuple[np.ndarray, ...]:
-        machine = self._machine(view)
-        grid, mask, positions = head_input(view, machine, self.env.rank, self.env.window)
-        slot = self.agent.greedy(QueueObservation(1, grid, mask, positions))
-        first = np.ones(len(view), np.int64)
-        first[positions[slot]] = 0
-        return (first, rank(view, self.env.rank))
-
-    def pick_backfill(self, view: QueueView, candidates: np.ndarray, shadow_s: float) -> int:
-        grid = backfill_input(
-            view, candidates, self._machine(view), self.env.rank, shadow_s=shadow_s
-        )
-        mask = np.ones(len(candidates), bool)
-        return self.agent.greedy(QueueObservation(2, grid, mask, candidates))

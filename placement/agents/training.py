@@ -13,10 +13,12 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from placement.agents import AGENTS, agent_class
 from placement.cluster import NodeSpec
 from placement.env.node_env import NodePlacementEnv
-from placement.env.queue_env import QueueEnv, training_sequences
+from placement.env.queue_env import QueueEnv, free_blocks, training_sequences
 from placement.errors import PlacementInputError
 from placement.pod import Pod
 from placement.queue.protocol import RLSCHEDULER_STARTS, SEQUENCE_LENGTH
@@ -70,6 +72,7 @@ def train_agent(
     if episodes < 1:
         raise PlacementInputError("train for at least one episode")
     cls = agent_class(name)
+    extra: dict[str, Any] = {}
     settings = _with_overrides(cls.settings_type(seed=seed), overrides or {})
     builder = getattr(cls, "training_env", None)  # agents whose episodes are not NodeEnv's
     if builder is not None:
@@ -95,10 +98,79 @@ def train_agent(
             count=settings.sequences,
             seed=seed,
         )
+        scale = training_arrival_scale(jobs, processors, exclude_starts)
+        sequences += synthetic_sequences(settings, processors, scale, seed=seed)
         env = QueueEnv(sequences, processors=processors, settings=settings.env)
+        if getattr(settings, "validate_every", 0) > 0:
+            held = validation_sequences(settings, processors, scale)
+            extra = {"validation": QueueEnv(held, processors=processors, settings=settings.env)}
     agent = cls(settings, device=device)
-    agent.train(env, episodes, on_episode=on_episode)
+    agent.train(env, episodes, on_episode=on_episode, **extra)
     return agent
+
+
+SYNTHETIC_SEED_BASE = 100_000
+"""Lublin-model training sequences use generator seeds from here (1000 per agent seed)."""
+VALIDATION_SEED_BASE = 50_000
+"""Lublin-model validation sequences (held out of training; 1024 jobs each)."""
+JUDGE_SEEDS = tuple(range(1, 11))
+"""Lublin-model sequences that only judge (benchmarks/placement_agents.py): never trained
+or validated on."""
+
+
+def training_arrival_scale(
+    jobs: BatchJobs, processors: int, exclude_starts: tuple[int, ...]
+) -> float:
+    """The Lublin model's arrival scale matching the mean inter-arrival gap of the log's
+    *training* part (the blocks outside the judged sequences), so synthetic sequences carry
+    the log's load without looking at the judged jobs."""
+    from placement.workloads.lublin import arrival_scale_for
+
+    blocks = free_blocks(len(jobs), exclude_starts=exclude_starts, length=SEQUENCE_LENGTH)
+    gaps = np.concatenate([np.diff(jobs.submit_s[b.start : b.stop]) for b in blocks])
+    if not len(gaps):
+        raise PlacementInputError("no jobs outside the excluded sequences to calibrate on")
+    return arrival_scale_for(float(np.mean(gaps)), processors=processors)
+
+
+def synthetic_sequences(
+    settings: Any, processors: int, scale: float, *, seed: int
+) -> list[BatchJobs]:
+    """``settings.synthetic_sequences`` Lublin-model sequences of ``sequence_jobs`` jobs,
+    each with an arrival scale drawn from ``synthetic_load`` × ``scale``."""
+    from placement.workloads.lublin import LublinModel, generate_lublin
+
+    count = getattr(settings, "synthetic_sequences", 0)
+    low, high = getattr(settings, "synthetic_load", (1.0, 1.0))
+    rng = np.random.default_rng(SYNTHETIC_SEED_BASE + seed)
+    out = []
+    for i in range(count):
+        model = LublinModel(arrival_scale=scale * float(rng.uniform(low, high)))
+        gen_seed = SYNTHETIC_SEED_BASE + 1000 * seed + i
+        out.append(
+            generate_lublin(
+                settings.sequence_jobs, processors=processors, seed=gen_seed, model=model
+            )
+        )
+    return out
+
+
+def lublin_sequences(
+    seeds: Sequence[int], processors: int, scale: float, *, length: int = SEQUENCE_LENGTH
+) -> list[BatchJobs]:
+    """Lublin-model sequences at the calibrated load, one per generator seed."""
+    from placement.workloads.lublin import LublinModel, generate_lublin
+
+    model = LublinModel(arrival_scale=scale)
+    return [generate_lublin(length, processors=processors, seed=s, model=model) for s in seeds]
+
+
+def validation_sequences(settings: Any, processors: int, scale: float) -> list[BatchJobs]:
+    """The held-out Lublin-model sequences that pick the kept weights."""
+    count = getattr(settings, "validation_sequences", 0)
+    return lublin_sequences(
+        range(VALIDATION_SEED_BASE, VALIDATION_SEED_BASE + count), processors, scale
+    )
 
 
 def load_training_data(

@@ -125,17 +125,14 @@ class FaultBatchEnv:
     ) -> None:
         self.nodes = [n for n in nodes if n.gpus > 0]
         self.settings = settings
-        timed = [
-            p
-            for p in pods
-            if p.num_gpu and p.scheduled_time is not None and p.deletion_time is not None
-        ]
+        timed: list[Pod] = []
+        run_s: list[float] = []
+        for p in pods:
+            if p.num_gpu and p.scheduled_time is not None and p.deletion_time is not None:
+                timed.append(p)
+                run_s.append(p.deletion_time - p.scheduled_time)
         self.pods = timed
-        self.run_s = np.clip(
-            np.array([p.deletion_time - p.scheduled_time for p in timed], float),  # type: ignore[operator]
-            settings.min_run_s,
-            settings.max_run_s,
-        )
+        self.run_s = np.clip(np.array(run_s, float), settings.min_run_s, settings.max_run_s)
         self.multi = np.array([p.num_gpu > 1 for p in timed], bool)
         if not self.nodes or not timed:
             from placement.errors import PlacementInputError

@@ -24,6 +24,7 @@ Every function is vectorised over the candidate nodes; nothing here mutates the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,7 +84,7 @@ class Tolerance:
         return cls(cpu_milli=cpu, gpu_milli=_weighted_median(sharing, cls.gpu_milli))
 
 
-def _weighted_median(pairs: list[tuple[float, float]], default: float) -> float:
+def _weighted_median(pairs: Sequence[tuple[float, float]], default: float) -> float:
     if not pairs:
         return default
     values = np.array([v for v, _ in pairs], float)
@@ -95,7 +96,7 @@ def _weighted_median(pairs: list[tuple[float, float]], default: float) -> float:
 
 def gpus_after(cluster: Cluster, pod: Pod, nodes: np.ndarray) -> np.ndarray:
     """Free milli per GPU on each candidate node once ``pod`` takes its default GPUs."""
-    free = cluster.gpu_free[nodes].copy()
+    free: np.ndarray = cluster.gpu_free[nodes].copy()
     if not pod.num_gpu or free.size == 0:
         return free
     rows = np.arange(len(nodes))
@@ -113,7 +114,8 @@ def stranded_milli(free: np.ndarray, cpu_free: np.ndarray, tolerance: Tolerance)
     """Free GPU milli per node that no typical pod can use (see the module docstring)."""
     total = free.sum(axis=1)
     small = np.where(free < tolerance.gpu_milli, free, 0).sum(axis=1)
-    return np.where(cpu_free < tolerance.cpu_milli, total, small).astype(np.float64)
+    stranded: np.ndarray = np.where(cpu_free < tolerance.cpu_milli, total, small)
+    return stranded.astype(np.float64)
 
 
 def utilisation(cluster: Cluster, nodes: np.ndarray | None = None) -> np.ndarray:
@@ -138,7 +140,8 @@ def node_uniformity(util: np.ndarray) -> np.ndarray:
     a, b, c = util[:, 0], util[:, 1], util[:, 2]
     mean = (a + b + c) / 3.0
     spread = np.sqrt(((a - mean) ** 2 + (b - mean) ** 2 + (c - mean) ** 2) / 3.0)
-    return mean / (spread + UNIFORMITY_XI)
+    per_node: np.ndarray = mean / (spread + UNIFORMITY_XI)
+    return per_node
 
 
 def uniformity(util: np.ndarray) -> float:
@@ -159,7 +162,8 @@ def utilisation_after(
         ],
         axis=1,
     )
-    return util[nodes] + delta
+    after: np.ndarray = util[nodes] + delta
+    return after
 
 
 def node_features(

@@ -188,6 +188,17 @@ class QueueEnv(Env[QueueObservation | None]):
             info["start_s"] = self._sim.start.copy()
         return self._obs, self._reward, self._obs is None, False, info
 
+    def episode_bsld(self) -> float:
+        """Mean bounded slowdown, max((wait + run) / max(run, τ), 1), of the episode just
+        finished (the judged metric; true run times, known once the jobs have run)."""
+        sim = self._sim
+        if sim is None or self._obs is not None:
+            raise RuntimeError("episode_bsld() before the episode ended")
+        if not len(sim.submit):
+            return float("nan")
+        wait = sim.start - sim.submit
+        return float(np.mean(np.maximum((wait + sim.run) / np.maximum(sim.run, TAU_S), 1.0)))
+
     # -- the simulator's loop, with the agent's choices as yields --------------------------
     def _advance(self, sim: _Sim) -> None:
         """One simulator event, charging the waiting jobs for the time that passes."""

@@ -80,6 +80,7 @@ def test_tr_dqn_learning_step_lowers_its_loss_on_a_fixed_batch():
             a1=0,
             s2=np.zeros((agent.rows2, 3), np.float32) if level1 else obs.grid[0],
             reward=reward * 100,
+            discount=agent.settings.gamma,
             done=float(done),
             **agent._next_fields(nxt, rng),
         )

@@ -66,3 +66,25 @@ def test_the_code_digest_follows_the_source_files(tmp_path):
     (tmp_path / "model.py").write_text("A = 2\n")
     assert simfc.source_digest(tmp_path) != before
     assert len(simfc.forecasting_code_digest()) == 16
+
+
+def test_every_real_fit_is_shown_and_a_cache_hit_is_not(tmp_path):
+    import io
+
+    from autoscaler.terminal.progress import FitProgress
+
+    CountingNaive.fits = 0
+    log = io.StringIO()
+    progress = FitProgress(None, label="simulate: forecaster fits", stream=log, interactive=False)
+    fit = simfc.cached_fit(
+        tmp_path,
+        "fallback-seasonal_naive",
+        {"horizon": 4},
+        on_fit=lambda name, steps: progress.fit(name, steps=steps),
+        label="seasonal_naive",
+    )
+    fit(CountingNaive(), _history())
+    fit(CountingNaive(), _history())  # the same history: loaded, not fitted
+    (line,) = log.getvalue().splitlines()
+    assert line.startswith("kale: simulate: forecaster fits: seasonal_naive on 288 steps fitted")
+    assert CountingNaive.fits == 1

@@ -137,6 +137,20 @@ def test_scale_peak_puts_the_trace_maximum_at_k_times_the_peak_throughput(files,
     assert data["scale"] * top == pytest.approx(0.5 * data["peak_throughput"])
 
 
+def test_a_trace_the_smallest_size_serves_is_warned_about_before_and_in_the_json(files, capsys):
+    _, job, trace = files
+    args = ["--trace", trace, "--job", job, "--policies", "static", "--warmup-days", "1"]
+    code, out, err = _run(capsys, *args, "--json")  # unscaled: far below one worker's rate
+    assert code == 0, err
+    (line,) = [x for x in err.splitlines() if "warning" in x]
+    assert "never needs more than minWorkers (1)" in line and "--scale-peak" in line
+    assert json.loads(out)["warnings"] == [line.split("warning: ", 1)[1]]
+
+    code, out, err = _run(capsys, *args, "--scale-peak", "0.8", "--json")
+    assert code == 0 and "warning" not in err
+    assert json.loads(out)["warnings"] == []
+
+
 def test_flags_override_the_jobs_rescale_and_slo_and_resample_refines_the_grid(files, capsys):
     _, job, trace = files
     code, out, err = _run(

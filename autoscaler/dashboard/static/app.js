@@ -41,7 +41,7 @@ function fmt(v, digits = 3) {
 function fmtPct(fraction) {
   return fraction === null || fraction === undefined ? "–" : fmt(100 * fraction) + "%";
 }
-// A run "keeps the SLO" when at most this share of its steps were late (DESIGN.md: ≤ 1 %).
+// A run "keeps the SLO" when at most this share of its steps were late (docs/design.md: ≤ 1 %).
 const SLO_BUDGET = 0.01;
 // Per metric, the runs to highlight: the lowest value among the runs that kept the SLO. The
 // cheapest run is no win if it broke the SLO, so a run over budget is never highlighted.

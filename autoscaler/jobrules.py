@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from autoscaler.config import ElasticTrainingJob
+    from autoscaler.jobschema import ElasticTrainingJob
 
 Problem = tuple[str, str]  # (dotted.field.path, reason)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from autoscaler.config import ElasticTrainingJob
+    from autoscaler.jobschema import ElasticTrainingJob
 
 PAUSED = "kale.dev/paused"
 PAUSED_REPLICAS = "kale.dev/paused-replicas"

@@ -34,10 +34,11 @@ import numpy as np  # noqa: E402
 
 from throughput.errors import ExtrapolationWarning  # noqa: E402
 from throughput.families import families_for  # noqa: E402
-from throughput.fit import compare_families, fit_model, fit_theta  # noqa: E402
+from throughput.fit import compare_families, fit_model  # noqa: E402
 from throughput.model import ThroughputModel  # noqa: E402
 from throughput.simulate import generate_profile  # noqa: E402
 from throughput.solver import plan  # noqa: E402
+from throughput.theta import fit_theta  # noqa: E402
 
 MODES = ("sync", "async")
 HI = 80  # planning range for accuracy: the profiled range

@@ -113,7 +113,7 @@ def train(
     as_json: bool,
 ) -> None:
     """Train the job's CTR model on its Kafka topic with W workers and P parameter servers."""
-    from trainer.launcher import TrainerConfig, validate_shape
+    from trainer.config import TrainerConfig, validate_shape
     from trainer.session import stop_on_signals
     from trainer.session import train as run_training
 

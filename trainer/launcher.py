@@ -19,143 +19,36 @@ Protocol of :meth:`Trainer.resize` (and of :meth:`stop` / :meth:`start`, its two
 5. **stream rebuild** — the workers join the consumer group; the resize is over when every
    partition is assigned to exactly one worker and each assigned worker finished a step.
 
-Children report through one pipe each (events, see :mod:`trainer.node`); a pump thread
-reads them, keeps throughput counters and the :class:`OffsetLedger` of trained offsets, and
-notices children that die. Any child failure aborts the job (:class:`TrainerError`) and
+Children (forked by :mod:`trainer.children`) report through one pipe each (events, see
+:mod:`trainer.node`); a pump thread (:mod:`trainer.pump`) reads them, keeps throughput
+counters and the :class:`~trainer.ledger.OffsetLedger` of trained offsets, and notices
+children that die. Any child failure aborts the job (:class:`TrainerError`) and
 kills the other children: a half-running PS job only produces wrong gradients.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import math
-import multiprocessing as mp
 import os
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, wait
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
 
 from autoscaler.errors import KaleError, UserError
-from autoscaler.kafka_auth import LocalSecrets, SecretMissing, security_for
-from autoscaler.sources.security import KafkaSecurity
 from trainer import checkpoint
+from trainer.children import ChildNode, Event, fork_children, node_configs
+from trainer.config import TrainerConfig, validate_shape
+from trainer.ledger import OffsetLedger, StepRecord
+from trainer.pump import EventPump
 from trainer.rescale import ResizeTiming
-from trainer.spawn import NodeConfig, run_node
-from trainer.spec import ModelSpec
-
-Mode = Literal["sync", "async"]
-Event = dict[str, Any]
 
 
 class TrainerError(KaleError):
     """A training process failed or did not answer in time (the message says which)."""
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def batch_sizes(mode: Mode, global_batch: int, workers: int) -> list[int]:
-    """Per-worker batch: sync splits M exactly (m = M/w, remainders to the first workers);
-    async gives every worker its own batch of M samples."""
-    if mode == "async":
-        return [global_batch] * workers
-    base, extra = divmod(global_batch, workers)
-    return [base + (1 if j < extra else 0) for j in range(workers)]
-
-
-def validate_shape(spec: ModelSpec, mode: Mode, global_batch: int, workers: int, ps: int) -> None:
-    """Raise UserError for a configuration the trainer cannot run."""
-    if workers < 1 or ps < 1:
-        raise UserError(f"workers and ps must be at least 1, got workers={workers}, ps={ps}")
-    if ps > spec.n_blocks:
-        raise UserError(
-            f"ps={ps} is more than the model's {spec.n_blocks} parameter blocks "
-            f"({spec.fields} embedding tables + {spec.n_blocks - spec.fields} dense layers)"
-        )
-    if mode == "sync" and global_batch < workers:
-        raise UserError(
-            f"global batch {global_batch} is smaller than workers={workers}: in sync mode each "
-            "worker needs at least one sample per step"
-        )
-
-
-# ----------------------------------------------------------------------------- bookkeeping
-
-
-class OffsetLedger:
-    """Offsets trained per partition, as merged intervals, plus how many were trained twice.
-
-    Workers take contiguous offset ranges per partition; the ledger proves "no sample lost"
-    (the intervals cover [start, end)) and bounds duplicates (records trained more than once).
-    """
-
-    def __init__(self) -> None:
-        self.intervals: dict[int, list[list[int]]] = {}
-        self.trained: dict[int, int] = {}
-        self.duplicates = 0
-
-    def add(self, partition: int, first: int, last: int) -> None:
-        """Record that offsets ``first..last`` (inclusive) of ``partition`` were trained."""
-        if last < first:
-            return
-        self.trained[partition] = self.trained.get(partition, 0) + (last - first + 1)
-        spans = self.intervals.setdefault(partition, [])
-        lo, hi = first, last + 1
-        i = bisect.bisect_left(spans, [lo, lo])
-        if i > 0 and spans[i - 1][1] >= lo:
-            i -= 1
-        j = i
-        overlap = 0
-        while j < len(spans) and spans[j][0] <= hi:
-            overlap += max(0, min(hi, spans[j][1]) - max(lo, spans[j][0]))
-            lo, hi = min(lo, spans[j][0]), max(hi, spans[j][1])
-            j += 1
-        spans[i:j] = [[lo, hi]]
-        self.duplicates += overlap
-
-    def covered(self, partition: int) -> list[tuple[int, int]]:
-        """Half-open intervals [lo, hi) of offsets trained at least once."""
-        return [(a, b) for a, b in self.intervals.get(partition, [])]
-
-    def total(self) -> int:
-        return sum(self.trained.values())
-
-
-@dataclass
-class _Node:
-    cfg: NodeConfig
-    process: Any
-    conn: Connection
-    ready_t: float | None = None
-    loaded_t: float | None = None
-    restored: bool = False
-    saved: Event | None = None
-    draining: Event | None = None
-    left: Event | None = None
-    exited: bool = False
-    closed: bool = False
-    error: str | None = None
-    assignment: list[int] | None = None
-    assigned_t: float | None = None
-    stepped_after_assignment: bool = False
-    steps: int = 0
-    samples: int = 0
-
-    @property
-    def name(self) -> str:
-        return f"{self.cfg.role} {self.cfg.index}"
 
 
 @dataclass(frozen=True)
@@ -179,123 +72,7 @@ class ShutdownTiming:
     manifest: Path | None = None
 
 
-@dataclass(frozen=True)
-class StepRecord:
-    t: float
-    worker: int
-    samples: int
-    loss_sum: float
-    partial: bool
-    generation: int
-    phases: tuple[float, ...] = ()
-    """Seconds spent reading, pulling, computing, pushing and committing."""
-
-
-@dataclass(frozen=True)
-class TrainerConfig:
-    """A job's training settings (what ``kale train`` reads from the job file and flags)."""
-
-    bootstrap: str
-    topic: str
-    group: str
-    mode: Mode
-    global_batch: int
-    checkpoint_dir: Path
-    spec: ModelSpec = field(default_factory=ModelSpec)
-    batch_wait_s: float = 0.25
-    """How long a worker waits to fill its batch before stepping with fewer samples."""
-    session_timeout_ms: int = 6_000
-    heartbeat_interval_ms: int = 2_000
-    check_crcs: bool = False
-    """Verify Kafka record-batch CRCs (pure Python in kafka-python: halves the read rate)."""
-    start_timeout_s: float = 120.0
-    """Bound on each wait while starting (processes up, PS loaded, stream consuming)."""
-    stop_timeout_s: float = 60.0
-    """Bound on each wait while stopping (drain, checkpoint, exit)."""
-    device: str = "auto"
-    """Worker compute device: auto (CUDA when present), cpu or cuda."""
-    history: int = 200_000
-    """Step records kept for throughput and loss queries."""
-    security: KafkaSecurity | None = None
-    """The job's Kafka SASL/TLS, its Secrets read from the environment or files
-    (:class:`autoscaler.kafka_auth.LocalSecrets`: a pod mounts them); None: plaintext."""
-
-    @classmethod
-    def from_job(
-        cls,
-        loaded: Any,
-        *,
-        bootstrap: str | None = None,
-        checkpoint_dir: str | Path | None = None,
-        secrets_dir: str | Path | None = None,
-        **overrides: Any,
-    ) -> TrainerConfig:
-        """Settings of an ``autoscaler.config.LoadedJob`` (``--bootstrap`` overrides the job's)."""
-        job = loaded.job
-        kafka = job.spec.source.kafka
-        directory = (
-            Path(checkpoint_dir)
-            if checkpoint_dir is not None
-            else Path(".kale") / "checkpoints" / job.metadata.name
-        )
-        if "security" not in overrides:
-            try:
-                overrides["security"] = security_for(
-                    kafka, job.metadata.namespace, LocalSecrets(secrets_dir).read
-                )
-            except SecretMissing as exc:
-                raise UserError(f"{loaded.path or job.metadata.name}: {exc}") from None
-        return cls(
-            bootstrap=bootstrap or ",".join(kafka.bootstrap_servers),
-            topic=kafka.topic,
-            group=kafka.consumer_group,
-            mode=job.spec.training.mode,
-            global_batch=job.spec.training.global_batch_size,
-            checkpoint_dir=directory,
-            **overrides,
-        )
-
-
-_CTX: Any = None
-
-
-@contextlib.contextmanager
-def _main_hidden() -> Any:
-    """Hide ``__main__``'s file and spec while forking children.
-
-    multiprocessing makes a forkserver child re-import the parent's main script (to find
-    functions defined there); ours are in importable modules, and re-running a script without
-    a ``__main__`` guard would start a second trainer inside the child.
-    """
-    main = sys.modules.get("__main__")
-    saved: dict[str, Any] = {
-        k: main.__dict__[k] for k in ("__file__", "__spec__") if main and k in main.__dict__
-    }
-    try:
-        if main is not None:
-            main.__dict__.pop("__file__", None)
-            main.__dict__["__spec__"] = None
-        yield
-    finally:
-        if main is not None:
-            main.__dict__.pop("__spec__", None)
-            main.__dict__.update(saved)
-
-
-def _context() -> Any:
-    """The forkserver context, with torch and the node code preloaded once per supervisor."""
-    global _CTX
-    if _CTX is None:
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["trainer.node"])
-        _CTX = ctx
-    return _CTX
-
-
-# ----------------------------------------------------------------------------- supervisor
-
-
-class Trainer:
+class Trainer(EventPump):
     """One training job's processes; ``start()``, ``resize(w, p)``, ``stop()``, ``close()``."""
 
     def __init__(
@@ -320,7 +97,7 @@ class Trainer:
         self.skipped_total = 0
         self.commit_failures = 0
         self.resizes: list[ResizeTiming] = []
-        self._nodes: list[_Node] = []
+        self._nodes: list[ChildNode] = []
         self._cond = threading.Condition()
         self._failure: str | None = None
         self._pump: threading.Thread | None = None
@@ -485,70 +262,25 @@ class Trainer:
 
     def _launch(self, *, wait_consuming: bool) -> LaunchTiming:
         cfg = self.config
-        spec = cfg.spec.to_dict()
         try:
-            plan = checkpoint.plan_from_manifest(cfg.checkpoint_dir, spec)
+            plan = checkpoint.plan_from_manifest(cfg.checkpoint_dir, cfg.spec.to_dict())
         except checkpoint.CheckpointError as exc:
             raise UserError(str(exc)) from None
         cfg.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self.generation += 1
         gen = self.generation
-        ctx = _context()
-        port = free_port()
-        sizes = batch_sizes(cfg.mode, cfg.global_batch, self.workers)
-        shard = f"shard-{self._run_id}-{gen}"
-        common: dict[str, Any] = {
-            "ps": self.ps,
-            "workers": self.workers,
-            "port": port,
-            "mode": cfg.mode,
-            "spec": spec,
-            "bootstrap": cfg.bootstrap,
-            "security": cfg.security,
-            "topic": cfg.topic,
-            "group": cfg.group,
-            "device": cfg.device,
-            "generation": gen,
-        }
-        configs = [
-            NodeConfig(
-                role="ps",
-                index=i,
-                batch=0,
-                plan=plan,
-                shard_path=str(cfg.checkpoint_dir / f"{shard}-{i}.pt"),
-                **common,
-            )
-            for i in range(self.ps)
-        ] + [
-            NodeConfig(
-                role="worker",
-                index=j,
-                batch=sizes[j],
-                shard_path="",
-                batch_wait_s=cfg.batch_wait_s,
-                session_timeout_ms=cfg.session_timeout_ms,
-                heartbeat_interval_ms=cfg.heartbeat_interval_ms,
-                check_crcs=cfg.check_crcs,
-                **common,
-            )
-            for j in range(self.workers)
-        ]
+        configs = node_configs(
+            cfg,
+            workers=self.workers,
+            ps=self.ps,
+            plan=plan,
+            generation=gen,
+            shard=f"shard-{self._run_id}-{gen}",
+        )
         began = time.monotonic()
-        nodes: list[_Node] = []
+        nodes: list[ChildNode] = []
         try:
-            with _main_hidden():
-                for node_cfg in configs:
-                    parent, child = ctx.Pipe(duplex=True)
-                    proc = ctx.Process(
-                        target=run_node,
-                        args=(node_cfg, child),
-                        name=f"kale-{node_cfg.role}-{node_cfg.index}",
-                        daemon=True,
-                    )
-                    proc.start()
-                    child.close()
-                    nodes.append(_Node(node_cfg, proc, parent))
+            fork_children(configs, into=nodes)
         finally:
             with self._cond:
                 self._nodes = nodes
@@ -650,118 +382,8 @@ class Trainer:
         return ShutdownTiming(drained - began, saved - drained, gone - saved, manifest)
 
     @staticmethod
-    def _tell(node: _Node, message: str) -> None:
+    def _tell(node: ChildNode, message: str) -> None:
         with contextlib.suppress(OSError, EOFError):
             node.conn.send(message)
 
     # -- event pump ------------------------------------------------------------------------
-
-    def _ensure_pump(self) -> None:
-        if self._pump is None or not self._pump.is_alive():
-            self._closing = False
-            self._pump = threading.Thread(
-                target=self._run_pump, name="kale-trainer-pump", daemon=True
-            )
-            self._pump.start()
-
-    def _run_pump(self) -> None:
-        while not self._closing:
-            with self._cond:
-                open_nodes = {n.conn: n for n in self._nodes if not n.closed}
-            if not open_nodes:
-                time.sleep(0.05)
-                continue
-            try:
-                ready = wait(list(open_nodes), timeout=0.2)
-            except OSError:
-                ready = []
-            events: list[Event] = []
-            for ready_conn in ready:
-                node = next(n for c, n in open_nodes.items() if c is ready_conn)
-                conn = node.conn
-                try:
-                    while conn.poll():
-                        events.append(self._handle(node, conn.recv()))
-                except (EOFError, OSError):
-                    self._on_closed(node)
-            for event in events:
-                self._emit(event)
-
-    def _on_closed(self, node: _Node) -> None:
-        with self._cond:
-            node.closed = True
-            expected = node.exited or (node.cfg.role == "worker" and node.left is not None)
-            if not expected and self._failure is None and not self._closing:
-                with contextlib.suppress(Exception):
-                    node.process.join(timeout=2)
-                code = getattr(node.process, "exitcode", None)
-                detail = node.error or f"exit code {code}"
-                self._failure = f"{node.name} of the training job failed: {detail}"
-            self._cond.notify_all()
-
-    def _handle(self, node: _Node, event: Event) -> Event:
-        kind = event.get("event")
-        with self._cond:
-            t = float(event.get("t", time.monotonic()))
-            if kind == "ready":
-                node.ready_t = t
-            elif kind == "loaded":
-                node.loaded_t = t
-                node.restored = bool(event.get("restored"))
-            elif kind == "assignment":
-                if event["kind"] == "assigned":
-                    node.assignment = list(event["partitions"])
-                    node.assigned_t = t
-                    node.stepped_after_assignment = False
-                else:
-                    node.assignment = None
-            elif kind == "step":
-                self._record_step(node, event, t)
-            elif kind == "draining":
-                node.draining = event
-            elif kind == "left":
-                node.left = event
-                self.commit_failures += int(event.get("commit_failures", 0))
-            elif kind == "saved":
-                node.saved = event
-            elif kind == "exit":
-                node.exited = True
-            elif kind == "error":
-                node.error = event.get("message")
-                if self._failure is None and not self._closing:
-                    self._failure = f"{node.name} of the training job failed: {node.error}"
-            self._cond.notify_all()
-        return {
-            **event,
-            "role": node.cfg.role,
-            "index": node.cfg.index,
-            "generation": node.cfg.generation,
-        }
-
-    def _record_step(self, node: _Node, event: Event, t: float) -> None:
-        n = int(event["n"])
-        node.steps += 1
-        node.samples += n
-        if node.assignment is not None:
-            node.stepped_after_assignment = True
-        self.samples_total += n
-        self.records_total += int(event["records"])
-        self.skipped_total += int(event["skipped"])
-        for p, (first, last) in event["ranges"].items():
-            self.ledger.add(int(p), int(first), int(last))
-        loss = float(event["loss"]) if n else 0.0
-        self.steps.append(
-            StepRecord(
-                t,
-                node.cfg.index,
-                n,
-                loss,
-                bool(event["partial"]),
-                node.cfg.generation,
-                tuple(event.get("phases", ())),
-            )
-        )
-
-    def _emit(self, event: Event) -> None:
-        if self.on_event is not None:
-            self.on_event(event)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.launcher import Mode, validate_shape
+from trainer.config import Mode, validate_shape
 from trainer.profiler import ProfileResult, ProfileSettings, run_profile
 from trainer.spec import ModelSpec
 

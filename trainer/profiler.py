@@ -40,7 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from trainer.launcher import Mode, Trainer, TrainerConfig
+from trainer.config import Mode, TrainerConfig
+from trainer.launcher import Trainer
 from trainer.records import CTRTask
 from trainer.rescale import RescaleMeasurement, ResizeTiming
 from trainer.spec import ModelSpec

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from trainer.launcher import LaunchTiming, ShutdownTiming, Trainer, TrainerConfig
+from trainer.config import TrainerConfig
+from trainer.launcher import LaunchTiming, ShutdownTiming, Trainer
 
 
 @dataclass(frozen=True)

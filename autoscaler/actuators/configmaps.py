@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autoscaler.actuators.errors import TargetGone
-from autoscaler.actuators.kube import Kube
+from autoscaler.actuators.kube import Kube, resource_version
 
 
 class ConfigMapMissing(ValueError):
@@ -37,18 +36,15 @@ class ConfigMaps:
     def read(self, namespace: str, name: str, key: str) -> ConfigMapValue:
         """The text under ``key``; :class:`ConfigMapMissing` when the map or key is absent,
         the client's :mod:`autoscaler.actuators.errors` types on API failures."""
-        try:
-            cm = self.kube.call(
-                f"configmap {namespace}/{name}",
-                self.kube.core.read_namespaced_config_map,
-                name,
-                namespace,
-            )
-        except TargetGone:
-            raise ConfigMapMissing(f"ConfigMap {namespace}/{name} does not exist") from None
+        cm = self.kube.read_named(
+            "ConfigMap",
+            self.kube.core.read_namespaced_config_map,
+            namespace,
+            name,
+            missing=ConfigMapMissing,
+        )
         data = cm.data or {}
         if key not in data:
             have = ", ".join(sorted(data)) or "no keys"
             raise ConfigMapMissing(f"ConfigMap {namespace}/{name} has no key {key!r} ({have})")
-        version = cm.metadata.resource_version if cm.metadata is not None else None
-        return ConfigMapValue(str(data[key]), str(version or ""))
+        return ConfigMapValue(str(data[key]), resource_version(cm))

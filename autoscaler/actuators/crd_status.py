@@ -68,20 +68,17 @@ class ElasticTrainingJobs:
         """Merge ``planner_state`` keys (the resize-in-progress marker) into
         ``status.plannerState`` before a resize's first write, so that a controller that dies
         between the PS and the worker write leaves the marker on the job for its successor."""
-        self.kube.call(
-            f"elastictrainingjob {namespace}/{name} status",
-            self.kube.custom.patch_namespaced_custom_object_status,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            {"status": {"plannerState": planner_state}},
-            _content_type=MERGE_PATCH,
+        self._patch_status(
+            namespace, name, {"status": {"plannerState": planner_state}}, MERGE_PATCH
         )
 
     def write_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Replace the status; raises :class:`TargetGone` when the job was deleted."""
+        self._patch_status(
+            namespace, name, [{"op": "add", "path": "/status", "value": status}], JSON_PATCH
+        )
+
+    def _patch_status(self, namespace: str, name: str, body: Any, content_type: str) -> None:
         self.kube.call(
             f"elastictrainingjob {namespace}/{name} status",
             self.kube.custom.patch_namespaced_custom_object_status,
@@ -90,6 +87,6 @@ class ElasticTrainingJobs:
             namespace,
             PLURAL,
             name,
-            [{"op": "add", "path": "/status", "value": status}],
-            _content_type=JSON_PATCH,
+            body,
+            _content_type=content_type,
         )

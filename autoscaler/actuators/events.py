@@ -13,6 +13,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable
+from typing import Any
 
 from autoscaler.actuators.crd_status import GROUP, VERSION
 from autoscaler.actuators.errors import ActuatorError
@@ -23,8 +24,44 @@ log = logging.getLogger(__name__)
 COMPONENT = "kale-controller"
 
 
-def _rfc3339(t: float) -> str:
+def rfc3339(t: float) -> str:
+    """Epoch seconds as the whole-second UTC time an Event's timestamps carry."""
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def event_body(
+    involved: dict[str, str],
+    *,
+    reason: str,
+    message: str,
+    type: str,
+    now: float,
+    component: str,
+    instance: str,
+    seq: int = 0,
+) -> dict[str, Any]:
+    """A ``core/v1`` Event about ``involved`` (its apiVersion, kind, name, namespace, uid),
+    named and shaped as client-go's recorder does it: ``<name>.<hex nanoseconds + seq>``,
+    one occurrence, the message cut to 1 KiB. Shared by the job and the pod recorders."""
+    stamp = rfc3339(now)
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{involved['name']}.{int(now * 1e9) + seq:x}",
+            "namespace": involved["namespace"],
+        },
+        "involvedObject": involved,
+        "reason": reason,
+        "message": message[:1024],
+        "type": type,
+        "count": 1,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "source": {"component": component, "host": instance},
+        "reportingComponent": component,
+        "reportingInstance": instance,
+    }
 
 
 class EventRecorder:
@@ -48,29 +85,22 @@ class EventRecorder:
         type: str = "Normal",
     ) -> bool:
         """Record one event; returns whether it was stored."""
-        now = self.clock()
-        stamp = _rfc3339(now)
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": f"{name}.{int(now * 1e9):x}", "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "ElasticTrainingJob",
-                "name": name,
-                "namespace": namespace,
-                "uid": uid or "",
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": type,
-            "count": 1,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "source": {"component": COMPONENT, "host": self.instance},
-            "reportingComponent": COMPONENT,
-            "reportingInstance": self.instance,
+        involved = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ElasticTrainingJob",
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or "",
         }
+        body = event_body(
+            involved,
+            reason=reason,
+            message=message,
+            type=type,
+            now=self.clock(),
+            component=COMPONENT,
+            instance=self.instance,
+        )
         try:
             self.kube.call(
                 f"event for {namespace}/{name}",

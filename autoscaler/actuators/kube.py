@@ -155,6 +155,23 @@ class Kube:
             raise TargetRejected(f"{what}: the answer is {type(out).__name__}, not an object")
         return out
 
+    def read_named(
+        self,
+        kind: str,
+        read: Callable[[str, str], T],
+        namespace: str,
+        name: str,
+        *,
+        missing: Callable[[str], Exception],
+    ) -> T:
+        """``read(name, namespace)`` of one object a job names (a ConfigMap, a Secret): a 404
+        raises ``missing("<kind> <namespace>/<name> does not exist")`` — the job's problem,
+        not a failure of the API — and every other failure is :meth:`call`'s."""
+        try:
+            return self.call(f"{kind.lower()} {namespace}/{name}", read, name, namespace)
+        except TargetGone:
+            raise missing(f"{kind} {namespace}/{name} does not exist") from None
+
     def update(self, what: str, read: Callable[[], T], write: Callable[[T], R]) -> R:
         """Read-modify-write with optimistic concurrency: on 409 read again and redo.
 
@@ -173,6 +190,12 @@ class Kube:
 
     def close(self) -> None:
         self.api_client.close()
+
+
+def resource_version(obj: Any) -> str:
+    """``metadata.resource_version`` of a client object (``""`` when it carries none)."""
+    meta = getattr(obj, "metadata", None)
+    return str((meta.resource_version if meta is not None else None) or "")
 
 
 def connect(

@@ -183,24 +183,8 @@ class LeaderElector:
             acquire = spec.acquire_time.timestamp()
         elif holder != self.identity:
             transitions += 1
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {
-                "name": self.name,
-                "namespace": self.namespace,
-                "resourceVersion": _version(lease),
-            },
-            "spec": self._spec(now, acquire, transitions),
-        }
         try:
-            self.kube.call(
-                self.what,
-                self.kube.coordination.replace_namespaced_lease,
-                self.name,
-                self.namespace,
-                body,
-            )
+            self._replace(lease, self._spec(now, acquire, transitions))
         except Conflict:
             return  # someone else wrote first; their record wins
         if holder != self.identity:
@@ -211,6 +195,27 @@ class LeaderElector:
                 holder or "none",
             )
         self._won(now, transitions)
+
+    def _replace(self, lease: V1Lease, spec: dict[str, Any]) -> None:
+        """Replace the Lease with ``spec``, carrying the resourceVersion read with ``lease``
+        (optimistic concurrency: a writer who came first makes this a :class:`Conflict`)."""
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "resourceVersion": _version(lease),
+            },
+            "spec": spec,
+        }
+        self.kube.call(
+            self.what,
+            self.kube.coordination.replace_namespaced_lease,
+            self.name,
+            self.namespace,
+            body,
+        )
 
     def _won(self, now: float, transitions: int) -> None:
         self._renewed_at = now
@@ -231,28 +236,15 @@ class LeaderElector:
             if (spec.holder_identity or None) != self.identity:
                 return False
             now = self.clock()
-            body = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {
-                    "name": self.name,
-                    "namespace": self.namespace,
-                    "resourceVersion": _version(lease),
-                },
-                "spec": {
+            self._replace(
+                lease,
+                {
                     "holderIdentity": None,
                     "leaseDurationSeconds": 1,
                     "acquireTime": micro_time(now),
                     "renewTime": micro_time(now),
                     "leaseTransitions": int(spec.lease_transitions or 0),
                 },
-            }
-            self.kube.call(
-                self.what,
-                self.kube.coordination.replace_namespaced_lease,
-                self.name,
-                self.namespace,
-                body,
             )
         except ActuatorError as exc:
             log.warning("leader election: could not release %s: %s", self.what, exc)

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import queue
@@ -30,6 +29,7 @@ from autoscaler.actuators.errors import (
     Conflict,
     TargetGone,
 )
+from autoscaler.actuators.events import event_body
 from autoscaler.actuators.kube import Kube
 
 log = logging.getLogger(__name__)
@@ -125,10 +125,6 @@ class PodBinder:
         return BindOutcome("failed", message=f"{what}: still conflicting after {self.attempts}")
 
 
-def _rfc3339(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class PodEventRecorder:
     """``core/v1`` Events on pods, written from a background thread (``sync``: inline)."""
 
@@ -155,33 +151,24 @@ class PodEventRecorder:
         self._seq = 0
 
     def pod_event(self, pod: Any, *, reason: str, message: str, type: str = "Normal") -> None:
-        now = self.clock()
         self._seq += 1
-        stamp = _rfc3339(now)
-        body = {
+        involved = {
             "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": f"{pod.name}.{int(now * 1e9) + self._seq:x}",
-                "namespace": pod.namespace,
-            },
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": pod.name,
-                "namespace": pod.namespace,
-                "uid": pod.uid if "/" not in pod.uid else "",
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": type,
-            "count": 1,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "source": {"component": self.component, "host": self.instance},
-            "reportingComponent": self.component,
-            "reportingInstance": self.instance,
+            "kind": "Pod",
+            "name": pod.name,
+            "namespace": pod.namespace,
+            "uid": pod.uid if "/" not in pod.uid else "",
         }
+        body = event_body(
+            involved,
+            reason=reason,
+            message=message,
+            type=type,
+            now=self.clock(),
+            component=self.component,
+            instance=self.instance,
+            seq=self._seq,
+        )
         if self.sync:
             self._post(body)
             return

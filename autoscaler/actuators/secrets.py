@@ -12,8 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-from autoscaler.actuators.errors import TargetGone
-from autoscaler.actuators.kube import Kube
+from autoscaler.actuators.kube import Kube, resource_version
 
 
 class SecretMissing(ValueError):
@@ -42,15 +41,9 @@ class Secrets:
 
     def read(self, namespace: str, name: str) -> ClusterSecret:
         """The Secret's data; :class:`SecretMissing` when it does not exist."""
-        try:
-            secret = self.kube.call(
-                f"secret {namespace}/{name}",
-                self.kube.core.read_namespaced_secret,
-                name,
-                namespace,
-            )
-        except TargetGone:
-            raise SecretMissing(f"Secret {namespace}/{name} does not exist") from None
+        secret = self.kube.read_named(
+            "Secret", self.kube.core.read_namespaced_secret, namespace, name, missing=SecretMissing
+        )
         data: dict[str, bytes] = {}
         for key, value in (secret.data or {}).items():
             try:
@@ -61,5 +54,4 @@ class Secrets:
                 ) from None
         for key, value in (getattr(secret, "string_data", None) or {}).items():
             data.setdefault(key, str(value).encode("utf-8"))
-        version = secret.metadata.resource_version if secret.metadata is not None else None
-        return ClusterSecret(data, str(version or ""))
+        return ClusterSecret(data, resource_version(secret))

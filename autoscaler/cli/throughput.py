@@ -1,115 +1,39 @@
 """``kale throughput``: fit, compare and use parameter-server throughput models.
 
 Thin by design: each subcommand parses flags, calls one function of the ``throughput``
-package and prints. ``throughput`` raises its own errors (it never imports ``autoscaler``);
-they are turned into :class:`UserError` here, so a bad file is one line and exit code 2.
-Extrapolation warnings are printed as one ``kale: warning:`` line each on stderr.
+package and prints. The shared flags, and the mapping of ``throughput``'s errors to
+:class:`UserError` (one line, exit code 2) and of its extrapolation warnings to
+``kale: warning:`` lines, are in :mod:`autoscaler.cli.throughput_options`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import warnings
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from autoscaler.errors import UserError
+from autoscaler.cli.throughput_options import (
+    FAMILY,
+    FILE_IN,
+    FILE_OUT,
+    FOLD_SEED,
+    FOLDS,
+    GLOBAL_BATCH,
+    MODE_OPTION,
+    MODEL,
+    PROFILE,
+    RATIO,
+    library_errors,
+    ordered,
+    workers_option,
+)
 from autoscaler.terminal.flags import DURATION, json_option, non_negative, positive
 from autoscaler.terminal.formatting import format_percent, format_rate
-from autoscaler.terminal.output import emit_json, table, warn
+from autoscaler.terminal.output import emit_json, table
 
 if TYPE_CHECKING:
     from throughput.model import ThroughputModel
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-MODE = click.Choice(["sync", "async"])
-FAMILY = click.Choice(["auto", "general", "fixed-ratio", "linear", "optimus"])
-FILE_IN = click.Path(dir_okay=False, path_type=Path)
-FILE_OUT = click.Path(dir_okay=False, writable=True, path_type=Path)
-
-
-@contextlib.contextmanager
-def _library_errors(writing: Path | None = None) -> Iterator[None]:
-    """Map the throughput package's errors to UserError (and a failed write of ``writing``);
-    print its extrapolation warnings as one line each."""
-    from throughput.errors import ExtrapolationWarning, ThroughputError
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            yield
-        except ThroughputError as exc:
-            raise UserError(str(exc)) from None
-        except (OSError, ValueError) as exc:
-            if writing is None:
-                raise
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            raise UserError(f"{writing}: cannot write ({reason})") from None
-        finally:
-            seen: set[str] = set()
-            for w in caught:
-                text = str(w.message)
-                if text not in seen and issubclass(w.category, ExtrapolationWarning):
-                    seen.add(text)
-                    warn(text)
-
-
-def _ordered(lo: int, hi: int) -> None:
-    if lo > hi:
-        raise UserError(f"--min-workers ({lo}) is above --max-workers ({hi})")
-
-
-# Options that several commands take, declared once.
-_PROFILE = click.option(
-    "--profile",
-    "profile_path",
-    type=FILE_IN,
-    required=True,
-    help="Profile CSV: workers,ps,throughput[,mode].",
-)
-_MODEL = click.option("--model", "model_path", type=FILE_IN, required=True, help="Model JSON.")
-_MODE = click.option("--mode", type=MODE, required=True, help="Training mode of the job.")
-_RATIO = click.option(
-    "--ratio",
-    type=int,
-    default=4,
-    show_default=True,
-    callback=positive,
-    help="Workers per PS; the planner uses ps = ceil(workers / ratio).",
-)
-_GLOBAL_BATCH = click.option(
-    "--global-batch",
-    type=float,
-    default=4096,
-    show_default=True,
-    callback=positive,
-    help="Global batch M (samples per synchronous step).",
-)
-_FOLDS = click.option(
-    "--folds",
-    type=click.IntRange(2, 50),
-    default=5,
-    show_default=True,
-    help="Cross-validation folds (by configuration).",
-)
-_FOLD_SEED = click.option(
-    "--seed", type=int, default=0, show_default=True, help="Fold shuffling seed."
-)
-
-
-def _workers_option(flag: str, help: str, default: int | None = None) -> Callable[[_F], _F]:
-    return click.option(
-        flag,
-        type=int,
-        default=default,
-        show_default=default is not None,
-        callback=positive,
-        help=help,
-    )
 
 
 @click.group()
@@ -118,9 +42,9 @@ def throughput() -> None:
 
 
 @throughput.command()
-@_PROFILE
-@_MODE
-@_RATIO
+@PROFILE
+@MODE_OPTION
+@RATIO
 @click.option(
     "--family",
     type=FAMILY,
@@ -128,13 +52,11 @@ def throughput() -> None:
     show_default=True,
     help="Model family; auto picks the seed family with the best CV MAPE.",
 )
-@_GLOBAL_BATCH
-@_workers_option("--min-workers", "Smallest allowed worker count.", default=1)
-@_workers_option(
-    "--max-workers", "Largest allowed worker count (default: 2x the largest profiled)."
-)
-@_FOLDS
-@_FOLD_SEED
+@GLOBAL_BATCH
+@workers_option("--min-workers", "Smallest allowed worker count.", default=1)
+@workers_option("--max-workers", "Largest allowed worker count (default: 2x the largest profiled).")
+@FOLDS
+@FOLD_SEED
 @click.option("-o", "--output", type=FILE_OUT, default=None, help="Write the model JSON here.")
 @json_option()
 def fit(
@@ -156,8 +78,8 @@ def fit(
     from throughput.report import fit_report
 
     if max_workers is not None:
-        _ordered(min_workers, max_workers)
-    with _library_errors():
+        ordered(min_workers, max_workers)
+    with library_errors():
         model = fit_model(
             load_profile(profile_path),
             mode=mode,
@@ -170,7 +92,7 @@ def fit(
             max_workers=max_workers,
         )
     if output is not None:
-        with _library_errors(writing=output):
+        with library_errors(writing=output):
             model.save(output)
     result = fit_report(model, saved_to=None if output is None else str(output))
     if as_json:
@@ -197,12 +119,12 @@ def _print_fit(model: ThroughputModel, result: dict[str, Any]) -> None:
 
 
 @throughput.command()
-@_PROFILE
-@_MODE
-@_RATIO
-@_GLOBAL_BATCH
-@_FOLDS
-@_FOLD_SEED
+@PROFILE
+@MODE_OPTION
+@RATIO
+@GLOBAL_BATCH
+@FOLDS
+@FOLD_SEED
 @json_option()
 def compare(
     profile_path: Path,
@@ -218,7 +140,7 @@ def compare(
     from throughput.profile import load_profile
     from throughput.report import comparison
 
-    with _library_errors():
+    with library_errors():
         fits = compare_families(
             load_profile(profile_path),
             mode=mode,
@@ -246,7 +168,7 @@ def compare(
 
 
 @throughput.command()
-@_MODEL
+@MODEL
 @click.option(
     "--points",
     "points_path",
@@ -260,7 +182,7 @@ def predict(model_path: Path, points_path: Path, as_json: bool) -> None:
     from throughput.model import ThroughputModel
     from throughput.profile import load_points
 
-    with _library_errors():
+    with library_errors():
         model = ThroughputModel.load(model_path)
         workers, ps = load_points(points_path)
         if ps is None:
@@ -278,7 +200,7 @@ def predict(model_path: Path, points_path: Path, as_json: bool) -> None:
 
 
 @throughput.command("plan")
-@_MODEL
+@MODEL
 @click.option(
     "--load", type=float, required=True, callback=non_negative, help="Load to serve, samples/s."
 )
@@ -297,8 +219,8 @@ def predict(model_path: Path, points_path: Path, as_json: bool) -> None:
     default=None,
     help="Time budget to drain the backlog (e.g. 5m); required with --backlog.",
 )
-@_workers_option("--min-workers", "Smallest allowed worker count (default: the model's).")
-@_workers_option("--max-workers", "Largest allowed worker count (default: the model's).")
+@workers_option("--min-workers", "Smallest allowed worker count (default: the model's).")
+@workers_option("--max-workers", "Largest allowed worker count (default: the model's).")
 @json_option()
 def plan_cmd(
     model_path: Path,
@@ -315,11 +237,11 @@ def plan_cmd(
 
     if backlog > 0 and drain_within is None:
         raise click.UsageError("--backlog needs --drain-within (e.g. --drain-within 5m)")
-    with _library_errors():
+    with library_errors():
         model = ThroughputModel.load(model_path)
         lo = model.min_workers if min_workers is None else min_workers
         hi = model.max_workers if max_workers is None else max_workers
-        _ordered(lo, hi)
+        ordered(lo, hi)
         result = plan(
             model,
             load,
@@ -339,7 +261,7 @@ def plan_cmd(
 
 
 @throughput.command()
-@_MODE
+@MODE_OPTION
 @click.option(
     "--seed",
     type=int,
@@ -362,7 +284,7 @@ def plan_cmd(
     show_default=True,
     help="Measurements per on-ratio configuration.",
 )
-@_RATIO
+@RATIO
 @click.option(
     "--global-batch",
     type=int,
@@ -379,11 +301,11 @@ def generate(
     from throughput.profile import save_profile
     from throughput.simulate import generate_profile
 
-    with _library_errors():
+    with library_errors():
         profile, truth = generate_profile(
             mode, seed=seed, noise=noise, repeats=repeats, ratio=ratio, global_batch=global_batch
         )
-    with _library_errors(writing=output):
+    with library_errors(writing=output):
         save_profile(profile, output)
     top = 2 * int(profile.workers.max())
     peak_w, peak_f = truth.peak(1, top)
@@ -394,7 +316,7 @@ def generate(
 
 
 @throughput.command()
-@_MODEL
+@MODEL
 @click.option("--profile", "profile_path", type=FILE_IN, required=True, help="Profile CSV.")
 @click.option("-o", "--output", type=FILE_OUT, required=True, help="Image to write (.png, .svg).")
 def plot(model_path: Path, profile_path: Path, output: Path) -> None:
@@ -403,9 +325,9 @@ def plot(model_path: Path, profile_path: Path, output: Path) -> None:
     from throughput.plot import plot_fit
     from throughput.profile import load_profile
 
-    with _library_errors():
+    with library_errors():
         model = ThroughputModel.load(model_path)
         profile = load_profile(profile_path)
-    with _library_errors(writing=output):
+    with library_errors(writing=output):
         plot_fit(model, profile, output)
     click.echo(f"wrote {output}")

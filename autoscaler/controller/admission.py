@@ -21,16 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autoscaler.config import (
-    TARGET_KINDS,
-    ElasticTrainingJob,
-    LoadedJob,
-    Problem,
-    parse_job,
-    validate_file,
-)
+from autoscaler.config import LoadedJob, Problem, parse_job, validate_file
 from autoscaler.jobfiles import file_problems
 from autoscaler.jobrules import DEFAULT_LIMITS, JobLimits, limit_problems
+from autoscaler.jobschema import TARGET_KINDS, ElasticTrainingJob
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 

@@ -10,7 +10,6 @@ leader election, or a job whose target is a StatefulSet or TFJob).
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import threading
 import time
@@ -21,9 +20,10 @@ from typing import Any
 
 from autoscaler.actuators.base import Actuator, Size
 from autoscaler.actuators.dryrun import DryRunActuator
+from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.config import ControllerConfig
 from autoscaler.controller.factories import forecaster_factory
-from autoscaler.controller.jobs import ClusterJobs, DirectoryJobs, JobEntry, JobsSource
+from autoscaler.controller.jobs import DirectoryJobs, JobEntry, JobsSource
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.controller.metering import KafkaMetricSource
 from autoscaler.controller.metrics import ControllerMetrics, Health, MetricsServer
@@ -177,9 +177,8 @@ def meter_factory(
 
 
 def identity(cfg: ControllerConfig) -> str:
-    from autoscaler.actuators.lease import default_identity
-
-    return cfg.leader_election.identity or os.environ.get("POD_NAME") or default_identity()
+    """This replica's name (see :meth:`LeaderElection.replica_identity`)."""
+    return cfg.leader_election.replica_identity()
 
 
 @dataclass
@@ -322,22 +321,8 @@ def build(
             planner=options.planner,
         ),
     )
-    elector = None
     le = cfg.leader_election
-    if le.enabled:
-        from autoscaler.actuators.lease import LeaderElector
-
-        namespace = le.namespace or os.environ.get("POD_NAMESPACE") or "kale-system"
-        elector = LeaderElector(
-            kube.get(),
-            namespace=namespace,
-            name=le.lease_name,
-            identity=me,
-            lease_duration_s=le.lease_duration,
-            renew_deadline_s=le.renew_deadline,
-            retry_period_s=le.retry_period,
-            clock=clock,
-        )
+    elector = le.elector(kube.get(), identity=me, clock=clock) if le.enabled else None
     health = Health(stale_after_s=max(3 * cfg.interval, 60.0), clock=clock)
     server = None
     if cfg.metrics.port:

@@ -1,8 +1,10 @@
 """Where the controller's jobs come from: a directory of YAML files, or the cluster.
 
-Both sources yield the same :class:`JobEntry` (a validated job, its key, and a fingerprint
-that changes whenever the job must be rebuilt), so the loop does not care which mode it runs
-in. Invalid jobs are reported, never fatal: one bad file must not stop the other jobs.
+Every source (:class:`DirectoryJobs`, :class:`StaticJobs`, and
+:class:`~autoscaler.controller.cluster_jobs.ClusterJobs`) yields the same :class:`JobEntry` (a
+validated job, its key, and a fingerprint that changes whenever the job must be rebuilt), so
+the loop does not care which mode it runs in. Invalid jobs are reported, never fatal: one bad
+file must not stop the other jobs.
 
 A failure to *list* (the API server is down) raises; the loop then skips the tick and keeps
 every job as it is. An empty answer and a failed answer are not the same thing: only the
@@ -20,16 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from autoscaler.config import KIND, ElasticTrainingJob, LoadedJob, read_yaml
+from autoscaler.config import LoadedJob, read_yaml
 from autoscaler.controller.admission import (
     LOCAL_POLICY,
     AdmissionPolicy,
     admit_file,
-    admit_object,
-    cluster_policy,
 )
 from autoscaler.controller.references import ReferenceProblem, References
 from autoscaler.errors import UserError
+from autoscaler.jobschema import KIND, ElasticTrainingJob
 from autoscaler.kafka_auth import LocalSecrets
 from autoscaler.overrides import PAUSED, PAUSED_REPLICAS
 
@@ -94,14 +95,15 @@ class JobsSource(Protocol):
         ...
 
 
-def _fingerprint(data: Any, *extra: str) -> str:
+def job_fingerprint(data: Any, *extra: str) -> str:
+    """A short digest of ``data`` and ``extra``: equal exactly when the job needs no rebuild."""
     h = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode())
     for e in extra:
         h.update(e.encode())
     return h.hexdigest()[:16]
 
 
-def _without_overrides(doc: Any) -> Any:
+def without_overrides(doc: Any) -> Any:
     """The job document minus what pauses or pins it (``spec.replicas`` and the pause
     annotations): those are read every tick, and changing them must not rebuild the job
     (a rebuild refits its forecaster)."""
@@ -118,7 +120,8 @@ def _without_overrides(doc: Any) -> Any:
     return out
 
 
-def _model_stamp(loaded: LoadedJob) -> str:
+def model_stamp(loaded: LoadedJob) -> str:
+    """When the job's model file last changed (a new model rebuilds the job's sizing)."""
     if loaded.job.spec.throughput.model is None:
         return "inline-or-configmap"  # the spec (or the ConfigMap's version) says the rest
     path = loaded.throughput_model_path
@@ -225,8 +228,8 @@ class DirectoryJobs:
                     key=key,
                     loaded=loaded,
                     origin=str(path),
-                    fingerprint=_fingerprint(
-                        _without_overrides(read.data), str(path), _model_stamp(loaded)
+                    fingerprint=job_fingerprint(
+                        without_overrides(read.data), str(path), model_stamp(loaded)
                     ),
                     kafka_security=security,
                 )
@@ -292,124 +295,6 @@ def _unreadable(path: Path, stamp: tuple[int, int, int], exc: BaseException) -> 
         origin=str(path),
     )
     return _FileRead(stamp, "", True, "invalid", invalid=bad, read_at=time.monotonic())
-
-
-_KEEP_METADATA = ("name", "namespace", "labels", "annotations")
-
-
-class ClusterJobs:
-    """ElasticTrainingJob custom resources, read through ``lister`` (an actuator's ``list``,
-    or the cache a watch keeps).
-
-    Relative ``spec.throughput.model`` paths resolve against ``models_dir`` (a mounted
-    ConfigMap in the Deployment). Each job is admitted by ``policy`` (default: cluster mode's
-    safe one — no Local targets, in-cluster brokers, model files inside ``models_dir``). An
-    object is validated again only when what is validated changed — its spec and the
-    metadata kept — so status writes (a new resourceVersion every tick) cost nothing (an
-    invalid one is checked again every :data:`INVALID_RECHECK_S`); whatever validating one
-    object raises makes it an invalid job.
-    """
-
-    def __init__(
-        self,
-        lister: Callable[[], list[dict[str, Any]]],
-        *,
-        models_dir: str | Path = ".",
-        policy: AdmissionPolicy | None = None,
-        config_maps: Callable[[str, str, str], Any] | None = None,
-        secrets: Callable[[str, str], Any] | None = None,
-    ) -> None:
-        self.lister = lister
-        self.refs = References(config_maps=config_maps, secrets=secrets)
-        """ConfigMaps and Secrets the jobs name, read in their namespaces
-        (:mod:`autoscaler.actuators.configmaps`, :mod:`autoscaler.actuators.secrets`)."""
-        self.models_dir = Path(models_dir)
-        self.policy = policy or cluster_policy(models_root=self.models_dir)
-        self._parsed: dict[str, tuple[str, Any, str, float, str | None]] = {}
-        self.parses = 0
-        """Objects validated so far (a test watches it)."""
-
-    def list(self) -> Listing:
-        out = Listing()
-        parsed: dict[str, tuple[str, Any, str, float, str | None]] = {}
-        for obj in self.lister():
-            md = obj.get("metadata") if isinstance(obj, dict) else None
-            md = md if isinstance(md, dict) else {}
-            key = f"{md.get('namespace', 'default')}/{md.get('name', '?')}"
-            doc = {k: v for k, v in obj.items() if k != "status"}
-            doc["metadata"] = {k: md[k] for k in _KEEP_METADATA if k in md}
-            try:
-                hit = self._parsed.get(key)
-                now = time.monotonic()
-                fresh = hit is not None and not (
-                    isinstance(hit[1], InvalidJob) and now - hit[3] >= INVALID_RECHECK_S
-                )
-                # The API server bumps metadata.generation on every spec change: with the
-                # same uid, generation and kept metadata, the spec is the one validated.
-                quick = _quick_key(md, doc["metadata"])
-                if fresh and hit is not None and quick is not None and hit[4] == quick:
-                    digest, result, spec_fp, read_at = hit[0], hit[1], hit[2], hit[3]
-                else:
-                    digest = _fingerprint(doc)
-                    if fresh and hit is not None and hit[0] == digest:
-                        result, spec_fp, read_at = hit[1], hit[2], hit[3]
-                    else:
-                        self.parses += 1
-                        result = self._parse(key, doc, md)
-                        spec = _without_overrides(doc).get("spec")
-                        spec_fp, read_at = _fingerprint(spec), now
-            except Exception as exc:  # RecursionError, MemoryError, a bug: this job only
-                digest, spec_fp, read_at, quick = "", "", time.monotonic(), None
-                result = InvalidJob(
-                    key,
-                    [f"{key}: cannot read: {type(exc).__name__}: {str(exc)[:200]}"],
-                    uid=md.get("uid"),
-                    origin="cluster",
-                )
-            parsed[key] = (digest, result, spec_fp, read_at, quick)
-            if isinstance(result, InvalidJob):
-                out.invalid.append(result)
-                continue
-            loaded: LoadedJob = result
-            try:
-                model = self.refs.model(key, loaded.job)
-                security = self.refs.security(key, loaded.job)
-            except ReferenceProblem as exc:
-                out.invalid.append(
-                    InvalidJob(key, [f"{key}: {exc}"], uid=md.get("uid"), origin="cluster")
-                )
-                continue
-            stamp = _model_stamp(loaded) if model is None else f"configmap:{model[0]}"
-            out.jobs.append(
-                JobEntry(
-                    key=key,
-                    loaded=loaded,
-                    uid=md.get("uid"),
-                    generation=md.get("generation"),
-                    status=obj.get("status"),
-                    origin="cluster",
-                    fingerprint=_fingerprint(spec_fp, stamp),
-                    model_data=None if model is None else model[1],
-                    kafka_security=security,
-                )
-            )
-        self._parsed = parsed
-        return out
-
-    def _parse(self, key: str, doc: dict[str, Any], md: dict[str, Any]) -> LoadedJob | InvalidJob:
-        job_path = self.models_dir / f"{md.get('name', '_')}.yaml"
-        loaded, problems = admit_object(doc, key=key, policy=self.policy, job_path=job_path)
-        if loaded is None:
-            return InvalidJob(key, problems, uid=md.get("uid"), origin="cluster")
-        return loaded
-
-
-def _quick_key(md: dict[str, Any], kept: dict[str, Any]) -> str | None:
-    """(uid, generation, kept metadata) as a string; None without a generation."""
-    generation = md.get("generation")
-    if generation is None or md.get("uid") is None:
-        return None
-    return f"{md['uid']}/{generation}/{kept!r}"
 
 
 class StaticJobs:

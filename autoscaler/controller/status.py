@@ -2,8 +2,9 @@
 
 Kept apart from the loop so the shapes the outside world sees (the custom resource's status,
 ``kale plan``'s JSON, Kubernetes-style conditions) live in one small module, next to the
-pydantic model the CRD is generated from (:class:`autoscaler.controller.crd.JobStatus`; a
-test validates every status the loop writes against it).
+pydantic model the CRD is generated from
+(:class:`autoscaler.controller.job_status.JobStatus`; a test validates every status the loop
+writes against it).
 """
 
 from __future__ import annotations

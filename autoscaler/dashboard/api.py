@@ -13,13 +13,14 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query, Request
 
 from autoscaler.dashboard import data
+from autoscaler.dashboard.simulations import SimulationFiles
 
 
 def _view(request: Request) -> data.StateView:
     return request.app.state.view
 
 
-def _sims(request: Request) -> data.SimulationFiles:
+def _sims(request: Request) -> SimulationFiles:
     return request.app.state.sims
 
 

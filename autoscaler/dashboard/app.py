@@ -19,8 +19,9 @@ from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from autoscaler.dashboard import api
-from autoscaler.dashboard.data import SimulationFiles, StateView
+from autoscaler.dashboard.data import StateView
 from autoscaler.dashboard.hosts import HostCheck, allowed_hosts
+from autoscaler.dashboard.simulations import SimulationFiles
 
 STATIC = Path(__file__).resolve().parent / "static"
 

@@ -12,7 +12,6 @@ view without the bound pods would give away GPUs that are taken.
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import signal
 import threading
@@ -169,7 +168,6 @@ def build(
     """
     from autoscaler.actuators.informer import Reflector
     from autoscaler.actuators.kube import RetryPolicy, connect
-    from autoscaler.actuators.lease import LeaderElector, default_identity
     from autoscaler.actuators.pods import PodBinder, PodEventRecorder
     from autoscaler.controller.metrics import Health, MetricsServer
     from autoscaler.errors import UserError
@@ -183,7 +181,7 @@ def build(
     except Exception as exc:  # the kubernetes config loader's many error types
         raise UserError(f"cannot configure the Kubernetes client: {exc}") from exc
     conv = cfg.conventions()
-    me = cfg.leader_election.identity or os.environ.get("POD_NAME") or default_identity()
+    me = cfg.leader_election.replica_identity()
     metrics = SchedulerMetrics()
     recorder = PodEventRecorder(
         kube, component=cfg.scheduler_name, instance=me, clock=clock, sync=sync_events
@@ -224,16 +222,7 @@ def build(
         )
     le = cfg.leader_election
     if le.enabled:
-        app.elector = LeaderElector(
-            kube,
-            namespace=le.namespace or os.environ.get("POD_NAMESPACE") or "kale-system",
-            name=le.lease_name,
-            identity=me,
-            lease_duration_s=le.lease_duration,
-            renew_deadline_s=le.renew_deadline,
-            retry_period_s=le.retry_period,
-            clock=clock,
-        )
+        app.elector = le.elector(kube, identity=me, clock=clock)
     app.health = Health(stale_after_s=60.0, clock=clock)
     if cfg.metrics.port:
         try:

@@ -20,56 +20,54 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, field_validator
 
-from autoscaler.config import PositiveDuration, read_yaml
-from autoscaler.controller.config import LeaderElection
-from autoscaler.errors import UserError
+from autoscaler.config import PositiveDuration
+from autoscaler.controller.config_sections import LeaderElection
 from autoscaler.scheduler.objects import Conventions
+from autoscaler.settingsfile import SettingsModel, read_settings, resolve_path, validate_settings
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
-    )
+# The names' defaults are the scheduler's own (:class:`Conventions`), written once there.
+_DEFAULT = Conventions()
 
 
-class Names(_Model):
+class Names(SettingsModel):
     """The resource, label and annotation names (defaults: see docs/scheduler.md)."""
 
-    gpu_resource: str = "nvidia.com/gpu"
-    gpu_model_label: str = "nvidia.com/gpu.product"
-    gpu_milli_annotation: str = "kale.dev/gpu-milli"
-    gpu_count_annotation: str = "kale.dev/gpu-count"
-    gpu_model_annotation: str = "kale.dev/gpu-model"
-    assigned_gpus_annotation: str = "kale.dev/gpus"
-    gang_label: str = "kale.dev/gang"
-    gang_size_annotation: str = "kale.dev/gang-size"
+    gpu_resource: str = _DEFAULT.gpu_resource
+    gpu_model_label: str = _DEFAULT.gpu_model_label
+    gpu_milli_annotation: str = _DEFAULT.gpu_milli_annotation
+    gpu_count_annotation: str = _DEFAULT.gpu_count_annotation
+    gpu_model_annotation: str = _DEFAULT.gpu_model_annotation
+    assigned_gpus_annotation: str = _DEFAULT.assigned_gpus_annotation
+    gang_label: str = _DEFAULT.gang_label
+    gang_size_annotation: str = _DEFAULT.gang_size_annotation
 
 
-class Faults(_Model):
+class Faults(SettingsModel):
     window: PositiveDuration = Field(default=86_400.0, description="How far back faults count.")
-    annotation: str = "kale.dev/gpu-faults"
+    annotation: str = _DEFAULT.faults_annotation
     conditions: list[str] = Field(
-        default_factory=lambda: ["GPUUnhealthy"],
+        default_factory=lambda: list(_DEFAULT.fault_conditions),
         description="Node condition types that count as a fault while True.",
     )
     events: bool = Field(
         default=True, description="Watch Events on Nodes (Xid-style, node-problem-detector)."
     )
     event_reasons: list[str] = Field(
-        default_factory=lambda: ["XidError", "GPUXid"],
+        default_factory=lambda: list(_DEFAULT.fault_event_reasons),
         description="Reasons of Node Events that count as a GPU fault.",
     )
     gpu_annotation: str = Field(
-        default="kale.dev/gpu", description="On a fault Event: the GPU index it concerns."
+        default=_DEFAULT.fault_gpu_annotation,
+        description="On a fault Event: the GPU index it concerns.",
     )
 
 
-class Backoff(_Model):
+class Backoff(SettingsModel):
     initial: PositiveDuration = 1.0
     max: PositiveDuration = 10.0
     flush: PositiveDuration = Field(
@@ -77,14 +75,14 @@ class Backoff(_Model):
     )
 
 
-class Events(_Model):
+class Events(SettingsModel):
     scheduled: bool = Field(default=True, description="A Scheduled Event per binding.")
     repeat: PositiveDuration = Field(
         default=60.0, description="Repeat an unchanged FailedScheduling Event at most this often."
     )
 
 
-class Metrics(_Model):
+class Metrics(SettingsModel):
     port: int = Field(default=9101, ge=0, le=65535, description="0 disables the server.")
     address: str = "0.0.0.0"
 
@@ -93,10 +91,10 @@ class SchedulerLeaderElection(LeaderElection):
     lease_name: str = "kale-scheduler"
 
 
-class SchedulerConfig(_Model):
+class SchedulerConfig(SettingsModel):
     api_version: Literal["kale.dev/v1alpha1", "kale.dev/v1"] = "kale.dev/v1alpha1"
     kind: Literal["SchedulerConfig"] = "SchedulerConfig"
-    scheduler_name: str = Field(default="kale", pattern=DNS_LABEL)
+    scheduler_name: str = Field(default=_DEFAULT.scheduler_name, pattern=DNS_LABEL)
     policy: str = Field(default="fgd", min_length=1)
     seed: int = Field(default=0, ge=0, description="Tie-break order of the policies.")
     workload: str | None = Field(
@@ -142,52 +140,23 @@ class SchedulerConfig(_Model):
         )
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc if not str(p).startswith("function-")) or "(root)"
-
-
 def parse_scheduler_config(data: Any, *, source: str = "scheduler.yaml") -> SchedulerConfig:
     """Validate a loaded document; raise :class:`UserError` with one line per problem."""
-    if not isinstance(data, dict):
-        raise UserError(f"{source}: expected a mapping (a SchedulerConfig)")
-    try:
-        return SchedulerConfig.model_validate(data)
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            msg = {"extra_forbidden": "unknown field", "missing": "required field is missing"}.get(
-                err["type"], err["msg"]
-            )
-            lines.append(f"{source}: {_loc(err['loc'])}: {msg.removeprefix('Value error, ')}")
-        raise UserError(lines[0], problems=lines) from None
-
-
-def _resolve(base: Path, value: str | None) -> str | None:
-    if value is None:
-        return None
-    p = Path(value).expanduser()
-    return str(p if p.is_absolute() else base / p)
+    return validate_settings(SchedulerConfig, data, source=source)
 
 
 def load_scheduler_config(path: str | Path) -> SchedulerConfig:
     """Read ``scheduler.yaml``; relative paths in it become relative to the file."""
     p = Path(path)
-    data, problems = read_yaml(p)
-    if problems:
-        lines = [
-            f"{p}: {msg.replace('an ElasticTrainingJob', 'a SchedulerConfig')}"
-            for _, msg in problems
-        ]
-        raise UserError(lines[0], problems=lines)
-    cfg = parse_scheduler_config(data, source=str(p))
+    cfg = read_settings(p, SchedulerConfig)
     base = p.resolve().parent
     policy = cfg.policy
     if policy.startswith("agent:"):
-        policy = "agent:" + str(_resolve(base, policy.removeprefix("agent:")))
+        policy = "agent:" + str(resolve_path(base, policy.removeprefix("agent:")))
     return cfg.model_copy(
         update={
-            "kubeconfig": _resolve(base, cfg.kubeconfig),
-            "workload": _resolve(base, cfg.workload),
+            "kubeconfig": resolve_path(base, cfg.kubeconfig),
+            "workload": resolve_path(base, cfg.workload),
             "policy": policy,
         }
     )

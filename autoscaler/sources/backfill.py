@@ -39,6 +39,7 @@ import numpy as np
 from kafka import TopicPartition
 
 from autoscaler.sources import kafka_io
+from autoscaler.sources.heads import fetch_heads, log_starts
 from autoscaler.sources.history import HistoryStore, StoredSnapshot
 from autoscaler.sources.security import KafkaSecurity
 
@@ -204,15 +205,9 @@ def backfill(
     finally:
         kafka_io.close_quietly(admin)
     tps = [TopicPartition(topic, p) for p in range(partitions)]
-    probe = kafka_io.probe_consumer(bootstrap, security=security)
-    try:
-        with kafka_io.translate_errors(bootstrap, timeout_s):
-            found = probe.beginning_offsets(tps, timeout_ms=timeout_s * 1000)
-    finally:
-        kafka_io.close_quietly(probe)
-    starts = {tp: int(off) for tp, off in found.items()}
+    starts = log_starts(bootstrap, tps, timeout_s=timeout_s, security=security)
     # High watermarks from a Fetch (tansu's ListOffsets(latest) is off by a batch).
-    heads = kafka_io.fetch_heads(bootstrap, starts, timeout_s=timeout_s, security=security)
+    heads = fetch_heads(bootstrap, starts, timeout_s=timeout_s, security=security)
     ranges = {tp: (starts[tp], heads[tp].highwater) for tp in tps}
     plans = {tp: sample_offsets(lo, hi, samples_per_partition) for tp, (lo, hi) in ranges.items()}
     got, complete = _read_samples(

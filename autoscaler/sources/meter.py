@@ -5,14 +5,15 @@ forecaster learns from), and checks it against what the job actually *consumes*,
 behind it is (*lag*) and how old the oldest unconsumed record is (the SLO's delay). KEDA's
 rule holds here: the meter only measures; deciding is the policy's job.
 
-How a snapshot is taken (all bounded by timeouts; see ``docs/kafka.md``):
+How a snapshot is taken (:mod:`autoscaler.sources.snapshot`; all bounded by timeouts, see
+``docs/kafka.md``):
 
 * partition count from the topic metadata (a missing topic is :class:`TopicMissing`, because
   Kafka would answer zeros for it rather than an error);
 * committed offsets of the group from the admin API (``list_group_offsets``); a partition
   with no commit counts from its log start, i.e. everything retained is unconsumed;
 * one Fetch per partition from the committed position: its response carries the real high
-  watermark (tansu's ListOffsets(latest) does not, see :func:`kafka_io.fetch_heads`) and,
+  watermark (tansu's ListOffsets(latest) does not, see :func:`heads.fetch_heads`) and,
   when there is lag, the first unconsumed record, whose CreateTime gives the oldest age.
 
 Rates are counter differences over a window: Δ(sum of high watermarks)/Δt is the arrival
@@ -35,17 +36,15 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-
-from kafka import TopicPartition
 
 from autoscaler.errors import MetricUnavailable
 from autoscaler.sources import kafka_io
 from autoscaler.sources.history import HistoryStore, StoredSnapshot
 from autoscaler.sources.security import KafkaSecurity
+from autoscaler.sources.snapshot import MeterSample, Snapshot, rates_between, read_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -56,66 +55,6 @@ class BaselineMissing(MetricUnavailable):
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """Raw counters of one topic and group at one instant."""
-
-    time: float
-    """Wall time (s since the epoch) just after the high watermarks were read."""
-    highwater: dict[int, int]
-    """Partition -> high watermark (next offset to be written)."""
-    committed: dict[int, int]
-    """Partition -> committed offset of the group; the log start where none is committed."""
-    oldest_timestamp_s: float | None
-    """CreateTime of the oldest unconsumed record over all partitions (None: no lag)."""
-    topic_id: str | None = None
-    """The topic's id: a new one means the topic was re-created and its offsets restarted."""
-
-    @property
-    def partitions(self) -> int:
-        return len(self.highwater)
-
-    @property
-    def end_total(self) -> int:
-        return sum(self.highwater.values())
-
-    @property
-    def committed_total(self) -> int:
-        return sum(self.committed.values())
-
-    @property
-    def lag(self) -> int:
-        # Clamped per partition: a commit past the high watermark is not negative lag.
-        return sum(max(0, hw - self.committed.get(p, hw)) for p, hw in self.highwater.items())
-
-
-@dataclass(frozen=True, slots=True)
-class MeterSample:
-    """One measurement, as the controller and ``kale meter --json`` see it."""
-
-    time: float
-    """Wall time of the measurement (s since the epoch)."""
-    arrival_rate: float
-    """Records/s written to the topic over the window."""
-    consumption_rate: float
-    """Records/s committed by the group over the window."""
-    lag: int
-    """Records written but not committed by the group, summed over partitions."""
-    oldest_unconsumed_age_s: float
-    """Age of the oldest unconsumed record (now − its CreateTime); 0 when there is no lag."""
-    partitions: int
-    """Partition count of the topic (a consumer group cannot use more workers)."""
-    end_offsets_total: int
-    """Sum of high watermarks (the cumulative record counter)."""
-    committed_total: int
-    """Sum of committed offsets (log start for partitions with no commit)."""
-    window_s: float
-    """Length of the window the rates were measured over."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class KafkaMeter:
@@ -183,47 +122,14 @@ class KafkaMeter:
             raise
 
     def _snapshot(self) -> Snapshot:
-        admin = self._admin_client()
-        bootstrap = self.bootstrap
-        partitions, topic_id = kafka_io.describe_topic(admin, bootstrap, self.topic)
-        tps = [TopicPartition(self.topic, p) for p in range(partitions)]
-        with kafka_io.translate_errors(bootstrap, self.timeout_s):
-            offsets = admin.list_group_offsets({self.group: None}).get(self.group, {})
-        committed = {
-            tp.partition: int(meta.offset)
-            for tp, meta in offsets.items()
-            if tp.topic == self.topic and meta.offset is not None and meta.offset >= 0
-        }
-        missing = [tp for tp in tps if tp.partition not in committed]
-        if missing:
-            # No commit yet: count from the log start (ListOffsets(earliest) is right on
-            # tansu; only "latest" is off).
-            probe = kafka_io.probe_consumer(bootstrap, security=self.security)
-            try:
-                with kafka_io.translate_errors(bootstrap, self.timeout_s):
-                    starts = probe.beginning_offsets(missing, timeout_ms=self.timeout_s * 1000)
-            finally:
-                kafka_io.close_quietly(probe)
-            committed.update({tp.partition: int(off) for tp, off in starts.items()})
-        heads = kafka_io.fetch_heads(
-            bootstrap,
-            {tp: committed[tp.partition] for tp in tps},
+        return read_snapshot(
+            self._admin_client(),
+            self.bootstrap,
+            self.topic,
+            self.group,
             timeout_s=self.timeout_s,
             clock=self._now,
             security=self.security,
-        )
-        # When the high watermarks were read, not after the probe was closed.
-        reads = [h.read_at for h in heads.values() if h.read_at is not None]
-        taken = max(reads) if reads else self._now()
-        stamps = [h.first_timestamp_ms for h in heads.values() if h.first_timestamp_ms is not None]
-        lagging = any(h.highwater > committed[tp.partition] for tp, h in heads.items())
-        oldest = min(stamps) / 1000.0 if stamps and lagging else None
-        return Snapshot(
-            time=taken,
-            highwater={tp.partition: h.highwater for tp, h in heads.items()},
-            committed=committed,
-            oldest_timestamp_s=oldest,
-            topic_id=topic_id,
         )
 
     def sample(self, *, wait: bool = True) -> MeterSample:
@@ -260,7 +166,7 @@ class KafkaMeter:
                     f"offsets of {self.topic} went backwards during the window "
                     f"(broker restarted or topic re-created); measure again"
                 )
-        measured = self._measure(baseline, current)
+        measured = rates_between(baseline, current)
         self._store(current, measured)
         self._last = current
         return measured
@@ -342,30 +248,6 @@ class KafkaMeter:
             # restarted (tansu memory:// loses offsets). The old baseline means nothing now.
             return None
         return candidate
-
-    def _measure(self, baseline: Snapshot | StoredSnapshot, current: Snapshot) -> MeterSample:
-        dt = current.time - baseline.time
-        arrival = (current.end_total - baseline.end_total) / dt if dt > 0 else 0.0
-        base_committed = baseline.committed_total
-        consumption = (
-            (current.committed_total - base_committed) / dt
-            if dt > 0 and base_committed is not None
-            else 0.0
-        )
-        age = 0.0
-        if current.oldest_timestamp_s is not None and current.lag > 0:
-            age = max(0.0, current.time - current.oldest_timestamp_s)
-        return MeterSample(
-            time=current.time,
-            arrival_rate=max(0.0, arrival),
-            consumption_rate=max(0.0, consumption),
-            lag=current.lag,
-            oldest_unconsumed_age_s=age,
-            partitions=current.partitions,
-            end_offsets_total=current.end_total,
-            committed_total=current.committed_total,
-            window_s=dt,
-        )
 
     # -- history -------------------------------------------------------------------------
 

@@ -18,8 +18,9 @@ from controller_fakes import SYNC_MODEL, job_doc, write_job
 from autoscaler.cli.main import main
 from autoscaler.config import parse_job
 from autoscaler.controller.admission import LOCAL_POLICY, admit, cluster_policy, networks
+from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.config import parse_controller_config
-from autoscaler.controller.jobs import ClusterJobs, DirectoryJobs
+from autoscaler.controller.jobs import DirectoryJobs
 from autoscaler.errors import UserError
 
 

@@ -31,7 +31,7 @@ from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.actuators.lease import LeaderElector
 from autoscaler.actuators.statefulset import StatefulSetActuator
 from autoscaler.controller.admission import cluster_policy, networks
-from autoscaler.controller.jobs import ClusterJobs
+from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.controller.metering import KafkaMetricSource
 from autoscaler.controller.runner import Runner

@@ -15,7 +15,7 @@ from autoscaler.actuators.events import EventRecorder
 from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.actuators.lease import LeaderElector
 from autoscaler.actuators.statefulset import StatefulSetActuator
-from autoscaler.controller.jobs import ClusterJobs
+from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.controller.runner import Runner
 from autoscaler.resources import ResourceManager

@@ -13,7 +13,7 @@ from controller_fakes import SYNC_MODEL, T0, FakeClock, TraceMetrics, job_doc, w
 from autoscaler.actuators.base import Size
 from autoscaler.actuators.dryrun import DryRunActuator
 from autoscaler.actuators.errors import TargetGone, TargetUnavailable
-from autoscaler.controller.crd import JobStatus
+from autoscaler.controller.job_status import JobStatus
 from autoscaler.controller.jobs import DirectoryJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.controller.metering import WarmingUp

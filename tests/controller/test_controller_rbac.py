@@ -21,7 +21,7 @@ from autoscaler.actuators.lease import LeaderElector
 from autoscaler.actuators.secrets import Secrets
 from autoscaler.actuators.statefulset import StatefulSetActuator
 from autoscaler.actuators.tfjob import TFJobActuator
-from autoscaler.controller.jobs import ClusterJobs
+from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.loop import Controller
 from autoscaler.controller.runner import Runner
 from autoscaler.resources import ResourceManager

@@ -20,9 +20,10 @@ import pytest
 import yaml
 from celpy import celtypes
 
-from autoscaler.config import ElasticTrainingJob, parse_job
+from autoscaler.config import parse_job
 from autoscaler.controller.crd import build_crd, cel_rules
 from autoscaler.jobrules import RULES, limit_problems
+from autoscaler.jobschema import ElasticTrainingJob
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]

@@ -15,7 +15,7 @@ from autoscaler.actuators.crd_status import ElasticTrainingJobs
 from autoscaler.actuators.dryrun import DryRunActuator
 from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.actuators.secrets import Secrets
-from autoscaler.controller.jobs import ClusterJobs
+from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
 from forecasting.registry import make_forecaster
 

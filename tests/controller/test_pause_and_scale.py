@@ -16,7 +16,7 @@ from autoscaler.actuators.crd_status import ElasticTrainingJobs
 from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.actuators.statefulset import StatefulSetActuator
 from autoscaler.config import parse_job
-from autoscaler.controller.jobs import ClusterJobs
+from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.overrides import PAUSED, PAUSED_REPLICAS
 from forecasting.registry import make_forecaster

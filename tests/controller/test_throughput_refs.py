@@ -19,7 +19,8 @@ from autoscaler.actuators.crd_status import ElasticTrainingJobs
 from autoscaler.actuators.dryrun import DryRunActuator
 from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.config import LoadedJob, load_job, parse_job
-from autoscaler.controller.jobs import ClusterJobs, DirectoryJobs
+from autoscaler.controller.cluster_jobs import ClusterJobs
+from autoscaler.controller.jobs import DirectoryJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.errors import UserError
 from autoscaler.jobrules import THETA_COUNT

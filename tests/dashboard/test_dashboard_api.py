@@ -12,6 +12,7 @@ from dashboard_fakes import QUOTA, TICKS, build_state
 
 from autoscaler.controller.timeline import TimelineStore, lead_steps
 from autoscaler.dashboard import data
+from autoscaler.dashboard.simulations import SimulationFiles
 
 
 def get(url: str) -> tuple[int, dict]:
@@ -137,7 +138,7 @@ def test_simulations_are_listed_and_served_side_by_side(dashboard_url, sim_resul
 def test_a_file_that_is_not_a_simulation_result_says_so(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"rows": 3}')
-    sims = data.SimulationFiles([bad, tmp_path / "missing.json"])
+    sims = SimulationFiles([bad, tmp_path / "missing.json"])
     errors = [s["error"] for s in sims.index()["simulations"]]
     assert 'no "policies"' in errors[0] and "cannot read" in errors[1]
     assert sims.get(0)["error"] == errors[0]

@@ -267,7 +267,7 @@ class ClusterRig:
         from autoscaler.actuators.events import EventRecorder
         from autoscaler.actuators.kube import RetryPolicy, connect
         from autoscaler.actuators.statefulset import StatefulSetActuator
-        from autoscaler.controller.jobs import ClusterJobs
+        from autoscaler.controller.cluster_jobs import ClusterJobs
         from autoscaler.controller.state import SqliteStateStore
 
         self.api, self.tmp = api, tmp

@@ -14,7 +14,7 @@ from fault_fakes import SYNC_MODEL, FakeKubeApi, Objects, job_doc
 from autoscaler.actuators.errors import TargetUnavailable
 from autoscaler.actuators.job_watch import JobInformer
 from autoscaler.actuators.kube import RetryPolicy, connect
-from autoscaler.controller.jobs import ClusterJobs
+from autoscaler.controller.cluster_jobs import ClusterJobs
 
 ETJ = ("kale.dev/v1", "ElasticTrainingJob", "ml")
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from autoscaler.errors import MetricUnavailable
-from autoscaler.sources.meter import KafkaMeter, Snapshot
+from autoscaler.sources.meter import KafkaMeter
+from autoscaler.sources.snapshot import Snapshot
 
 
 class FakeMeter(KafkaMeter):

@@ -73,3 +73,19 @@ def test_a_bad_workload_file_is_a_user_error(tmp_path, capsys):
     assert cli_main.main(["scheduler", "--config", str(tmp_path / "s.yaml")]) == 2
     err = capsys.readouterr().err
     assert "pods.csv" in err and "Traceback" not in err
+
+
+def test_the_default_names_are_the_schedulers_own_conventions():
+    from autoscaler.scheduler.objects import Conventions
+
+    assert parse_scheduler_config({}).conventions() == Conventions()
+
+
+def test_a_file_of_several_documents_is_named_a_scheduler_config(tmp_path):
+    path = tmp_path / "scheduler.yaml"
+    path.write_text("policy: fgd\n---\npolicy: bestfit\n")
+    with pytest.raises(UserError) as err:
+        load_scheduler_config(path)
+    assert err.value.problems[0] == (
+        f"{path}: contains 2 YAML documents; put one SchedulerConfig in each file"
+    )

@@ -83,7 +83,7 @@ def test_the_controller_resizes_and_kale_scheduler_places_every_new_pod_with_fgd
         from controller_fakes import SYNC_MODEL
 
         from autoscaler.actuators.crd_status import ElasticTrainingJobs
-        from autoscaler.controller.jobs import ClusterJobs
+        from autoscaler.controller.cluster_jobs import ClusterJobs
 
         crs = ElasticTrainingJobs(kube, namespaces=["ml"])
         controller = Controller(

@@ -9,9 +9,10 @@ from functools import cache
 import numpy as np
 import pytest
 
+from throughput.crossval import cross_validate, fold_of_rows
 from throughput.errors import ExtrapolationWarning, FitError
 from throughput.families import families_for, get_family
-from throughput.fit import compare_families, cross_validate, fit_model, fold_of_rows
+from throughput.fit import compare_families, fit_model
 from throughput.model import ThroughputModel
 from throughput.profile import Profile
 from throughput.simulate import generate_profile

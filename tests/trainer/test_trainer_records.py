@@ -12,7 +12,8 @@ import torch
 
 from autoscaler.errors import UserError
 from trainer import checkpoint
-from trainer.launcher import OffsetLedger, batch_sizes, validate_shape
+from trainer.config import batch_sizes, validate_shape
+from trainer.ledger import OffsetLedger
 from trainer.model import forward, init_block
 from trainer.ps import ShardState, SyncAccumulator
 from trainer.records import (

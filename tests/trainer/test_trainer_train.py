@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.launcher import Trainer, TrainerConfig
+from trainer.config import TrainerConfig
+from trainer.launcher import Trainer
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

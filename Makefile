@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kale-installed
 
-.PHONY: install browser promtool demo test lint lint-images images release clean
+.PHONY: install browser promtool demo test typecheck lint lint-images images release clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,14 +65,22 @@ lint-images: install
 release:
 	$(BIN)/python tools/gen_release.py
 
+# Every package mypy checks (config: [tool.mypy] in pyproject.toml).
+TYPED := autoscaler forecasting throughput placement trainer tools
+
 demo: install
 	$(BIN)/kale demo
 
+# The quick gates first (lint, format, layers, types), then the tests.
 test: install browser promtool
-	$(BIN)/python -m pytest -q -p no:cacheprovider
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python tools/check_layers.py
+	$(BIN)/mypy $(TYPED)
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+typecheck: install
+	$(BIN)/mypy $(TYPED)
 
 lint: install lint-images
 	$(BIN)/ruff check .

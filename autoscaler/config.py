@@ -23,6 +23,7 @@ from pydantic import (
     ValidationError,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails
 
 from autoscaler.errors import UserError
 from autoscaler.jobfiles import file_problems, read_json_file
@@ -105,12 +106,12 @@ class Metadata(_Model):
     annotations: dict[LabelKey, AnnotationValue] = Field(default_factory=dict, max_length=256)
 
 
-SecretName = _pattern(
+SecretName: Any = _pattern(  # a type (Annotated), built at run time
     r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?",
     "a Secret name (a DNS-1123 subdomain)",
     max_length=253,
 )
-SecretKey = _pattern(r"[-._a-zA-Z0-9]{1,253}", "a Secret key", max_length=253)
+SecretKey: Any = _pattern(r"[-._a-zA-Z0-9]{1,253}", "a Secret key", max_length=253)
 
 
 class TlsSecretRef(_Model):
@@ -207,12 +208,12 @@ class Rescale(_Model):
     )
 
 
-ConfigMapName = _pattern(
+ConfigMapName: Any = _pattern(  # a type (Annotated), built at run time
     r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?",
     "a ConfigMap name (a DNS-1123 subdomain)",
     max_length=253,
 )
-ConfigMapKey = _pattern(r"[-._a-zA-Z0-9]{1,253}", "a ConfigMap key", max_length=253)
+ConfigMapKey: Any = _pattern(r"[-._a-zA-Z0-9]{1,253}", "a ConfigMap key", max_length=253)
 
 
 class ConfigMapKeyRef(_Model):
@@ -348,7 +349,7 @@ def _brief(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _format_error(err: dict[str, Any]) -> Problem:
+def _format_error(err: ErrorDetails) -> Problem:
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     # Union branches (e.g. 'auto' | duration) add their own tag to the location: drop it.
     loc = tuple(p for p in loc if p not in ("literal['auto']", "float"))
@@ -404,7 +405,7 @@ def parse_job(data: Any) -> tuple[ElasticTrainingJob | None, list[Problem]]:
     try:
         job = ElasticTrainingJob.model_validate(data)
     except ValidationError as exc:
-        problems = [_format_error(e) for e in exc.errors()]  # type: ignore[arg-type]
+        problems = [_format_error(e) for e in exc.errors()]
         return None, _dedupe(problems)
     return job, cross_check(job) + override_problems(job.metadata.annotations)
 

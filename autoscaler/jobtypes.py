@@ -74,7 +74,7 @@ def _kind(value: Any) -> str:
 
 def _bounded(**bounds: float) -> Any:
     """A duration with per-field bounds (``gt``/``ge``/``le``, in seconds)."""
-    return Annotated[float, BeforeValidator(_duration), Field(**bounds)]  # type: ignore[arg-type]
+    return Annotated[float, BeforeValidator(_duration), Field(**bounds)]  # type: ignore[call-overload]
 
 
 Duration = Annotated[float, BeforeValidator(_duration)]

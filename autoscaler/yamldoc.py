@@ -123,7 +123,7 @@ def _scan(text: str, limits: DocumentLimits) -> int:
     return documents
 
 
-class _StrictLoader(_BaseLoader):  # type: ignore[misc,valid-type]
+class _StrictLoader(_BaseLoader):
     """SafeLoader that refuses duplicate keys, non-string keys and unencodable strings."""
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:

@@ -44,11 +44,19 @@ class FaultSettings:
     """Delay between a failure and the killed job re-entering the queue (reschedule, reload)."""
     repair_s: float = 7200.0
     """How long a failed unit stays out of service."""
+    history_s: float = 0.0
+    """Failures drawn for this long *before* the first submit: a history that fault-aware
+    policies have observed when the run starts (it costs no job anything)."""
+    window_s: float = 86_400.0
+    """How far back fault-aware policies count a unit's failures (the scheduler's
+    ``faults.window``)."""
 
     def __post_init__(self) -> None:
         if not self.checkpoint_s > 0:
             raise PlacementInputError(f"checkpoint interval must be > 0 s, got {self.checkpoint_s}")
-        for name in ("restart_s", "repair_s"):
+        if not self.window_s > 0:
+            raise PlacementInputError(f"fault window must be > 0 s, got {self.window_s}")
+        for name in ("restart_s", "repair_s", "history_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise PlacementInputError(f"{name}: must be a finite number ≥ 0, got {value}")

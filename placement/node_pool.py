@@ -6,9 +6,11 @@ start now?", and :class:`NodePool` answers by running the node policy's scheduli
 the job. A job is a *gang* of one or more pods placed all-or-nothing: if one member fits
 nowhere, the members already placed are released and the job stays queued. Units are the
 individual GPUs (what fails); a failed GPU is taken out of service through the cluster's
-own ``disable_gpu``. A fault-aware policy (``fault-bestfit``) sees every GPU's failures so
-far — per GPU and per node, the arrays the Kubernetes scheduler builds from its fault
-history — before it places (the simulator's window is the whole run).
+own ``disable_gpu``. A fault-aware policy (``fault-bestfit``, ``agent:`` fault_aware) sees
+what the Kubernetes scheduler would show it: every GPU's and node's failures within
+``fault_window_s`` before now (a unit counts when it goes down, or when the simulator reports
+a failure from before the run through :meth:`NodePool.note_fault`; the clock arrives through
+:meth:`NodePool.note_time`), handed over before each placement.
 
 openb pods become jobs by :func:`openb_jobs`: arrival = creation time, run = deletion −
 scheduled time, estimate = the run time (the trace has no user estimates; like Lublin's
@@ -19,6 +21,7 @@ time, and are left out (counted).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
@@ -43,6 +46,7 @@ class NodePool:
         *,
         rank: np.ndarray,
         typical: TypicalPods | None = None,
+        fault_window_s: float = 86_400.0,
     ) -> None:
         self.cluster = Cluster(nodes)
         self.empty = Cluster(nodes)
@@ -64,10 +68,44 @@ class NodePool:
         self._ever: dict[object, bool] = {}
         self._frag_model = frag_model(self.cluster, typical) if typical is not None else None
         self._version = 0  # bumped on every change; usage and fragmentation are cached on it
-        self.unit_failures = np.zeros(len(self.unit_node), np.int64)
-        self._fault_policy = policy if isinstance(policy, FaultAware) else None
-        self._faults_seen = -1  # failures counted when the policy last saw them
         self._cached: dict[str, tuple[int, object]] = {}
+        self.unit_failures = np.zeros(len(self.unit_node), np.int64)
+        """Failures of each unit within the window (what fault-aware policies see)."""
+        self.fault_window_s = fault_window_s
+        self.fault_log: deque[tuple[float, int]] = deque()
+        self._now = 0.0
+        self._fault_policy = policy if isinstance(policy, FaultAware) else None
+        self._fault_version = 0
+        self._faults_seen = -1  # the version the policy last saw
+
+    # --- fault history (fault-aware policies) --------------------------------------------
+    def note_fault(self, unit: int, time_s: float) -> None:
+        """``unit`` failed at ``time_s`` (the simulator's history from before the run)."""
+        self.fault_log.append((time_s, unit))
+        self.unit_failures[unit] += 1
+        self._fault_version += 1
+
+    def note_time(self, now: float) -> None:
+        """The clock moved on: failures older than the window are forgotten."""
+        self._now = now
+        while self.fault_log and self.fault_log[0][0] < now - self.fault_window_s:
+            self.unit_failures[self.fault_log.popleft()[1]] -= 1
+            self._fault_version += 1
+
+    def fault_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(node_faults[N], gpu_faults[N, G])`` within the window, in the cluster's order."""
+        c = self.cluster
+        gpu_faults = np.zeros((len(c), max(c.max_gpus, 1)), np.int64)
+        gpu_index = np.arange(len(self.unit_node)) - self.offset[self.unit_node]
+        gpu_faults[self.unit_node, gpu_index] = self.unit_failures
+        return gpu_faults.sum(axis=1), gpu_faults
+
+    def _show_faults(self, policy: FaultAware) -> None:
+        """Hand the failure counts to the fault-aware policy when they changed."""
+        if self._fault_version == self._faults_seen:
+            return
+        self._faults_seen = self._fault_version
+        policy.observe_faults(*self.fault_counts())
 
     # --- the ResourcePool interface ------------------------------------------------------
     def fit_mask(self, jobs: np.ndarray) -> np.ndarray:
@@ -168,22 +206,10 @@ class NodePool:
         gpu = unit - int(self.offset[node])
         if down:
             self.cluster.disable_gpu(node, gpu)
-            self.unit_failures[unit] += 1
+            self.note_fault(unit, self._now)
         else:
             self.cluster.enable_gpu(node, gpu)
         self._version += 1
-
-    def _show_faults(self, policy: FaultAware) -> None:
-        """Hand the failure counts to the fault-aware policy when they changed."""
-        total = int(self.unit_failures.sum())
-        if total == self._faults_seen:
-            return
-        self._faults_seen = total
-        c = self.cluster
-        gpu_faults = np.zeros((len(c), max(c.max_gpus, 1)), np.int64)
-        gpu_index = np.arange(len(self.unit_node)) - self.offset[self.unit_node]
-        gpu_faults[self.unit_node, gpu_index] = self.unit_failures
-        policy.observe_faults(gpu_faults.sum(axis=1), gpu_faults)
 
     def usage(self) -> dict[str, float]:
         hit = self._cached.get("usage")

@@ -53,6 +53,9 @@ class TimedRun:
     """Time-average share of each resource in use, first submit to last end."""
     last_start_s: float
     timeline: dict[str, list[float]] = field(default_factory=dict)
+    kills: list[tuple[int, int, float]] = field(default_factory=list)
+    """Every killed run segment: (job, its epoch = how many times it was killed before,
+    unit-hours lost), for agents that credit a loss to the placement that caused it."""
     """``t_s``, ``queue`` and every usage key at each event (when recorded)."""
 
 
@@ -92,16 +95,44 @@ class _Engine:
         self.requeues: list[tuple[float, int]] = []
         self.repairs: list[tuple[float, int]] = []
         self.faults = faults
-        self.clock = (
-            FaultClock(faults, start_s=float(np.min(jobs.submit_s)), seed=seed) if faults else None
-        )
+        first = float(np.min(jobs.submit_s)) if n else 0.0
+        history = faults.settings.history_s if faults else 0.0
+        self.clock = FaultClock(faults, start_s=first - history, seed=seed) if faults else None
         self.down: set[int] = set()
+        self.note_fault = getattr(pool, "note_fault", None)
+        """Optional pool hook ``note_fault(unit, time_s)``: a failure from before the run (a
+        failure during the run reaches the pool as ``set_down``)."""
+        self.note_time = getattr(pool, "note_time", None)
+        """Optional pool hook ``note_time(now)``: the clock, before a failure and before each
+        scheduling pass (fault-aware policies count failures over a window)."""
+        self.start_delay = getattr(pool, "start_delay_s", None)
+        """Optional pool hook ``start_delay_s(job)``: seconds a (re)started job spends before
+        its work proceeds (loading its data, ``placement.locality``)."""
+        self.seg_delay = np.zeros(n)
         self.lost = 0.0
+        self.kills: list[tuple[int, int, float]] = []
         self.failures = 0
         self.finished = 0
         self.last_start = math.nan
         self.record = record
         self.timeline: dict[str, list[float]] = {"t_s": [], "queue": []}
+        if self.clock is not None and history > 0:
+            self.replay_history(first)
+
+    def replay_history(self, first: float) -> None:
+        """Failures before the first submit: observed by the pool, repaired on schedule."""
+        assert self.clock is not None and self.faults is not None
+        while self.clock.peek() < first:
+            time_s, unit = self.clock.pop()
+            if self.note_time is not None:
+                self.note_time(time_s)
+            back = time_s + self.faults.settings.repair_s
+            if back > first and unit not in self.down:  # still under repair at the start
+                self.down.add(unit)
+                heapq.heappush(self.repairs, (back, unit))
+                self.pool.set_down(unit, True)
+            elif self.note_fault is not None:
+                self.note_fault(unit, time_s)
 
     # --- events -------------------------------------------------------------------------
     def work_left(self) -> bool:
@@ -162,14 +193,18 @@ class _Engine:
             return  # a scripted failure of a unit already under repair
         settings = self.faults.settings
         self.failures += 1
+        if self.note_time is not None:
+            self.note_time(now)
         self.down.add(unit)
         heapq.heappush(self.repairs, (now + settings.repair_s, unit))
         for job in self.pool.jobs_on(unit):
-            elapsed = now - self.seg_start[job]
+            elapsed = max(now - self.seg_start[job] - self.seg_delay[job], 0.0)
             saved = 0.0  # checkpoint_s = inf: the job never checkpoints
             if math.isfinite(settings.checkpoint_s):
                 saved = math.floor(elapsed / settings.checkpoint_s) * settings.checkpoint_s
-            self.lost += (elapsed - saved) * float(self.units_held[job]) / 3600.0
+            lost = (elapsed - saved) * float(self.units_held[job]) / 3600.0
+            self.lost += lost
+            self.kills.append((job, int(self.epoch[job]), lost))
             self.remaining[job] -= saved
             self.est_left[job] = max(self.est_left[job] - saved, 0.0)
             self.pool.stop(job)
@@ -187,11 +222,15 @@ class _Engine:
         self.seg_start[job] = now
         self.last_start = now
         self.running.add(job)
-        heapq.heappush(self.ends, (now + float(self.remaining[job]), int(self.epoch[job]), job))
+        self.seg_delay[job] = float(self.start_delay(job)) if self.start_delay is not None else 0.0
+        end = now + self.seg_delay[job] + float(self.remaining[job])
+        heapq.heappush(self.ends, (end, int(self.epoch[job]), job))
 
     def schedule(self, now: float) -> None:
         if not self.queue:
             return
+        if self.note_time is not None:
+            self.note_time(now)
         q = np.asarray(self.queue, dtype=np.int64)
         view = QueueView(
             self.jobs.submit_s[q], self.est_left[q], self.jobs.size[q], now, self.machine()
@@ -214,13 +253,13 @@ class _Engine:
         ids = np.asarray(sorted(self.running), dtype=np.int64)
         sizes = self.jobs.size[ids].astype(np.float64)
         free = max(self.capacity - float(sizes.sum()) - len(self.down), 0.0)
-        ends = self.seg_start[ids] + self.est_left[ids]
+        ends = self.seg_start[ids] + self.seg_delay[ids] + self.est_left[ids]
         return MachineView(self.capacity, free, ends, sizes)
 
     def reservation(self, head: int, now: float) -> tuple[float, list[int]]:
         """The head's shadow time and the running jobs expected to have ended by then."""
         ids = sorted(self.running)
-        ends = np.maximum(self.seg_start[ids] + self.est_left[ids], now)
+        ends = np.maximum(self.seg_start[ids] + self.seg_delay[ids] + self.est_left[ids], now)
         by_end = np.argsort(ends, kind="stable")
         ids_sorted = [ids[i] for i in by_end]
         count = self.pool.fits_after_prefix(head, ids_sorted) if ids_sorted else None
@@ -320,6 +359,7 @@ def simulate_timed(
         usage_mean={k: (v / span if span > 0 else math.nan) for k, v in integral.items()},
         last_start_s=eng.last_start,
         timeline=eng.timeline,
+        kills=eng.kills,
     )
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from placement.errors import PlacementInputError
 from placement.faults import FaultModel, FaultSettings, default_fault_model, load_fault_table
+from placement.locality import LocalityNodePool, LocalitySettings
 from placement.pool import ProcessorPool, ResourcePool
 from placement.queue.base import QueuePolicy
 from placement.queue.metrics import TAU_S, bounded_slowdown
@@ -67,6 +68,9 @@ class TimedConfig:
     node_share: float = 1.0
     """openb: keep this share of the nodes (a seeded random subset), a smaller cluster for
     the same pods — the other way to put the trace under pressure."""
+    locality: bool = False
+    """openb: jobs read their data through node caches (``placement.locality``), so where
+    a job lands changes how long it takes to start; reports the access latency too."""
 
 
 @dataclass
@@ -137,6 +141,8 @@ def _check(config: TimedConfig) -> None:
         )
     if not 0 < config.node_share <= 1:
         raise PlacementInputError(f"--node-share must be in (0, 1], got {config.node_share}")
+    if config.swf is not None and config.locality:
+        raise PlacementInputError("--locality models data caches on GPU nodes; not for SWF")
     if config.swf is not None and config.node_share != 1:
         raise PlacementInputError("--node-share picks GPU nodes; use --processors for SWF")
     if config.protocol is not None and config.arrival_speedup != 1:
@@ -224,11 +230,37 @@ def _run_whole_log(
     )
 
 
+def _node_pool(
+    config: TimedConfig,
+    nodes: list[Any],
+    pods: list[Any],
+    scorer: Any,
+    rank: np.ndarray,
+    typical: Any,
+) -> Any:
+    """The GPU pool of an openb run (with data locality when asked)."""
+    from placement.node_pool import NodePool
+
+    gangs = [(p,) for p in pods]
+    window = config.fault_settings.window_s
+    if config.locality:
+        return LocalityNodePool(
+            nodes,
+            gangs,
+            scorer,
+            rank=rank,
+            locality=LocalitySettings(),
+            typical=typical,
+            fault_window_s=window,
+        )
+    return NodePool(nodes, gangs, scorer, rank=rank, typical=typical, fault_window_s=window)
+
+
 def _run_openb(
     config: TimedConfig, queues: list[QueuePolicy], progress: Progress | None
 ) -> TimedReport:
     from placement.frag import typical_pods
-    from placement.node_pool import NodePool, openb_jobs
+    from placement.node_pool import openb_jobs
     from placement.placer import tie_order
     from placement.policies.base import PolicyContext
     from placement.policies.registry import make_policy, parse_policy_names
@@ -260,6 +292,7 @@ def _run_openb(
         "gpus": sum(n.gpus for n in nodes),
         "seed": config.seed,
         "arrival_speedup": config.arrival_speedup,
+        "locality": asdict(LocalitySettings()) if config.locality else None,
     }
     policies: dict[str, dict[str, Any]] = {}
     timelines: dict[str, dict[str, list[float]]] = {}
@@ -268,7 +301,7 @@ def _run_openb(
             rng = np.random.default_rng(config.seed)
             rank = tie_order(len(nodes), rng)
             scorer = make_policy(name, PolicyContext(rng=rng, typical=typical))
-            pool = NodePool(nodes, [(p,) for p in kept], scorer, rank=rank, typical=typical)
+            pool = _node_pool(config, nodes, kept, scorer, rank, typical)
             faults = _faults(config, pool)
             if faults is not None:
                 settings["faults"] = {"source": faults.source, **asdict(faults.settings)}
@@ -283,5 +316,7 @@ def _run_openb(
                 progress=progress(entry, len(jobs)) if progress else None,
             )
             policies[entry] = {**summarise_timed(run), "placement": name}
+            if isinstance(pool, LocalityNodePool):
+                policies[entry].update(pool.locality_summary())
             timelines[entry] = run.timeline
     return TimedReport(policies=policies, timelines=timelines, settings=settings)

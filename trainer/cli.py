@@ -43,6 +43,7 @@ from autoscaler.terminal.formatting import format_number, format_rate
 from autoscaler.terminal.output import emit_json, table, warn
 
 if TYPE_CHECKING:
+    from autoscaler.config import LoadedJob
     from trainer.profile_job import ProfileJob
     from trainer.profiler import ProfileResult
     from trainer.session import TrainEvent
@@ -53,7 +54,7 @@ _JOB = click.option(
 )
 
 
-def _load_job(path: Path) -> Any:
+def _load_job(path: Path) -> LoadedJob:
     from autoscaler.config import load_job
 
     # The throughput model and rescale files are not needed to train or to profile.

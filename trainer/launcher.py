@@ -268,7 +268,9 @@ def _main_hidden() -> Any:
     a ``__main__`` guard would start a second trainer inside the child.
     """
     main = sys.modules.get("__main__")
-    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if main and k in main.__dict__}
+    saved: dict[str, Any] = {
+        k: main.__dict__[k] for k in ("__file__", "__spec__") if main and k in main.__dict__
+    }
     try:
         if main is not None:
             main.__dict__.pop("__file__", None)
@@ -674,8 +676,9 @@ class Trainer:
             except OSError:
                 ready = []
             events: list[Event] = []
-            for conn in ready:
-                node = open_nodes[conn]  # type: ignore[index]
+            for ready_conn in ready:
+                node = next(n for c, n in open_nodes.items() if c is ready_conn)
+                conn = node.conn
                 try:
                     while conn.poll():
                         events.append(self._handle(node, conn.recv()))

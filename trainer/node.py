@@ -295,6 +295,6 @@ def _backward(
     labels = torch.from_numpy(batch.labels).to(device)
     loss = batch_loss(forward(spec, rows, inverse.to(device), dense), labels)
     loss.backward()
-    row_grads = [r.grad.detach().cpu() for r in rows]  # type: ignore[union-attr]
-    dense_grads = [d.grad.detach().cpu() for d in dense]  # type: ignore[union-attr]
+    row_grads = [r.grad.detach().cpu() for r in rows]
+    dense_grads = [d.grad.detach().cpu() for d in dense]
     return float(loss.detach()), row_grads, dense_grads

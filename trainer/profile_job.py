@@ -13,11 +13,14 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainer.launcher import validate_shape
+from trainer.launcher import Mode, validate_shape
 from trainer.profiler import ProfileResult, ProfileSettings, run_profile
 from trainer.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from autoscaler.config import LoadedJob
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,7 @@ class ProfileJob:
 
     name: str
     """Topic and consumer group of the run (``kale-profile-<job name>``)."""
-    mode: Any
+    mode: Mode
     global_batch: int
     output: Path
     """The profile CSV (``workers,ps,throughput,mode``)."""
@@ -36,12 +39,11 @@ class ProfileJob:
 
 
 def plan_profile(
-    loaded: Any, settings: ProfileSettings, *, output: Path, rescale_out: Path | None = None
+    loaded: LoadedJob, settings: ProfileSettings, *, output: Path, rescale_out: Path | None = None
 ) -> ProfileJob:
     """Check every shape of the grid against the model and decide the output files.
 
-    ``loaded`` is an ``autoscaler.config.LoadedJob``; a shape the model cannot split raises
-    the same error ``kale train`` gives for it.
+    A shape the model cannot split raises the same error ``kale train`` gives for it.
     """
     job = loaded.job
     mode, batch = job.spec.training.mode, job.spec.training.global_batch_size

@@ -27,6 +27,7 @@ is flagged ``stream_bound``
 from __future__ import annotations
 
 import contextlib
+import functools
 import platform
 import tempfile
 import threading
@@ -284,7 +285,7 @@ def run_profile(
             for k, (w, p) in enumerate(configs):
                 if k > 0:
                     need = _records_for(best["rate"], settings)
-                    timing = trainer.resize(w, p, between=lambda n=need: feeder.fill(n))
+                    timing = trainer.resize(w, p, between=functools.partial(feeder.fill, need))
                     timings.append(timing)
                     report("resize", timing.as_dict())
                 row = _measure(trainer, settings, mode)
@@ -296,7 +297,7 @@ def run_profile(
                     # four times it while stopped (a timed resize too), and measure again.
                     guess *= 4
                     need = _records_for(guess, settings)
-                    timing = trainer.resize(w, p, between=lambda n=need: feeder.fill(n))
+                    timing = trainer.resize(w, p, between=functools.partial(feeder.fill, need))
                     timings.append(timing)
                     report("resize", timing.as_dict())
                     row = _measure(trainer, settings, mode)

@@ -348,7 +348,8 @@ class PSClient:
                 dense[b.index - self.spec.fields] = reply[at : at + b.numel]
                 at += b.numel
         for w in works:
-            w.wait()
+            if w is not None:  # torch types isend/irecv as Optional (None off the group)
+                w.wait()
         return [t for t in rows if t is not None], [t for t in dense if t is not None]
 
     def push(
@@ -380,7 +381,8 @@ class PSClient:
             dist.recv(ack, src=r, tag=TAG_ACK)
             stop_all = stop_all or bool(ack[0])
         for w in works:
-            w.wait()
+            if w is not None:
+                w.wait()
         self.step += 1
         return stop_all
 
@@ -392,4 +394,5 @@ class PSClient:
             works.append(dist.isend(header, dst=r, tag=TAG_REQ))
             keep.append(header)
         for w in works:
-            w.wait()
+            if w is not None:
+                w.wait()

@@ -50,4 +50,5 @@ class ConfigMaps:
         if key not in data:
             have = ", ".join(sorted(data)) or "no keys"
             raise ConfigMapMissing(f"ConfigMap {namespace}/{name} has no key {key!r} ({have})")
-        return ConfigMapValue(str(data[key]), str(cm.metadata.resource_version or ""))
+        version = cm.metadata.resource_version if cm.metadata is not None else None
+        return ConfigMapValue(str(data[key]), str(version or ""))

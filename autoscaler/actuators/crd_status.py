@@ -32,7 +32,7 @@ class ElasticTrainingJobs:
     def list(self) -> list[dict[str, Any]]:
         """Every job resource (raw dicts, with ``metadata`` and ``status`` as served)."""
         if not self.namespaces:
-            out = self.kube.call(
+            out = self.kube.call_json(
                 "elastictrainingjobs (all namespaces)",
                 self.kube.custom.list_cluster_custom_object,
                 GROUP,
@@ -42,7 +42,7 @@ class ElasticTrainingJobs:
             return list(out.get("items", []))
         items: list[dict[str, Any]] = []
         for ns in self.namespaces:
-            out = self.kube.call(
+            out = self.kube.call_json(
                 f"elastictrainingjobs in {ns}",
                 self.kube.custom.list_namespaced_custom_object,
                 GROUP,
@@ -54,7 +54,7 @@ class ElasticTrainingJobs:
         return items
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
-        return self.kube.call(
+        return self.kube.call_json(
             f"elastictrainingjob {namespace}/{name}",
             self.kube.custom.get_namespaced_custom_object,
             GROUP,

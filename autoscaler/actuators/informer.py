@@ -1,5 +1,8 @@
 """List + watch of pods, nodes or events as raw JSON: the scheduler's eyes (client-go's reflector).
 
+Any other collection is followed the same way when the caller passes its ``list_fn`` (the
+controller's ElasticTrainingJobs: :mod:`autoscaler.actuators.job_watch`).
+
 Why not poll: a scheduler must see a new pod within milliseconds and must not list the
 whole cluster every second. The protocol is the API server's own:
 
@@ -62,9 +65,10 @@ class Reflector:
     def __init__(
         self,
         kube: Kube,
-        resource: Resource,
+        resource: Resource | str,
         sink: Sink,
         *,
+        list_fn: Callable[..., Any] | None = None,
         field_selector: str | None = None,
         label_selector: str | None = None,
         watch_timeout_s: int = 300,
@@ -73,6 +77,10 @@ class Reflector:
     ) -> None:
         self.kube = kube
         self.resource = resource
+        """A :data:`Resource`, or with ``list_fn`` any name for messages."""
+        self._list_fn = list_fn
+        """The client's list call of the collection (None: the core call of ``resource``);
+        called with the list and watch parameters as keyword arguments."""
         self.sink = sink
         self.selectors = {
             k: v
@@ -86,6 +94,8 @@ class Reflector:
         self.stats = ReflectorStats()
         self.synced = threading.Event()
         """Set once the first list reached the sink."""
+        self.last_error: str | None = None
+        """The latest failure until a list succeeds again (for a caller's messages)."""
         self.list_timeout_s = 60.0
         """Longest wait for a list's answer (a large cluster's pod list takes a while)."""
         self._response: Any = None
@@ -94,6 +104,8 @@ class Reflector:
 
     @property
     def _fn(self) -> Callable[..., Any]:
+        if self._list_fn is not None:
+            return self._list_fn
         core = self.kube.core
         lists: dict[str, Callable[..., Any]] = {
             "pods": core.list_pod_for_all_namespaces,
@@ -119,6 +131,7 @@ class Reflector:
         self.stats.lists += 1
         self.resource_version = str(doc["metadata"]["resourceVersion"])
         self.sink("SYNC", doc.get("items") or [])
+        self.last_error = None
         self.synced.set()
 
     def _lines(self) -> Iterator[bytes]:
@@ -194,11 +207,19 @@ class Reflector:
                 self.stats.expired += 1
                 log.info("watch %s: %s; re-listing", self.resource, exc)
                 self.resource_version = None
-            except (ActuatorError, ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            except (
+                ActuatorError,
+                ApiException,
+                urllib3.exceptions.HTTPError,
+                OSError,
+                ValueError,  # a malformed answer (JSON): the thread must not die of it
+                KeyError,
+            ) as exc:
                 if self.stop_event.is_set():
                     return
                 failures += 1
                 self.stats.errors += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
                 pause = self.retry.pause(min(failures, 10))
                 log.warning("watch %s failed (%s); again in %.1fs", self.resource, exc, pause)
                 if self.stop_event.wait(pause):

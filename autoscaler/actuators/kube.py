@@ -145,6 +145,16 @@ class Kube:
             log.debug("kubernetes: %s failed (try %d), retrying in %.2fs", what, attempt, pause)
             self.retry.sleep(pause)
 
+    def call_json(
+        self, what: str, fn: Callable[..., object], *args: Any, **kwargs: Any
+    ) -> dict[str, Any]:
+        """:meth:`call` for the client's custom-object methods, whose answer is the decoded
+        JSON (typed ``object``): a resource or a list, so it must be a JSON object."""
+        out = self.call(what, fn, *args, **kwargs)
+        if not isinstance(out, dict):
+            raise TargetRejected(f"{what}: the answer is {type(out).__name__}, not an object")
+        return out
+
     def update(self, what: str, read: Callable[[], T], write: Callable[[T], R]) -> R:
         """Read-modify-write with optimistic concurrency: on 409 read again and redo.
 

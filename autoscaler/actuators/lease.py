@@ -27,6 +27,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kubernetes.client import V1Lease, V1LeaseSpec
+
 from autoscaler.actuators.errors import ActuatorError, Conflict, TargetGone
 from autoscaler.actuators.kube import Kube
 
@@ -64,6 +66,11 @@ def _stamp(value: Any) -> str | None:
     if isinstance(value, dt.datetime):
         return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return str(value)
+
+
+def _version(lease: V1Lease) -> str | None:
+    """The resourceVersion a replace must carry (the API server always sets one)."""
+    return lease.metadata.resource_version if lease.metadata is not None else None
 
 
 class LeaderElector:
@@ -161,7 +168,7 @@ class LeaderElector:
                 return  # another replica created it first
             self._won(now, 0)
             return
-        spec = lease.spec
+        spec = lease.spec or V1LeaseSpec()  # a Lease may have no spec: nobody holds it
         holder = spec.holder_identity or None
         record = (holder, _stamp(spec.renew_time))
         if record != self._observed:
@@ -182,7 +189,7 @@ class LeaderElector:
             "metadata": {
                 "name": self.name,
                 "namespace": self.namespace,
-                "resourceVersion": lease.metadata.resource_version,
+                "resourceVersion": _version(lease),
             },
             "spec": self._spec(now, acquire, transitions),
         }
@@ -220,7 +227,8 @@ class LeaderElector:
             lease = self.kube.call(
                 self.what, self.kube.coordination.read_namespaced_lease, self.name, self.namespace
             )
-            if (lease.spec.holder_identity or None) != self.identity:
+            spec = lease.spec or V1LeaseSpec()
+            if (spec.holder_identity or None) != self.identity:
                 return False
             now = self.clock()
             body = {
@@ -229,14 +237,14 @@ class LeaderElector:
                 "metadata": {
                     "name": self.name,
                     "namespace": self.namespace,
-                    "resourceVersion": lease.metadata.resource_version,
+                    "resourceVersion": _version(lease),
                 },
                 "spec": {
                     "holderIdentity": None,
                     "leaseDurationSeconds": 1,
                     "acquireTime": micro_time(now),
                     "renewTime": micro_time(now),
-                    "leaseTransitions": int(lease.spec.lease_transitions or 0),
+                    "leaseTransitions": int(spec.lease_transitions or 0),
                 },
             }
             self.kube.call(

@@ -61,4 +61,5 @@ class Secrets:
                 ) from None
         for key, value in (getattr(secret, "string_data", None) or {}).items():
             data.setdefault(key, str(value).encode("utf-8"))
-        return ClusterSecret(data, str(secret.metadata.resource_version or ""))
+        version = secret.metadata.resource_version if secret.metadata is not None else None
+        return ClusterSecret(data, str(version or ""))

@@ -41,7 +41,7 @@ class TFJobActuator:
         )
 
     def _read(self) -> dict[str, Any]:
-        return self.kube.call(
+        return self.kube.call_json(
             self.what,
             self.kube.custom.get_namespaced_custom_object,
             GROUP,

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from autoscaler.errors import UserError
+from autoscaler.terminal.output import warn
 
 
 @click.command("dashboard")
@@ -76,11 +77,7 @@ def dashboard(
         if not sim.is_file():
             raise UserError(f"--simulation: {sim}: file not found")
     if not state_dir.exists() and not simulations:
-        click.echo(
-            f"kale: warning: {state_dir} does not exist yet; the page fills in once a "
-            "controller writes there",
-            err=True,
-        )
+        warn(f"{state_dir} does not exist yet; the page fills in once a controller writes there")
     app = create_app(
         state_dir=state_dir,
         sim_results=list(simulations),

@@ -8,16 +8,21 @@ progress on stderr: a bar whose clock moves on a terminal, one line per fit othe
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import sys
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from autoscaler.cli.forecasters import (
+    ModelOptions,
+    fit_model,
+    load_model,
+    model_names,
+    one_model,
+    route_library_warnings,
+)
 from autoscaler.cli.trace import load_trace_cli
 from autoscaler.errors import UserError
 from autoscaler.terminal.flags import json_option
@@ -29,103 +34,6 @@ if TYPE_CHECKING:
 
     from forecasting.backtest import BacktestResult
     from forecasting.base import Forecaster
-
-
-def _models(text: str, flag: str = "--models") -> list[str]:
-    from forecasting.registry import ALL_NAMES
-
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names:
-        raise UserError(f"{flag}: give at least one model name")
-    bad = [n for n in names if n not in ALL_NAMES]
-    if bad:
-        raise UserError(f"{flag}: unknown model {bad[0]!r} (choose from {', '.join(ALL_NAMES)})")
-    return names
-
-
-def _model(name: str) -> str:
-    if "," in name:
-        raise UserError(f"--model: give one model, got {name!r}")
-    return _models(name, flag="--model")[0]
-
-
-@dataclass(frozen=True)
-class ModelOptions:
-    """The flags every subcommand hands to the forecasters it builds."""
-
-    horizon: int
-    device: str
-    seed: int
-    epochs: int | None = None
-
-    def kwargs(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"horizon": self.horizon, "device": self.device, "seed": self.seed}
-        out["progress"] = sys.stderr.isatty()  # kale's epoch bar, only where someone watches
-        if self.epochs is not None:
-            out["epochs"] = self.epochs
-        return out
-
-    def build(self, model: str, *, fallback: bool) -> Forecaster:
-        from forecasting.registry import make_forecaster
-
-        if fallback and model != "fallback":
-            return make_forecaster("fallback", primary=model, **self.kwargs())
-        return make_forecaster(model, **self.kwargs())
-
-
-@contextlib.contextmanager
-def _fallback_log_quiet() -> Iterator[None]:
-    """Mute the fallback wrapper's log while fitting: the CLI prints the same reason as one
-    ``kale: warning:`` line, and the log's bare copy would say it twice."""
-    logger = logging.getLogger("forecasting.fallback")
-    old = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(old)
-
-
-class _KaleWarningHandler(logging.Handler):
-    """Library warnings (a primary that failed to predict) as ``kale: warning:`` lines."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        # The kale model's own messages start with its name; one "kale:" is enough.
-        warn(record.getMessage().removeprefix("kale: "))
-
-
-def _route_library_warnings() -> None:
-    """With a handler of its own the logger no longer falls back to logging's bare
-    last-resort line; records still propagate, to whatever the caller configured."""
-    logger = logging.getLogger("forecasting")
-    if not any(isinstance(h, _KaleWarningHandler) for h in logger.handlers):
-        logger.addHandler(_KaleWarningHandler(level=logging.WARNING))
-
-
-def _fit(history: pd.Series, model: str, opts: ModelOptions, *, fallback: bool) -> Forecaster:
-    """Fit one model on ``history`` (with progress); a too-short trace is the user's to fix."""
-    from forecasting.base import InsufficientHistoryError
-
-    with FitProgress(1, label="forecast") as progress:
-        fc = progress.watch(opts.build(model, fallback=fallback), model)
-        try:
-            with _fallback_log_quiet():
-                fc.fit(history)
-        except (InsufficientHistoryError, ValueError) as exc:
-            raise UserError(f"--trace: {exc}") from None
-    summary = fc.fit_summary
-    if summary.get("fallback"):
-        warn(f"using {summary.get('model')}: {summary.get('reason')}")
-    return fc  # type: ignore[no-any-return]
-
-
-def _load(model_file: str) -> Forecaster:
-    from forecasting.base import Forecaster, ForecastError
-
-    try:
-        return Forecaster.load(model_file)
-    except (OSError, ForecastError) as exc:
-        raise UserError(f"--model-file: {exc}") from None
 
 
 device_option = click.option(
@@ -163,7 +71,7 @@ no_fallback_option = click.option(
 @click.group()
 def forecast() -> None:
     """Forecast a trace's arrival rate, backtest the models, plot a forecast."""
-    _route_library_warnings()
+    route_library_warnings()
 
 
 @forecast.command("backtest")
@@ -207,7 +115,7 @@ def backtest_cmd(
     """Fit each model once before the test window, forecast at each origin, score."""
     from forecasting.backtest import backtest, origin_positions
 
-    names, opts = _models(models), ModelOptions(horizon, device, seed, epochs)
+    names, opts = model_names(models), ModelOptions(horizon, device, seed, epochs)
     trace = load_trace_cli(trace_path)
     try:
         origin_positions(
@@ -230,7 +138,7 @@ def backtest_cmd(
 
 def _watched(progress: FitProgress, opts: ModelOptions, name: str) -> Callable[[], Forecaster]:
     """A factory of fresh ``name`` models whose fits ``progress`` shows."""
-    return lambda: progress.watch(opts.build(name, fallback=False), name)  # type: ignore[no-any-return]
+    return lambda: progress.watch(opts.build(name, fallback=False), name)
 
 
 def _report_backtest(
@@ -249,7 +157,7 @@ def _report_backtest(
         raise click.exceptions.Exit(2 if short else 1)
 
 
-def _fold_progress() -> Any:
+def _fold_progress() -> Callable[[Iterable[Any], str], Iterable[Any]] | None:
     """A bar over each model's forecast origins (on a terminal only)."""
     if not sys.stderr.isatty():
         return None
@@ -321,9 +229,11 @@ def fit_cmd(
     as_json: bool,
 ) -> None:
     """Fit a model on the whole trace and save it (``predict --model-file`` reads it)."""
-    name = _model(model)
+    name = one_model(model)
     series = load_trace_cli(trace_path).series
-    fc = _fit(series, name, ModelOptions(horizon, device, seed, epochs), fallback=not no_fallback)
+    fc = fit_model(
+        series, name, ModelOptions(horizon, device, seed, epochs), fallback=not no_fallback
+    )
     fc.save(output)
     if as_json:
         emit_json({"output": output, "fit_summary": fc.fit_summary})
@@ -362,10 +272,14 @@ def predict_cmd(
     """Forecast the steps after the end of the trace."""
     from forecasting.base import ForecastError
 
-    name = _model(model)
+    name = one_model(model)
     series = load_trace_cli(trace_path).series
     opts = ModelOptions(horizon, device, seed, epochs)
-    fc = _load(model_file) if model_file else _fit(series, name, opts, fallback=not no_fallback)
+    fc = (
+        load_model(model_file)
+        if model_file
+        else fit_model(series, name, opts, fallback=not no_fallback)
+    )
     try:
         result = fc.predict(horizon, history=series)
     except (ForecastError, ValueError) as exc:
@@ -423,11 +337,11 @@ def plot_cmd(
 
     if Path(output).suffix.lower() not in FORMATS:
         raise UserError(f"-o/--output: {output}: use a .png or .html file")
-    name = _model(model)
+    name = one_model(model)
     series = load_trace_cli(trace_path).series
     cut = _cut_at(series, origin)
     history = series.iloc[:cut]
-    fc = _fit(history, name, ModelOptions(horizon, device, seed, epochs), fallback=True)
+    fc = fit_model(history, name, ModelOptions(horizon, device, seed, epochs), fallback=True)
     result = fc.predict(horizon, history=history)
     shown = history[history.index > history.index[-1] - pd.Timedelta(days=history_days)]
     title = f"{Path(trace_path).name}: {result.model}, {horizon} steps"

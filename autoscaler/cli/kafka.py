@@ -8,9 +8,10 @@ library already bounds every wait, so these commands never hang.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import click
 
@@ -63,7 +64,7 @@ def broker(port: int | None, log_path: Path | None) -> None:
             raise UserError(f"cannot start the broker: {exc}") from exc
         try:
             click.echo(f"bootstrap: {embedded.bootstrap}")
-            click.get_text_stream("stdout").flush()
+            sys.stdout.flush()  # the line a script waits for, before anything else
             click.echo(f"kale: tansu log: {embedded.log_path} (Ctrl-C to stop)", err=True)
             while not stop.wait(0.5):
                 if not embedded.running():
@@ -149,7 +150,7 @@ def replay(
     scale: float,
     duration: float | None,
     partitions: int,
-    timestamps: str,
+    timestamps: Literal["wall", "trace"],
     records: str,
     fields: int,
     seed: int,
@@ -172,7 +173,7 @@ def replay(
             scale=scale,
             duration_s=duration,
             progress=progress,
-            timestamps=timestamps,  # type: ignore[arg-type]
+            timestamps=timestamps,
             interval_s=trace.interval_s,
             record_factory=_record_factory(records, seed=seed, fields=fields),
         )

@@ -113,10 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     except ModuleNotFoundError as exc:
         from autoscaler.extras import missing_extra
 
-        hint = missing_extra(exc)
-        if hint is None:
-            return _internal(exc)
-        click.echo(f"kale: error: {hint}", err=True)  # an optional install is missing
+        extra = missing_extra(exc)
+        if extra is None:
+            return _internal(exc)  # a built-in module that fails to import is a bug
+        click.echo(f"kale: error: {extra}", err=True)  # an optional install is missing
         return EXIT_USER
     except Exception as exc:
         return _internal(exc)

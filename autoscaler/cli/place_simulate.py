@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -91,7 +91,7 @@ def simulate(
             )
     except PlacementInputError as exc:
         raise placement_error(exc) from None
-    summary = result["policies"]
+    summary = cast(dict[str, Any], result["policies"])
     if plot_path:
         from placement.plots import plot_allocation
 

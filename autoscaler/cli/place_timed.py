@@ -63,6 +63,18 @@ def _progress(label: str, total: int) -> Callable[[int], None]:
 )
 @click.option("--repair-s", default=7200.0, show_default=True, help="How long a failed GPU is out.")
 @click.option(
+    "--fault-history-s",
+    default=0.0,
+    show_default=True,
+    help="Failures drawn this long before the first submit, seen by fault-aware policies.",
+)
+@click.option(
+    "--fault-window-s",
+    default=86400.0,
+    show_default=True,
+    help="Fault-aware policies count failures this far back.",
+)
+@click.option(
     "--arrival-speedup",
     default=1.0,
     show_default=True,
@@ -73,6 +85,11 @@ def _progress(label: str, total: int) -> Callable[[int], None]:
     default=1.0,
     show_default=True,
     help="openb: keep this seeded share of the nodes (a smaller cluster).",
+)
+@click.option(
+    "--locality",
+    is_flag=True,
+    help="openb: jobs read their data through node caches (start delay by data locality).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option(
@@ -87,6 +104,8 @@ def timed(
     checkpoint_s: float,
     restart_s: float,
     repair_s: float,
+    fault_history_s: float,
+    fault_window_s: float,
     **flags: object,
 ) -> None:
     """Run queue policies over time: makespan, JCT, wait, bounded slowdown, utilisation, faults."""
@@ -99,7 +118,13 @@ def timed(
             ValueError("--plot draws a timed run; it does not apply to --protocol")
         )
     try:
-        settings = FaultSettings(checkpoint_s=checkpoint_s, restart_s=restart_s, repair_s=repair_s)
+        settings = FaultSettings(
+            checkpoint_s=checkpoint_s,
+            restart_s=restart_s,
+            repair_s=repair_s,
+            history_s=fault_history_s,
+            window_s=fault_window_s,
+        )
         report = run_timed(TimedConfig(**flags, fault_settings=settings), progress=_progress)  # type: ignore[arg-type]
     except PlacementError as exc:
         raise placement_error(exc) from None

@@ -17,7 +17,7 @@ from autoscaler.cli.output import emit_json
 from autoscaler.cli.place import placement_error
 from autoscaler.errors import UserError
 
-AGENT_NAMES = ("balance_dqn", "tr_dqn")
+AGENT_NAMES = ("balance_dqn", "tr_dqn", "fault_aware", "async_transformer")
 File = click.Path(dir_okay=False)
 
 
@@ -30,6 +30,13 @@ File = click.Path(dir_okay=False)
 @click.option("--episodes", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("-o", "--output", "out_path", required=True, type=File, help="Where to save it.")
 @click.option("--reward", type=click.Choice(["wait", "util"]), help="tr_dqn's reward function.")
+@click.option(
+    "--set",
+    "assignments",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override one agent setting (VALUE as JSON, else text; env.KEY for the environment's).",
+)
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -43,6 +50,7 @@ def train(
     episodes: int,
     out_path: str,
     reward: str | None,
+    assignments: tuple[str, ...],
     device: str,
     seed: int,
     as_json: bool,
@@ -51,7 +59,12 @@ def train(
     """Train agent NAME on the given workload and save it to OUTPUT."""
     from tqdm import tqdm
 
-    from placement.agents.training import load_training_data, train_agent, training_summary
+    from placement.agents.training import (
+        load_training_data,
+        parse_assignments,
+        train_agent,
+        training_summary,
+    )
     from placement.errors import PlacementInputError
 
     for path in (out_path, plot_path):
@@ -60,6 +73,7 @@ def train(
     try:
         data = load_training_data(nodes_path, pods_path, swf_path, processors)
         overrides = {"env.reward": reward} if reward else {}
+        overrides.update(parse_assignments(assignments))
         with tqdm(total=episodes, desc=name, unit="episode", file=sys.stderr, disable=None) as bar:
             agent = train_agent(
                 name,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -23,6 +23,8 @@ from autoscaler.terminal.output import emit_json, table, warn
 
 if TYPE_CHECKING:
     from throughput.model import ThroughputModel
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 MODE = click.Choice(["sync", "async"])
 FAMILY = click.Choice(["auto", "general", "fixed-ratio", "linear", "optimus"])
@@ -99,7 +101,7 @@ _FOLD_SEED = click.option(
 )
 
 
-def _workers_option(flag: str, help: str, default: int | None = None) -> click.Option:
+def _workers_option(flag: str, help: str, default: int | None = None) -> Callable[[_F], _F]:
     return click.option(
         flag,
         type=int,

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from autoscaler.controller.isolation import JobFailure, safe_text
 from autoscaler.controller.job_metrics import job_gauges
 from autoscaler.controller.metering import Backfilling, WarmingUp
 from autoscaler.controller.runtime import JobRuntime
+from autoscaler.controller.state import Condition
 from autoscaler.controller.status import (
     Conditions,
     JobReport,
@@ -44,10 +45,21 @@ from autoscaler.controller.status import (
     resize_message,
     selector_of,
 )
-from autoscaler.controller.workers import wait_until
+from autoscaler.controller.workers import DaemonPool, wait_until
 from autoscaler.policy.types import Decision
 
+if TYPE_CHECKING:  # the loop imports this module
+    from autoscaler.controller.loop import ControllerSettings
+    from autoscaler.controller.metrics import ControllerMetrics
+    from autoscaler.controller.sinks import EventSink, StatusSink
+    from autoscaler.controller.state import StateStore
+    from autoscaler.controller.timeline import TimelineStore
+
 log = logging.getLogger("autoscaler.controller.loop")
+
+Outcome = tuple[str, Any]
+"""How one job's pooled I/O ended: ``("ok", result)``, ``("error", exception)`` or
+``("running", future)``."""
 
 
 @dataclass
@@ -71,13 +83,13 @@ class ActingStages:
     """Mixed into :class:`~autoscaler.controller.loop.Controller` (its attributes are used)."""
 
     clock: Callable[[], float]
-    metrics: Any
-    settings: Any
-    store: Any
-    status_sink: Any
-    event_sink: Any
-    timeline: Any
-    _act_pool: Any
+    metrics: ControllerMetrics
+    settings: ControllerSettings
+    store: StateStore
+    status_sink: StatusSink
+    event_sink: EventSink
+    timeline: TimelineStore | None
+    _act_pool: DaemonPool | None
     _writes_status: bool
     on_progress: Callable[[], None] | None
     _fail: Callable[..., None]
@@ -131,13 +143,13 @@ class ActingStages:
 
     def _run_io(
         self, runtimes: list[JobRuntime], attr: str, task: Callable[[JobRuntime], Callable[[], Any]]
-    ) -> dict[str, Any]:
+    ) -> dict[str, Outcome]:
         """Run each job's task: inline without a pool, else on the pool until the deadline.
 
         Returns per job ``("ok", value)``, ``("error", exc)`` or ``("running", future)``; a
         running future is left on ``rt.<attr>`` for a later tick to collect.
         """
-        out: dict[str, Any] = {}
+        out: dict[str, Outcome] = {}
         if self._act_pool is None:
             for rt in runtimes:
                 try:
@@ -271,7 +283,7 @@ class ActingStages:
 
         return write
 
-    def _after_write(self, rt: JobRuntime, act: Acting, outcome: Any, now: float) -> None:
+    def _after_write(self, rt: JobRuntime, act: Acting, outcome: Outcome, now: float) -> None:
         kind, value = outcome
         if kind == "ok":
             cur = rt.current or Size(*(rt.state.pending or {}).get("from", [0, 0]))
@@ -535,7 +547,7 @@ class ActingStages:
             )
         level = logging.INFO if rep.resized or rep.error else logging.DEBUG
         if log.isEnabledFor(level):
-            fields = {
+            fields: dict[str, Any] = {  # the log line's JSON
                 "event": "decision",
                 "job": rt.key,
                 "action": rep.action,
@@ -594,7 +606,7 @@ class ActingStages:
 
         return send
 
-    def _after_send(self, rt: JobRuntime, outcome: Any) -> None:
+    def _after_send(self, rt: JobRuntime, outcome: Outcome) -> None:
         kind, value = outcome
         if kind == "ok":
             if value:
@@ -617,7 +629,7 @@ def _size(v: Any) -> str:
     return str(Size(*v)) if isinstance(v, list | tuple) and len(v) == 2 else "?"
 
 
-def _reason_changed(conditions: list[dict[str, Any]], failure: JobFailure) -> bool:
+def _reason_changed(conditions: list[Condition], failure: JobFailure) -> bool:
     for c in conditions:
         if c.get("type") == "Ready":
             return failure.describe()[:60] not in str(c.get("message", ""))

@@ -30,6 +30,7 @@ from autoscaler.controller.metrics import ControllerMetrics, Health, MetricsServ
 from autoscaler.controller.runner import Runner
 from autoscaler.controller.sinks import FileStatusSink, LogEventSink, NullSink
 from autoscaler.controller.state import SqliteStateStore
+from autoscaler.controller.timeline import TimelineStore
 from autoscaler.controller.workers import DaemonPool
 from autoscaler.errors import UserError
 from autoscaler.kafka_auth import LocalSecrets
@@ -93,12 +94,15 @@ def actuator_factory(
         if target.kind == "StatefulSet":
             from autoscaler.actuators.statefulset import StatefulSetActuator
 
+            # Validated (jobrules, the CRD's CEL): a StatefulSet target names both sets.
+            assert target.workers is not None and target.ps is not None
             return StatefulSetActuator(
                 kube.get(), namespace=ns, workers=target.workers, ps=target.ps
             )
         if target.kind == "TFJob":
             from autoscaler.actuators.tfjob import TFJobActuator
 
+            assert target.name is not None  # validated: a TFJob target names it
             return TFJobActuator(kube.get(), namespace=ns, name=target.name)
         if target.kind == "Local":
             from autoscaler.actuators.local import LocalActuator
@@ -117,12 +121,6 @@ def actuator_factory(
     return make
 
 
-#: Resize and status writes of different jobs run on this many threads at once.
-WRITE_THREADS = 8
-#: Backfills (rebuilding a new topic's history from the broker) run on this many threads.
-BACKFILL_THREADS = 2
-
-
 @dataclass(frozen=True)
 class Deadlines:
     """How long a tick waits for each kind of slow work, from the configuration.
@@ -133,18 +131,17 @@ class Deadlines:
     """
 
     observe_s: float
-    """Measurements and target reads: a few request timeouts, at most a third of a tick."""
+    """Measurements and target reads (``tick.observeDeadline``)."""
     act_s: float
-    """Resize and status writes: at most a third of a tick."""
+    """Resize and status writes (``tick.writeDeadline``)."""
     backfill_s: float
     """One topic's backfill (off the tick): two intervals, at least 30 s."""
 
     @classmethod
     def of(cls, cfg: ControllerConfig) -> Deadlines:
-        third = cfg.interval / 3
         return cls(
-            observe_s=min(max(2 * cfg.meter.timeout, 5.0), third),
-            act_s=third,
+            observe_s=cfg.observe_deadline,
+            act_s=cfg.write_deadline,
             backfill_s=max(30.0, 2 * cfg.interval),
         )
 
@@ -236,10 +233,8 @@ class BuildOptions:
     """Applied to each job's actuator once it is made (None: used as made)."""
 
 
-def _timeline(state_dir: Path, cfg: ControllerConfig, dry_run: bool) -> Any:
+def _timeline(state_dir: Path, cfg: ControllerConfig, dry_run: bool) -> TimelineStore:
     """The per-tick history the dashboard reads (``<stateDir>/timeline.sqlite``)."""
-    from autoscaler.controller.timeline import TimelineStore
-
     timeline = TimelineStore(state_dir / "timeline.sqlite")
     timeline.set_meta(quota_gpus=cfg.quota.gpus, interval_s=cfg.interval, dry_run=dry_run)
     return timeline
@@ -297,7 +292,7 @@ def build(
         status_sink, event_sink = NullSink(), LogEventSink()
     metrics = ControllerMetrics()
     deadlines = Deadlines.of(cfg)
-    background = None if once else DaemonPool(BACKFILL_THREADS, name="kale-backfill")
+    background = None if once else DaemonPool(cfg.tick.backfill_threads, name="kale-backfill")
     actuators = actuator_factory(kube, log_dir=state_dir / "workers", dry_run=dry_run)
     wrap = options.wrap_actuator
     controller = Controller(
@@ -320,7 +315,7 @@ def build(
             fit_threads=cfg.forecasting.fit_threads,
             observe_threads=cfg.meter.threads,
             observe_deadline_s=deadlines.observe_s,
-            act_threads=WRITE_THREADS,
+            act_threads=cfg.tick.write_threads,
             act_deadline_s=deadlines.act_s,
             identity=me,
             forecast_model=cfg.forecasting.model,

@@ -20,6 +20,7 @@ Example (local mode over a directory of job files)::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -145,6 +146,41 @@ class Forecasting(_Model):
     )
 
 
+class Tick(_Model):
+    """How a tick bounds its slow work: how long it waits, on how many threads.
+
+    A tick must end well inside its interval whatever one job's broker or API server does,
+    so every wait has a deadline; work still running at a deadline goes on in the
+    background and its job holds meanwhile (docs/controller.md, "Deadlines").
+    """
+
+    observe_deadline: PositiveDuration | None = Field(
+        default=None,
+        le=HOUR,
+        description="Longest a tick waits for measurements and target reads "
+        "(default: min(max(2 x meter.timeout, 5s), interval / 3)).",
+    )
+    write_deadline: PositiveDuration | None = Field(
+        default=None,
+        le=HOUR,
+        description="Longest a tick waits for resize and status writes (default: interval / 3).",
+    )
+    write_threads: int = Field(
+        default=8,
+        ge=2,
+        le=64,
+        description="Resize and status writes of different jobs run on this many threads "
+        "at once (at least 2: one thread would write inline, without the deadline).",
+    )
+    backfill_threads: int = Field(
+        default=2,
+        ge=1,
+        le=16,
+        description="Backfills (a new topic's history read back from the broker) run on "
+        "this many background threads.",
+    )
+
+
 TargetKind = Literal["StatefulSet", "TFJob", "Local", "DryRun"]
 HostPattern = Annotated[
     str, Field(strict=True, pattern=r"^[A-Za-z0-9*?._-]{1,253}$", description="e.g. *.svc")
@@ -220,6 +256,7 @@ class ControllerConfig(_Model):
     leader_election: LeaderElection = LeaderElection()
     meter: Meter = Meter()
     forecasting: Forecasting = Forecasting()
+    tick: Tick = Tick()
     state_dir: str = Field(
         default=".kale-state",
         description="Controller state and the meters' arrival history (SQLite).",
@@ -238,12 +275,37 @@ class ControllerConfig(_Model):
     def cluster_mode(self) -> bool:
         return self.jobs.namespaces is not None
 
+    @property
+    def observe_deadline(self) -> float:
+        """``tick.observeDeadline``, else a few Kafka request timeouts, at most a third of a
+        tick (a measurement takes a request or two; a stuck broker must not take the tick)."""
+        if self.tick.observe_deadline is not None:
+            return self.tick.observe_deadline
+        return min(max(2 * self.meter.timeout, 5.0), self.interval / 3)
+
+    @property
+    def write_deadline(self) -> float:
+        """``tick.writeDeadline``, else a third of a tick."""
+        if self.tick.write_deadline is not None:
+            return self.tick.write_deadline
+        return self.interval / 3
+
+    @model_validator(mode="after")
+    def _tick_fits_its_interval(self) -> ControllerConfig:
+        observe, write = self.observe_deadline, self.write_deadline
+        if observe + write >= self.interval:
+            raise ValueError(
+                f"tick.observeDeadline ({observe:g}s) + tick.writeDeadline ({write:g}s) must be "
+                f"less than interval ({self.interval:g}s): a tick waits for both in turn"
+            )
+        return self
+
     def admission_policy(self) -> AdmissionPolicy:
         """The policy jobs are admitted by: the mode's defaults, overridden by ``policy:``."""
         pol, cluster = self.policy, self.cluster_mode
-        kinds = pol.allowed_target_kinds
+        kinds: Sequence[str] | None = pol.allowed_target_kinds
         if kinds is None:
-            kinds = list(CLUSTER_TARGET_KINDS if cluster else TARGET_KINDS)
+            kinds = CLUSTER_TARGET_KINDS if cluster else TARGET_KINDS
         hosts = pol.kafka.allowed_hosts
         cidrs = pol.kafka.allowed_cidrs
         if cluster and hosts is None and cidrs is None:

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
-from pydantic.json_schema import GenerateJsonSchema
+from pydantic.json_schema import GenerateJsonSchema, JsonDict
 
 from autoscaler.config import API_VERSION, DEPRECATED_API_VERSIONS, KIND, ElasticTrainingJob
 from autoscaler.controller.crd_rules import CROSS_FIELD, CelRule, duration_range, floor
@@ -51,7 +51,7 @@ class _Status(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
 
-_DATE_TIME = {"format": "date-time"}
+_DATE_TIME: JsonDict = {"format": "date-time"}
 
 
 class Condition(_Status):
@@ -255,10 +255,10 @@ def _structural(
         resolved = [_structural(b, defs, path, spec=spec) for b in branches]
         if len(resolved) != 1:
             raise SchemaError(f"{path}: a union of {len(resolved)} types is not structural")
-        out = _structural({**resolved[0], **rest}, defs, path, spec=spec)
+        one = _structural({**resolved[0], **rest}, defs, path, spec=spec)
         if nullable and not spec:
-            out["nullable"] = True
-        return out
+            one["nullable"] = True
+        return one
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "const":
@@ -413,7 +413,12 @@ SCALE = {
 
 
 def _column(name: str, type_: str, path: str, description: str, priority: int = 0) -> dict:
-    col = {"name": name, "type": type_, "jsonPath": path, "description": description}
+    col: dict[str, str | int] = {
+        "name": name,
+        "type": type_,
+        "jsonPath": path,
+        "description": description,
+    }
     if priority:
         col["priority"] = priority  # shown with `kubectl get -o wide`
     return col

@@ -9,19 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autoscaler.errors import UserError
 from autoscaler.policy.types import JobSizing
+
+if TYPE_CHECKING:
+    from autoscaler.config import LoadedJob
+    from autoscaler.controller.jobs import JobEntry
+    from forecasting.base import Forecaster
+    from throughput.model import ThroughputModel
 
 
 class ModelCache:
     """Throughput models by path, reloaded when the file changes."""
 
     def __init__(self) -> None:
-        self._models: dict[Path, tuple[int, Any]] = {}
+        self._models: dict[Path, tuple[int, ThroughputModel]] = {}
 
-    def __call__(self, path: Path) -> Any:
+    def __call__(self, path: Path) -> ThroughputModel:
         from throughput.model import ThroughputModel
 
         try:
@@ -39,13 +45,16 @@ class ModelCache:
         return model
 
 
-def rescale_seconds(loaded: Any) -> float:
+def rescale_seconds(loaded: LoadedJob) -> float:
     """``spec.rescale.duration``, or the measured one when it is ``auto``."""
     return float(loaded.rescale_seconds())
 
 
 def job_sizing(
-    loaded: Any, model_loader: Callable[[Path], Any], *, model_data: Any = None
+    loaded: LoadedJob,
+    model_loader: Callable[[Path], ThroughputModel],
+    *,
+    model_data: Any = None,
 ) -> JobSizing:
     """The planner's view of the job: capacity table, bounds, interval, rescale, SLO.
 
@@ -66,11 +75,13 @@ def job_sizing(
     )
 
 
-def forecaster_factory(override: str | None = None, **options: Any) -> Callable[[Any], Any]:
+def forecaster_factory(
+    override: str | None = None, **options: Any
+) -> Callable[[JobEntry], Forecaster]:
     """Fresh forecasters for a job: ``spec.forecast.model`` (or ``override``) behind the
     fallback wrapper, which switches to seasonal naive while the history is short."""
 
-    def make(entry: Any) -> Any:
+    def make(entry: JobEntry) -> Forecaster:
         from forecasting.registry import make_forecaster
 
         fc = entry.job.spec.forecast

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypedDict
 
 from autoscaler.controller.metering import ArrivalHistory
 from autoscaler.controller.timefmt import iso
@@ -25,6 +25,21 @@ from autoscaler.forecast_feed import FeedSettings, ForecastFeed, History, refres
 from autoscaler.policy.forecasts import ForecastWindow
 
 log = logging.getLogger(__name__)
+
+
+class ForecastSummary(TypedDict, total=False):
+    """``status.forecast`` (and ``kale plan``'s ``forecast``): which model, how fresh, what
+    it says next."""
+
+    model: str
+    fittedAt: str
+    note: str
+    fitting: bool
+    next: float
+    """Mean forecast rate of the next step (samples/s)."""
+    peak: float
+    """Highest upper-band rate over the horizon."""
+    horizonSeconds: float
 
 
 class FitPool(DaemonPool):
@@ -201,9 +216,9 @@ class ForecastCache:
             log.warning("forecaster %s: %s", self.name, self.reason)
         return self.last_window
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ForecastSummary:
         """What the status shows about the forecast."""
-        out: dict[str, Any] = {
+        out: ForecastSummary = {
             "model": f"{self.feed.interim_name} (interim)" if self.interim_active else self.name
         }
         if self.fitted_at is not None:

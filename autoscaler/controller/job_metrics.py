@@ -18,7 +18,11 @@ Anything not known this tick is None (exported as NaN), never 0.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the act stage imports this module
+    from autoscaler.controller.runtime import JobRuntime
+    from autoscaler.controller.status import JobReport
 
 
 def lead_index(window_len: int, interval_s: float, lead_s: float) -> int:
@@ -26,7 +30,7 @@ def lead_index(window_len: int, interval_s: float, lead_s: float) -> int:
     return max(0, min(window_len - 1, math.ceil(lead_s / interval_s)))
 
 
-def job_gauges(rt: Any, rep: Any) -> dict[str, float | None]:
+def job_gauges(rt: JobRuntime, rep: JobReport) -> dict[str, float | None]:
     """Every per-job value for :meth:`ControllerMetrics.set_job`."""
     sz, w, s = rt.sizing, rt.window, rep.sample
     out: dict[str, float | None] = {

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from autoscaler.config import KIND, LoadedJob, read_yaml
+from autoscaler.config import KIND, ElasticTrainingJob, LoadedJob, read_yaml
 from autoscaler.controller.admission import (
     LOCAL_POLICY,
     AdmissionPolicy,
@@ -60,7 +60,7 @@ class JobEntry:
     """The job's Kafka SASL/TLS, its Secrets resolved (None: plaintext)."""
 
     @property
-    def job(self) -> Any:
+    def job(self) -> ElasticTrainingJob:
         return self.loaded.job
 
     @property

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -59,8 +60,9 @@ from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.overrides import pinned_decision
 from autoscaler.controller.runtime import JobRuntime, Observed
 from autoscaler.controller.sinks import EventSink, NullSink, StatusSink
-from autoscaler.controller.state import JobState, MemoryStateStore, StateStore
+from autoscaler.controller.state import JobState, MemoryStateStore, SavedState, StateStore
 from autoscaler.controller.status import Conditions, JobReport
+from autoscaler.controller.timeline import TimelineStore
 from autoscaler.controller.workers import DaemonPool, wait_until
 from autoscaler.errors import KaleError, MetricUnavailable
 from autoscaler.overrides import override_of
@@ -144,7 +146,7 @@ class Controller(ActingStages):
         metrics: ControllerMetrics | None = None,
         state_store: StateStore | None = None,
         settings: ControllerSettings | None = None,
-        timeline: Any = None,
+        timeline: TimelineStore | None = None,
     ) -> None:
         self.jobs_source = jobs_source
         self.meter_factory = meter_factory
@@ -239,7 +241,7 @@ class Controller(ActingStages):
         if first:
             rt.failure = failure
         self.metrics.job_error(rt.key, stage, failure.error)
-        seen = getattr(rt, "_logged_failures", set())
+        seen: set[tuple[str, str]] = getattr(rt, "_logged_failures", set())
         known = (stage, failure.error) in seen
         seen.add((stage, failure.error))
         rt._logged_failures = seen  # type: ignore[attr-defined]
@@ -486,7 +488,7 @@ class Controller(ActingStages):
         futures: list[Future[Any]] = []
         # The jobs measured longest ago go first: a backlog of slow jobs cannot starve one.
         order = sorted(active, key=lambda rt: rt.measured_at or -math.inf)
-        kinds = []
+        kinds: list[tuple[str, DaemonPool, Callable[[JobRuntime], Any]]] = []
         if self._act_pool is not None:
             kinds.append(("reading", self._act_pool, self._read_target))
         if self._meter_pool is not None:
@@ -495,7 +497,7 @@ class Controller(ActingStages):
             for attr, pool, fn in kinds:
                 fut = getattr(rt, attr, None)
                 if fut is None or fut.done():  # a result a tick late is dropped: measure anew
-                    fut = pool.submit(lambda rt=rt, fn=fn: fn(rt))
+                    fut = pool.submit(partial(fn, rt))
                     setattr(rt, attr, fut)
                     if attr == "measuring":
                         rt.measuring_since = started
@@ -741,7 +743,7 @@ class Controller(ActingStages):
     # -- 6. save -------------------------------------------------------------------------
     def _save(self, runtimes: list[JobRuntime]) -> None:
         """Every job's state in one transaction; a state that cannot be stored fails alone."""
-        states: dict[str, dict[str, Any]] = {}
+        states: dict[str, SavedState] = {}
         for rt in runtimes:
             try:
                 states[rt.key] = rt.state.to_dict()

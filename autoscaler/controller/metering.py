@@ -236,7 +236,7 @@ class KafkaMetricSource:
 
         history = self.meter.history
         assert history is not None
-        extra: dict[str, Any] = {}
+        extra: dict[str, int] = {}
         if self.backfill_samples is not None:
             extra["samples_per_partition"] = self.backfill_samples
         result = backfill(

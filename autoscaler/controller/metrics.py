@@ -93,7 +93,7 @@ class _ByJob:
     def __init__(self, metric: Any, names: tuple[str, ...]) -> None:
         self.metric = metric
         self.names = names
-        self._seen: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        self._seen: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
         self._lock = threading.Lock()
 
     def labels(self, *args: str, **kwargs: str) -> Any:

@@ -13,9 +13,8 @@ Kept out of the loop and the act stage so that the rules read in one place:
 
 from __future__ import annotations
 
-from typing import Any
-
 from autoscaler.actuators.base import Size
+from autoscaler.controller.status import Conditions
 from autoscaler.overrides import Override
 from autoscaler.policy.types import Decision, JobSizing
 
@@ -32,7 +31,7 @@ def pinned_decision(override: Override, current: Size, sizing: JobSizing) -> Dec
     )
 
 
-def mark(cond: Any, override: Override | None) -> None:
+def mark(cond: Conditions, override: Override | None) -> None:
     """Set (or lift) the ``Paused`` condition; a job never paused carries none."""
     if override is not None:
         cond.set("Paused", True, override.reason, override.why)

@@ -20,7 +20,7 @@ from autoscaler.controller.forecast import ForecastCache
 from autoscaler.controller.isolation import MAX_PLAN_STEPS, JobFailure, JobLimitError, steps
 from autoscaler.controller.jobs import JobEntry
 from autoscaler.controller.metering import ArrivalHistory, MetricSource, Sample
-from autoscaler.controller.state import JobState
+from autoscaler.controller.state import Condition, JobState
 from autoscaler.errors import MetricUnavailable
 from autoscaler.overrides import Override
 from autoscaler.policy.forecasts import CallbackSource, ForecastWindow
@@ -98,7 +98,7 @@ class JobRuntime:
         """The first unexpected exception of this tick (the job then holds)."""
         self.events: list[tuple[str, str, str]] = []
         """(reason, message, type) of the Events this tick raised, sent with the status."""
-        self.tick_conditions: list[dict[str, Any]] = state.conditions
+        self.tick_conditions: list[Condition] = state.conditions
         """The conditions as the tick found them (a failure report compares with these)."""
         # Work that outlives a tick.
         self.measuring: Future[Observed] | None = None

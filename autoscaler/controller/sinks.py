@@ -57,7 +57,7 @@ class LogEventSink:
     """Events as log lines (``event="k8s_event"``)."""
 
     def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
+        self.events: list[dict[str, str]] = []
 
     def emit(
         self,

@@ -17,9 +17,60 @@ import json
 import math
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
+
+
+class Condition(TypedDict, total=False):
+    """A Kubernetes-style condition, as kept in the state and written to the status.
+
+    Every key is written by :class:`~autoscaler.controller.status.Conditions`; the reader
+    still checks them (``total=False``), since a status a replica resumes from may have been
+    patched by anyone."""
+
+    type: str
+    status: str
+    """``"True"``, ``"False"`` or ``"Unknown"``."""
+    reason: str
+    message: str
+    lastTransitionTime: str
+    observedGeneration: int
+    """Only on the status's copy: the job's generation the condition was computed for."""
+
+
+PendingResize = TypedDict(
+    "PendingResize",
+    {"from": list[int], "to": list[int], "since": float, "attempts": int, "why": str},
+    total=False,
+)
+"""The resize-in-progress marker (``from``/``to`` as [workers, ps]); see ``JobState.pending``.
+(Functional form: ``from`` is a keyword.)"""
+
+
+class LastDecision(TypedDict, total=False):
+    """The last decision as the status shows it (``status.lastDecision`` without details)."""
+
+    time: str
+    action: str
+    reason: str
+    workers: int | None
+    ps: int | None
+
+
+class SavedState(TypedDict):
+    """:class:`JobState` as stored (JSON): what :meth:`JobState.to_dict` gives."""
+
+    policy: dict[str, Any]
+    resize_started: float | None
+    resize_from: list[int] | None
+    resize_to: list[int] | None
+    last_decision: LastDecision | None
+    conditions: list[Condition]
+    last_current: list[int] | None
+    pending: PendingResize | None
+    saved_at: float | None
 
 
 @dataclass
@@ -34,11 +85,11 @@ class JobState:
     """[workers, ps] before that resize."""
     resize_to: list[int] | None = None
     """[workers, ps] it resized to."""
-    last_decision: dict[str, Any] | None = None
-    conditions: list[dict[str, Any]] = field(default_factory=list)
+    last_decision: LastDecision | None = None
+    conditions: list[Condition] = field(default_factory=list)
     last_current: list[int] | None = None
     """[workers, ps] last read from the target (used when it cannot be read)."""
-    pending: dict[str, Any] | None = None
+    pending: PendingResize | None = None
     """The resize under way and not yet finished (``from``, ``to`` as [workers, ps],
     ``since``, ``attempts``, ``why``): set and saved *before* the first write, cleared when
     every write is done, so a partial failure or a crash between the PS and the worker write
@@ -47,7 +98,7 @@ class JobState:
     """The tick that wrote this state: of two copies (SQLite, the job's status) the newer
     one wins, so a replica that leads again does not act on what it remembered from before."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SavedState:
         """A shallow copy as a dict (``dataclasses.asdict`` deep-copies: too slow per tick)."""
         return {
             "policy": dict(self.policy),
@@ -57,12 +108,12 @@ class JobState:
             "last_decision": self.last_decision,
             "conditions": list(self.conditions),
             "last_current": self.last_current,
-            "pending": dict(self.pending) if self.pending else None,
+            "pending": self.pending.copy() if self.pending else None,
             "saved_at": self.saved_at,
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> JobState:
+    def from_dict(cls, data: object) -> JobState:
         """The state from its JSON form; fields of the wrong shape are dropped, not trusted
         (the status a replica resumes from is writable by whoever may patch the status)."""
         if not isinstance(data, dict):
@@ -97,7 +148,7 @@ def _pending(v: Any) -> bool:
     )
 
 
-_CHECKS: dict[str, Any] = {
+_CHECKS: dict[str, Callable[[Any], bool]] = {
     "policy": lambda v: isinstance(v, dict),
     "resize_started": lambda v: v is None or _time(v),
     "resize_from": lambda v: v is None or _size(v),
@@ -118,7 +169,7 @@ every job."""
 class StateStore(Protocol):
     def load(self, key: str) -> dict[str, Any] | None: ...
 
-    def save_many(self, states: dict[str, dict[str, Any]]) -> None: ...
+    def save_many(self, states: dict[str, SavedState]) -> None: ...
 
     def delete(self, key: str) -> None: ...
 
@@ -135,7 +186,7 @@ class MemoryStateStore:
         raw = self.data.get(key)
         return json.loads(raw) if raw is not None else None
 
-    def save_many(self, states: dict[str, dict[str, Any]]) -> None:
+    def save_many(self, states: dict[str, SavedState]) -> None:
         for k, v in states.items():
             self.data[k] = json.dumps(v)
 
@@ -166,7 +217,7 @@ class SqliteStateStore:
             row = self._conn.execute("SELECT state FROM job_state WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
-    def save_many(self, states: dict[str, dict[str, Any]]) -> None:
+    def save_many(self, states: dict[str, SavedState]) -> None:
         if not states:
             return
         rows = [(k, _ENCODER.encode(v)) for k, v in states.items()]

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from autoscaler.actuators.base import Size
+from autoscaler.controller.forecast import ForecastSummary
 from autoscaler.controller.metering import Sample
-from autoscaler.controller.state import JobState
+from autoscaler.controller.state import Condition, JobState
 from autoscaler.controller.timefmt import iso
 
 _PLAIN = (str, int, bool, type(None))
@@ -51,7 +52,7 @@ class JobReport:
     desired: Size | None
     action: str
     reason: dict[str, Any]
-    forecast: dict[str, Any] = field(default_factory=dict)
+    forecast: ForecastSummary = field(default_factory=lambda: ForecastSummary())
     sample: Sample | None = None
     resized: bool = False
     error: str | None = None
@@ -77,9 +78,11 @@ class JobReport:
 class Conditions:
     """Kubernetes-style conditions whose ``lastTransitionTime`` moves only on change."""
 
-    def __init__(self, existing: list[dict[str, Any]], now: float) -> None:
+    def __init__(self, existing: list[Condition], now: float) -> None:
         # Shared, not copied: :meth:`set` replaces a condition, never changes one in place.
-        self.by_type = {c["type"]: c for c in existing if isinstance(c, dict) and "type" in c}
+        self.by_type: dict[str, Condition] = {
+            c["type"]: c for c in existing if isinstance(c, dict) and "type" in c
+        }
         self.now = now
         self.changed: list[tuple[str, bool]] = []
 
@@ -113,7 +116,7 @@ class Conditions:
     def became(self, type_: str, ok: bool) -> bool:
         return (type_, ok) in self.changed
 
-    def to_list(self) -> list[dict[str, Any]]:
+    def to_list(self) -> list[Condition]:
         return [self.by_type[k] for k in sorted(self.by_type)]
 
 

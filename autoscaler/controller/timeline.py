@@ -21,7 +21,11 @@ import math
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:  # the dashboard reads this module; it needs none of the loop's imports
+    from autoscaler.controller.runtime import JobRuntime
+    from autoscaler.controller.status import JobReport
 
 #: Keep this much history (seconds of the controller's clock).
 RETENTION_S = 28 * 86400.0
@@ -70,7 +74,34 @@ def _num(value: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def job_info(rt: Any) -> dict[str, Any]:
+class JobInfo(TypedDict):
+    """A job's description in the timeline (``jobs.info``, JSON): what the dashboard needs
+    besides its rows. Rates are samples/s, durations seconds."""
+
+    key: str
+    namespace: str
+    name: str
+    interval_s: float
+    slo_s: float
+    rescale_s: float
+    min_workers: int
+    max_workers: int
+    ratio: int
+    gpus_per_worker: int
+    peak_workers: int
+    peak_throughput: float
+    capacity: list[float]
+    """Throughput of w workers, w = 0 … max_workers."""
+    forecast_model: str
+    horizon_steps: int
+    lead_steps: int
+    mode: str
+    target: str
+    topic: str
+    origin: str
+
+
+def job_info(rt: JobRuntime) -> JobInfo:
     """What the dashboard needs to know about a job besides its rows (sizing, SLO, model)."""
     sz = rt.sizing
     entry = rt.entry
@@ -147,8 +178,8 @@ class TimelineStore:
             )
 
     # -- writing (the controller) ---------------------------------------------------------
-    def record(self, rt: Any, rep: Any, now: float) -> None:
-        """Append the tick of one job: ``rt`` is the loop's JobRuntime, ``rep`` its JobReport."""
+    def record(self, rt: JobRuntime, rep: JobReport, now: float) -> None:
+        """Append the tick of one job."""
         sz = rt.sizing
         s = rep.sample
         cur = rep.current
@@ -243,7 +274,8 @@ class TimelineStore:
         self, job: str | None = None, *, since: float | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """Rows in time order (the newest ``limit`` when given)."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[str | float] = []
         if job is not None:
             where.append("job = ?")
             args.append(job)

@@ -22,6 +22,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -64,7 +65,7 @@ CREATE TABLE IF NOT EXISTS topic_ids (
 );
 """
 
-Since = float | dt.datetime | pd.Timestamp
+Since: TypeAlias = float | dt.datetime | pd.Timestamp
 
 
 class HistoryError(KaleError):

@@ -360,9 +360,12 @@ def fetch_heads(
     heads: dict[TopicPartition, Head] = {}
     for tp, mark in marks.items():
         assert mark is not None
-        offset, stamp = firsts.get(tp, (None, None))
+        first_offset, first_ms = firsts.get(tp, (None, None))
         heads[tp] = Head(
-            highwater=int(mark), first_offset=offset, first_timestamp_ms=stamp, read_at=read_at
+            highwater=int(mark),
+            first_offset=first_offset,
+            first_timestamp_ms=first_ms,
+            read_at=read_at,
         )
     return heads
 

@@ -9,7 +9,8 @@ functions so a command declares ``callback=positive`` instead of writing its own
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -44,11 +45,14 @@ def _kind(param: click.Parameter) -> str:
     return "number"
 
 
-def _is_number(value: Any) -> bool:
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def positive(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+def positive(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
     """A number or duration > 0 and finite (``None`` passes: the flag was not given)."""
     if value is None:
         return value
@@ -57,7 +61,7 @@ def positive(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
-def non_negative(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+def non_negative(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
     """A number or duration ≥ 0 and finite (``None`` passes)."""
     if value is None:
         return value
@@ -66,7 +70,9 @@ def non_negative(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
-def int_list(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+def int_list(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[int, ...] | None:
     """``1,2,4`` → ``(1, 2, 4)``: positive integers, duplicates dropped, order kept."""
     if value is None:
         return None
@@ -82,7 +88,7 @@ def int_list(ctx: click.Context, param: click.Parameter, value: str | None) -> A
     return tuple(out)
 
 
-def bootstrap_servers(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+def bootstrap_servers(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """``HOST:PORT[,HOST:PORT...]`` with ports 1-65535 (``None`` passes)."""
     if value is None:
         return value
@@ -93,6 +99,6 @@ def bootstrap_servers(ctx: click.Context, param: click.Parameter, value: str | N
     return value
 
 
-def json_option(help: str = "Print the result as JSON.") -> Any:
+def json_option(help: str = "Print the result as JSON.") -> Callable[[_F], _F]:
     """The ``--json`` flag every command takes (the output is a contract)."""
     return click.option("--json", "as_json", is_flag=True, help=help)

@@ -41,11 +41,11 @@ def format_number(value: object, *, digits: int = SIGNIFICANT) -> str:
     return _significant(number, digits)
 
 
-def format_percent(fraction: object, *, digits: int = SIGNIFICANT) -> str:
+def format_percent(fraction: float | None, *, digits: int = SIGNIFICANT) -> str:
     """A fraction (0.0123) as a percentage with the same rule (``1.23%``)."""
     if fraction is None:
         return MISSING
-    text = format_number(100.0 * float(fraction), digits=digits)  # type: ignore[arg-type]
+    text = format_number(100.0 * float(fraction), digits=digits)
     return text if text == MISSING else text + "%"
 
 

@@ -18,7 +18,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar, cast
+
+_M = TypeVar("_M")
 
 
 class FitProgress:
@@ -87,9 +89,10 @@ class FitProgress:
             bar.set_postfix_str(f"{name} took {self.clock() - began:.1f} s")
             bar.update(1)
 
-    def watch(self, model: Any, name: str) -> Any:
-        """``model`` with its ``fit(history, ...)`` shown as one fit (everything else as is)."""
-        return _Watched(model, self, name)
+    def watch(self, model: _M, name: str) -> _M:
+        """``model`` with its ``fit(history, ...)`` shown as one fit (everything else as is:
+        the wrapper passes every other attribute through, so it stands in for the model)."""
+        return cast(_M, _Watched(model, self, name))
 
     # -- drawing ---------------------------------------------------------------------------
     def _open_bar(self) -> Any:

@@ -2,7 +2,10 @@
 
 * ``balance_dqn`` (seed 001) — a node score plugin (:class:`~placement.policies.ScorePolicy`);
 * ``tr_dqn`` (seed 004) — a queue policy (:class:`~placement.queue.base.QueuePolicy`, with
-  ``pick_backfill``).
+  ``pick_backfill``);
+* ``fault_aware`` (seed 000) — a fault-aware node score plugin (``uses_faults``);
+* ``async_transformer`` (seed 003) — a node score plugin that can keep learning online on a
+  second thread (``uses_locality`` where the simulator models data caches).
 
 A saved agent is one ``.pt`` file; ``agent:PATH`` works wherever a policy name goes
 (``placement.policies.make_policy`` and ``placement.queue.priorities.queue_policy`` call
@@ -22,6 +25,8 @@ from placement.agents.common import AgentFileError, load_checkpoint
 AGENTS: dict[str, tuple[str, str]] = {
     "balance_dqn": ("placement.agents.balance_dqn:BalanceDQN", "node"),
     "tr_dqn": ("placement.agents.tr_dqn:TRDQN", "queue"),
+    "fault_aware": ("placement.agents.fault_aware:FaultAwareAgent", "node"),
+    "async_transformer": ("placement.agents.async_transformer:AsyncTransformerAgent", "node"),
 }
 """Agent name → (``module:class``, the interface it serves: ``node`` or ``queue``)."""
 

@@ -23,6 +23,23 @@ from placement.queue.protocol import RLSCHEDULER_STARTS, SEQUENCE_LENGTH
 from placement.workloads.batch import BatchJobs
 
 
+def parse_assignments(assignments: Sequence[str]) -> dict[str, Any]:
+    """``["lr=0.001", "env.nodes=[8, 16]"]`` → overrides (JSON values, else text)."""
+    import json
+
+    out: dict[str, Any] = {}
+    for item in assignments:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise PlacementInputError(f"--set {item!r}: expected KEY=VALUE")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        out[key.strip()] = tuple(value) if isinstance(value, list) else value
+    return out
+
+
 def _with_overrides(settings: Any, overrides: dict[str, Any]) -> Any:
     """``settings`` with top-level fields, or ``env.FIELD`` fields, replaced."""
     top = {k: v for k, v in overrides.items() if "." not in k}
@@ -54,12 +71,19 @@ def train_agent(
         raise PlacementInputError("train for at least one episode")
     cls = agent_class(name)
     settings = _with_overrides(cls.settings_type(seed=seed), overrides or {})
-    if AGENTS[name][1] == "node":
+    builder = getattr(cls, "training_env", None)  # agents whose episodes are not NodeEnv's
+    if builder is not None:
         if not nodes or not pods:
             raise PlacementInputError(
                 f"{name} trains on a node list and a pod list (--nodes, --pods)"
             )
-        env: Any = NodePlacementEnv(list(nodes), list(pods), settings.env)
+        env: Any = builder(settings, nodes=list(nodes), pods=list(pods))
+    elif AGENTS[name][1] == "node":
+        if not nodes or not pods:
+            raise PlacementInputError(
+                f"{name} trains on a node list and a pod list (--nodes, --pods)"
+            )
+        env = NodePlacementEnv(list(nodes), list(pods), settings.env)
     else:
         if jobs is None or not processors:
             raise PlacementInputError(f"{name} trains on an SWF log (--swf) with its machine size")
@@ -110,7 +134,11 @@ def training_summary(agent: Any, out_path: str, plot_path: str | None) -> dict[s
     if plot_path:
         from placement.plots import plot_training
 
-        metric = "allocated_share" if agent.name == "balance_dqn" else None
+        metric = {
+            "balance_dqn": "allocated_share",
+            "fault_aware": "gpu_hours_lost",
+            "async_transformer": "mean_access_s",
+        }.get(agent.name)
         plot_training(records, plot_path, title=f"{agent.name} training", metric=metric)
     return {
         "agent": agent.name,

@@ -58,7 +58,8 @@ def make_policy(name: str, context: PolicyContext | None = None) -> ScorePolicy:
         _check_agent_name(name)
         from placement.agents import node_policy
 
-        return node_policy(name[len(AGENT_PREFIX) :], context or PolicyContext())
+        agent: ScorePolicy = node_policy(name[len(AGENT_PREFIX) :], context or PolicyContext())
+        return agent
     factory = POLICIES.get(name)
     if factory is None:
         raise PlacementInputError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")

@@ -145,7 +145,7 @@ class _Sim:
         # (An estimated end already past counts as "now"; the strict test below then lets
         # nothing backfill, exactly as the reference code's raw past time does.)
         shadow = reservation.start_s
-        chooser: BackfillChooser | None = policy if hasattr(policy, "pick_backfill") else None  # type: ignore[assignment]
+        chooser: BackfillChooser | None = policy if hasattr(policy, "pick_backfill") else None
         while self.size[head] > self.free:
             if chooser is not None:
                 self.backfill_by(chooser, head, shadow)

@@ -20,8 +20,12 @@ out = sys.argv[1]
 info = {k: os.environ[k] for k in ("KALE_WORKER_INDEX", "KALE_WORKERS", "KALE_PS", "KALE_JOB")}
 info["argv"] = sys.argv[2:]
 info["pid"] = os.getpid()
-with open(os.path.join(out, f"w{info['KALE_WORKER_INDEX']}-{os.getpid()}.json"), "w") as f:
+# Written whole or not at all (temp file + rename): the test globs and parses it while
+# the worker may still be writing.
+final = os.path.join(out, f"w{info['KALE_WORKER_INDEX']}-{os.getpid()}.json")
+with open(final + ".part", "w") as f:
     json.dump(info, f)
+os.replace(final + ".part", final)
 if "stubborn" in sys.argv:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if "spawn" in sys.argv:

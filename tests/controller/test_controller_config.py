@@ -33,6 +33,52 @@ def test_cluster_config_with_durations_and_leader_election():
     assert cfg.leader_election.lease_duration == 20.0 and cfg.meter.threads == 8
 
 
+def test_tick_deadlines_and_threads_default_to_fractions_of_the_interval():
+    cfg = parse_controller_config(BASE)
+    assert cfg.tick.write_threads == 8 and cfg.tick.backfill_threads == 2
+    # min(max(2 x meter.timeout, 5 s), interval / 3): two 10 s timeouts, capped at 20 s
+    assert cfg.observe_deadline == 20.0 and cfg.write_deadline == 20.0
+    fast = parse_controller_config({**BASE, "interval": "15s", "meter": {"timeout": "1s"}})
+    assert fast.observe_deadline == 5.0 and fast.write_deadline == 5.0
+
+
+def test_tick_deadlines_and_threads_can_be_set():
+    cfg = parse_controller_config(
+        {
+            **BASE,
+            "tick": {
+                "observeDeadline": "7s",
+                "writeDeadline": "30s",
+                "writeThreads": 16,
+                "backfillThreads": 4,
+            },
+        }
+    )
+    assert cfg.observe_deadline == 7.0 and cfg.write_deadline == 30.0
+    assert cfg.tick.write_threads == 16 and cfg.tick.backfill_threads == 4
+
+
+def test_build_wires_the_tick_settings_into_the_controller(tmp_path):
+    from autoscaler.controller.app import build
+
+    cfg = parse_controller_config(
+        {
+            "jobs": {"directory": str(tmp_path / "jobs")},
+            "stateDir": str(tmp_path / "state"),
+            "metrics": {"port": 0},
+            "tick": {"observeDeadline": "7s", "writeThreads": 3, "backfillThreads": 5},
+        }
+    )
+    (tmp_path / "jobs").mkdir()
+    app = build(cfg, dry_run=True)
+    try:
+        s = app.controller.settings
+        assert (s.observe_deadline_s, s.act_deadline_s, s.act_threads) == (7.0, 20.0, 3)
+        assert app.background is not None and app.background.threads == 5
+    finally:
+        app.close()
+
+
 @pytest.mark.parametrize(
     ("doc", "expected"),
     [
@@ -63,6 +109,18 @@ def test_cluster_config_with_durations_and_leader_election():
         ),
         # an unknown forecast model
         ({**BASE, "forecasting": {"model": "prophet"}}, "forecasting.model"),
+        # one write thread would write inline, without the deadline
+        ({**BASE, "tick": {"writeThreads": 1}}, "tick.writeThreads"),
+        # no backfill thread at all
+        ({**BASE, "tick": {"backfillThreads": 0}}, "tick.backfillThreads"),
+        # a deadline beyond an hour
+        ({**BASE, "tick": {"observeDeadline": "2h"}}, "tick.observeDeadline"),
+        # deadlines that do not fit in the interval name both and the interval
+        (
+            {**BASE, "interval": "60s", "tick": {"observeDeadline": "50s"}},
+            "tick.observeDeadline (50s) + tick.writeDeadline (20s) must be less than "
+            "interval (60s)",
+        ),
         # wrong kind
         ({**BASE, "kind": "ElasticTrainingJob"}, "kind: Input should be 'ControllerConfig'"),
     ],

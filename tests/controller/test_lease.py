@@ -115,6 +115,21 @@ def test_release_hands_over_at_the_next_try(make, clock, api):
     assert b.try_acquire_or_renew()
 
 
+def test_a_lease_without_a_spec_is_free_to_take(make, api):
+    """``spec`` is optional on a Lease (someone made an empty one): nobody holds it."""
+    api.put(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "kale-controller", "namespace": "kale-system"},
+        }
+    )
+    a = make("a")
+    assert a.try_acquire_or_renew()
+    assert lease(api)["spec"]["holderIdentity"] == "a"
+    assert a.release()
+
+
 def test_losing_the_create_race_means_standby(make, api):
     a = make("a")
     api.fail(409, method="POST", path="/leases")

@@ -64,7 +64,7 @@ class Lines:
                 self.lines.append(line)
                 self.cond.notify_all()
 
-    def wait_for(self, pattern: str, timeout: float = 90.0) -> re.Match[str]:
+    def wait_for(self, pattern: str, timeout: float = 180.0) -> re.Match[str]:
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:
@@ -119,7 +119,7 @@ def finish(proc: subprocess.Popen[str], lines: Lines, timeout: float) -> str:
 def assert_nothing_left(state: Path, lines: Lines) -> None:
     broker_port = lines.wait_for(r"broker 127\.0\.0\.1:(\d+)", 1).group(1)
     dash_port = int(lines.wait_for(r"dashboard: http://127\.0\.0\.1:(\d+)/", 1).group(1))
-    deadline = time.monotonic() + 5  # the kernel may take a moment to reap
+    deadline = time.monotonic() + 30  # the kernel may take a moment to reap (longer when busy)
     while leftovers(state, broker_port) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert leftovers(state, broker_port) == []
@@ -130,7 +130,7 @@ def test_a_short_demo_runs_to_its_summary_and_leaves_nothing_behind(tmp_path):
     state = tmp_path / "state"
     proc = start_demo(state, "--minutes", "0.2")
     lines = Lines(proc)
-    out = finish(proc, lines, timeout=120)
+    out = finish(proc, lines, timeout=240)  # ~30 s idle; a guard against a hang, not a target
     assert proc.returncode == 0, lines.text
     assert re.search(r"^kale-live\s+\d", out, re.M), out
     assert re.search(r"^hpa\s+\d", out, re.M) and re.search(r"^kale\s+\d", out, re.M)
@@ -139,7 +139,8 @@ def test_a_short_demo_runs_to_its_summary_and_leaves_nothing_behind(tmp_path):
     assert_nothing_left(state, lines)
     # The run is kept for `kale dashboard --state`: its comparison names the live run.
     result = json.loads((state / "simulation.json").read_text())
-    assert result["policies"]["kale-live"]["steps"] >= 5
+    # About twelve one-second ticks on an idle machine; a busy one may skip some.
+    assert result["policies"]["kale-live"]["steps"] >= 2
     assert result["series"]["policies"]["kale-live"]["time"]
     # ... and where the simulated policies' workers would land (kale scheduler's FGD)
     assert "where their workers land (fgd" in out
@@ -154,7 +155,7 @@ def test_ctrl_c_stops_everything_and_still_prints_the_summary(tmp_path):
         url = lines.wait_for(r"dashboard: (http://\S+)").group(1)
         lines.wait_for(r"\[2/3\] live")
         # The dashboard serves the live controller's jobs while the demo runs.
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         jobs: list = []
         while not jobs and time.monotonic() < deadline:
             with urllib.request.urlopen(url + "api/jobs", timeout=5) as r:
@@ -164,7 +165,7 @@ def test_ctrl_c_stops_everything_and_still_prints_the_summary(tmp_path):
         assert jobs[0]["workers"] >= 1
         lines.wait_for(r"day\s+[\d.]+/")  # the first progress line: ten seconds of replay
         proc.send_signal(signal.SIGINT)
-        out = finish(proc, lines, timeout=60)
+        out = finish(proc, lines, timeout=120)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -231,9 +231,9 @@ def test_a_model_warning_names_kale_once(capsys):
     ``kale: warning:`` prefix and must not say ``kale:`` twice."""
     import logging
 
-    from autoscaler.cli.forecast import _route_library_warnings
+    from autoscaler.cli.forecasters import route_library_warnings
 
-    _route_library_warnings()
+    route_library_warnings()
     logging.getLogger("forecasting.transformer.train").warning(
         "kale: training stopped by the time budget after %d epochs", 2
     )

@@ -91,7 +91,8 @@ def test_a_frozen_broker_is_reported_within_the_request_timeout(tmp_path):
         meter.close()
 
 
-def run_kale(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_kale(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """``kale ARGS`` in a fresh interpreter; ``timeout`` only guards against a hang."""
     return subprocess.run(
         [sys.executable, "-m", "autoscaler.cli.main", *args],
         capture_output=True,
@@ -101,16 +102,15 @@ def run_kale(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str
 
 
 def test_kale_meter_on_a_dead_broker_exits_2_with_one_line():
+    # How fast it gives up is checked in-process above; a subprocess adds interpreter
+    # start-up, which a loaded machine can stretch to anything, so only the outcome is here.
     bootstrap = dead_bootstrap()
-    began = time.monotonic()
     done = run_kale("meter", "--bootstrap", bootstrap, "--topic", "t", "--group", "g")
-    took = time.monotonic() - began
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith(f"kale: error: cannot reach Kafka at {bootstrap} within 5s")
     assert done.stdout == ""
-    assert took < FAST_ENOUGH_S + 10  # includes interpreter start-up
 
 
 def test_kale_meter_on_a_missing_topic_exits_2_naming_it(kafka_broker, topic_name):

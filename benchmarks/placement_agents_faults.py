@@ -1,0 +1,393 @@
+"""Benchmark of ``fault_aware`` (seed 000) beside the placements a user would pick instead.
+
+Run from the repository root::
+
+    nice .venv/bin/python benchmarks/placement_agents_faults.py            # judge the shipped agent
+    nice .venv/bin/python benchmarks/placement_agents_faults.py --train    # retrain it first
+    nice .venv/bin/python benchmarks/placement_agents_faults.py --batches 4 --json-out f.json
+
+``--train`` retrains ``examples/placement/agents/fault_aware.pt`` with :data:`SHIPPED` on
+the data in ``$KALE_PLACEMENT_DATA`` only: batches drawn from the first 70 % of the openb
+pod list (by creation time), on random 8–16-node shares of the node list, under fault
+patterns drawn from a range, with batch seeds from 200,000 up. Nothing judged is trained on:
+
+* **batches** come from the last 30 % of the pod list, with seeds from 900,000 up, on
+  clusters of the training size and on 64–128-node clusters the agent never saw;
+* **fault patterns** are named ones (:data:`JUDGED_PATTERNS`) on seeds of their own: which
+  GPUs and nodes are flaky is new in every batch, and ``default`` is the ``--faults
+  default`` model, far milder than any training pattern.
+
+Judged (seed 000's experiment): each batch's makespan, restarts and GPU-hours lost to
+failures, mean JCT, for random units (the document's reference), first-fit, BestFit, FGD,
+fault-bestfit, the agent, the agent blind to faults (its fault inputs zeroed: the same
+network, fault-oblivious), and an *oracle* (fault-bestfit told the truly flaky GPUs: a bound
+on what fault history can buy). Also the decision latency on the whole 1,213-node cluster.
+Prints tables and writes JSON; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import asdict, replace  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from placement.agents import load_agent  # noqa: E402
+from placement.agents.training import train_agent  # noqa: E402
+from placement.cluster import Cluster  # noqa: E402
+from placement.env.fault_batch import (  # noqa: E402
+    FaultBatchEnv,
+    FaultBatchSettings,
+    RandomUnitPolicy,
+    run_batch,
+)
+from placement.env.locality_env import split_pods  # noqa: E402
+from placement.fault_patterns import FaultPattern  # noqa: E402
+from placement.frag import typical_pods  # noqa: E402
+from placement.placer import choose, place, tie_order  # noqa: E402
+from placement.policies import PolicyContext, ScorePolicy, make_policy  # noqa: E402
+from placement.policies.fault_aware import FaultAwareBestFitPolicy  # noqa: E402
+from placement.workloads.openb import load_nodes, load_pods  # noqa: E402
+
+DATA = Path(os.environ.get("KALE_PLACEMENT_DATA", "/work/shared/data/placement"))
+OUT = _HERE.parent / "examples" / "placement" / "agents"
+BATCH = FaultBatchSettings()
+"""The training batches (the agent's defaults): 32–64 nodes, one GPU job per GPU arriving over
+a period at a load of 0.5–1, 10 % multi-GPU, runs clipped to 24 h, patterns of 5–20 % flaky
+GPUs at 0.05–0.5 failures per hour (decision 0153)."""
+SHIPPED = {"episodes": 300, "seed": 0, "overrides": {}}
+"""The shipped agent's training: ``kale place train --agent fault_aware --episodes 300`` with
+the defaults (chosen on training batches only; decision 0152)."""
+ALL_AT_ONCE = replace(
+    BATCH,
+    nodes=(8, 16),
+    jobs_per_gpu=2.0,
+    offered_load=None,
+    multi_gpu_share=0.3,
+    max_run_s=4 * 3600,
+)
+"""The document's batch: every job submitted at once, the cluster oversubscribed."""
+JUDGED_PATTERNS = {
+    "flaky-gpus": FaultPattern(flaky_share=0.08, flaky_rate=0.1, name="flaky-gpus"),
+    "flaky-nodes": FaultPattern(
+        flaky_share=0.02, flaky_rate=0.1, flaky_node_share=0.05, name="flaky-nodes"
+    ),
+    "heavy": FaultPattern(flaky_share=0.15, flaky_rate=0.3, flaky_node_share=0.02, name="heavy"),
+    "default": FaultPattern(flaky_share=0.05, flaky_rate=1e-3, name="default"),
+}
+JUDGED_SEED = 900_000
+POLICIES = (
+    "random-units",
+    "first-fit",
+    "bestfit",
+    "fgd",
+    "fault-bestfit",
+    "fault_aware",
+    "fault_aware-blind",
+    "oracle",
+)
+
+
+class FirstFitPolicy(ScorePolicy):
+    """The first feasible node in the node list's order (the default scheduler's fallback)."""
+
+    name = "first-fit"
+
+    def __init__(self, context: PolicyContext | None = None) -> None:
+        pass
+
+    def score(self, pod, cluster, nodes):  # type: ignore[no-untyped-def]
+        return -np.asarray(nodes, np.int64)
+
+
+class OraclePolicy(FaultAwareBestFitPolicy):
+    """fault-bestfit told which GPUs are truly flaky (one "fault" each), not their history."""
+
+    name = "oracle"
+
+    def __init__(self, context: PolicyContext, flaky: np.ndarray) -> None:
+        super().__init__(context)
+        self.flaky = flaky
+
+    def observe_faults(self, node_faults: np.ndarray, gpu_faults: np.ndarray) -> None:
+        super().observe_faults(self.flaky.sum(axis=1), self.flaky)
+
+
+def _flaky_matrix(batch) -> np.ndarray:  # type: ignore[no-untyped-def]
+    c = Cluster(batch.nodes)
+    unit_node = np.repeat(np.arange(len(c)), c.gpu_count)
+    offset = np.concatenate([[0], np.cumsum(c.gpu_count)])
+    flaky = np.zeros((len(c), max(c.max_gpus, 1)), np.int64)
+    base = float(np.min(batch.faults.rate_per_hour))
+    flaky[unit_node, np.arange(len(unit_node)) - offset[unit_node]] = (
+        batch.faults.rate_per_hour > base
+    )
+    return flaky
+
+
+def _factory(name: str, agent, batch) -> Callable[[PolicyContext], ScorePolicy]:  # type: ignore[no-untyped-def]
+    if name == "random-units":
+        return RandomUnitPolicy
+    if name == "first-fit":
+        return FirstFitPolicy
+    if name == "fault_aware":
+        return agent.policy
+    if name == "fault_aware-blind":
+
+        def blind(ctx: PolicyContext) -> ScorePolicy:
+            policy = agent.policy(ctx)
+            policy.uses_faults = False  # never fed: sees no failure at all
+            return policy
+
+        return blind
+    if name == "oracle":
+        flaky = _flaky_matrix(batch)
+        return lambda ctx: OraclePolicy(ctx, flaky)
+    return lambda ctx: make_policy(name, ctx)
+
+
+def judge_batches(agent, nodes, held, *, label, settings, count, typical) -> dict:  # type: ignore[no-untyped-def]
+    """Every policy on ``count`` batches per judged pattern; per-policy means and the
+    per-batch paired differences against BestFit."""
+    env = FaultBatchEnv(nodes, held, settings)
+    rows: dict[str, list[tuple[float, float, float, float]]] = {p: [] for p in POLICIES}
+    seconds: dict[str, float] = dict.fromkeys(POLICIES, 0.0)
+    for p_index, (pname, pattern) in enumerate(JUDGED_PATTERNS.items()):
+        for k in range(count):
+            batch = env.draw(JUDGED_SEED + 1000 * p_index + k, pattern=pattern)
+            for name in POLICIES:
+                started = time.perf_counter()
+                factory = _factory(name, agent, batch)
+                r = run_batch(batch, factory, settings=settings, typical=typical)
+                seconds[name] += time.perf_counter() - started
+                rows[name].append(
+                    (r.makespan_s / 3600, r.restarts, r.gpu_hours_lost, r.mean_jct_s / 3600)
+                )
+        print(f"  {label}: pattern {pname} done", file=sys.stderr, flush=True)
+    base = np.array(rows["bestfit"])
+    out = {}
+    for name in POLICIES:
+        a = np.array(rows[name])
+        diff = a - base
+        n = len(a)
+        out[name] = {
+            "makespan_h": float(a[:, 0].mean()),
+            "restarts": float(a[:, 1].mean()),
+            "gpu_hours_lost": float(a[:, 2].mean()),
+            "mean_jct_h": float(a[:, 3].mean()),
+            "makespan_vs_bestfit_pct": float(100 * np.mean(diff[:, 0] / base[:, 0])),
+            "makespan_vs_bestfit_se_pct": float(100 * np.std(diff[:, 0] / base[:, 0]) / np.sqrt(n)),
+            "lost_vs_bestfit": float(diff[:, 2].mean()),
+            "lost_vs_bestfit_se": float(diff[:, 2].std() / np.sqrt(n)),
+            "batches": n,
+            "seconds_per_batch": seconds[name] / n,
+            "per_pattern": {
+                pname: {
+                    "makespan_h": float(a[i * count : (i + 1) * count, 0].mean()),
+                    "restarts": float(a[i * count : (i + 1) * count, 1].mean()),
+                    "gpu_hours_lost": float(a[i * count : (i + 1) * count, 2].mean()),
+                }
+                for i, pname in enumerate(JUDGED_PATTERNS)
+            },
+        }
+    return out
+
+
+def judge_timed(agent, nodes, held, typical) -> dict:  # type: ignore[no-untyped-def]
+    """The held-out trace through the timed simulator (FCFS + EASY, a tenth of the nodes,
+    arrivals 100× faster), one judged pattern with 3 days of history: ``kale place timed``'s
+    numbers."""
+    from placement.fault_patterns import pattern_model
+    from placement.faults import FaultSettings
+    from placement.node_pool import NodePool, openb_jobs
+    from placement.queue.priorities import queue_policy
+    from placement.timed import simulate_timed
+    from placement.timed_experiment import summarise_timed
+    from placement.workloads.batch import compress_arrivals
+
+    jobs, kept, _ = openb_jobs(held)
+    jobs = compress_arrivals(jobs, 100.0)
+    out: dict = {}
+    for seed in (0, 1):
+        rng = np.random.default_rng([JUDGED_SEED + seed, 0x5A1E])
+        subset = [nodes[i] for i in np.sort(rng.choice(len(nodes), len(nodes) // 10, False))]
+        cluster = Cluster(subset)
+        unit_node = np.repeat(np.arange(len(cluster)), cluster.gpu_count)
+        settings = FaultSettings(history_s=3 * 86400.0, window_s=3 * 86400.0)
+        for pname in ("flaky-gpus", "flaky-nodes"):
+            faults = pattern_model(
+                JUDGED_PATTERNS[pname], unit_node, seed=JUDGED_SEED + seed, settings=settings
+            )
+            for name in ("bestfit", "fgd", "fault-bestfit", "fault_aware"):
+                ctx = PolicyContext(rng=np.random.default_rng(seed), typical=typical)
+                policy = agent.policy(ctx) if name == "fault_aware" else make_policy(name, ctx)
+                pool = NodePool(
+                    subset,
+                    [(p,) for p in kept],
+                    policy,
+                    rank=tie_order(len(subset), np.random.default_rng(seed)),
+                    typical=typical,
+                    fault_window_s=settings.window_s,
+                )
+                run = simulate_timed(
+                    jobs,
+                    pool,
+                    policy=queue_policy("fcfs"),
+                    backfill=True,
+                    faults=faults,
+                    seed=seed,
+                    record_timeline=False,
+                )
+                m = summarise_timed(run)
+                out.setdefault(name, []).append(
+                    {
+                        k: m[k]
+                        for k in (
+                            "makespan_s",
+                            "mean_wait_s",
+                            "mean_jct_s",
+                            "restarts",
+                            "gpu_hours_lost",
+                            "unit_failures",
+                        )
+                    }
+                )
+        print(f"  timed: seed {seed} done", file=sys.stderr, flush=True)
+    return {
+        name: {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
+        | {"per_run_lost": [r["gpu_hours_lost"] for r in runs]}
+        for name, runs in out.items()
+    }
+
+
+def decision_latency(agent, nodes, pods) -> dict:  # type: ignore[no-untyped-def]
+    """Milliseconds per decision on the whole cluster, a third full, 2 % GPUs with faults."""
+    cluster = Cluster(nodes)
+    rng = np.random.default_rng(0)
+    rank = tie_order(len(cluster), rng)
+    bestfit = make_policy("bestfit")
+    gpu_pods = [p for p in pods if p.num_gpu]
+    for pod in gpu_pods[:2500]:
+        place(pod, cluster, bestfit, rank=rank)
+    policy = agent.policy()
+    faults = (rng.random((len(cluster), cluster.max_gpus)) < 0.02).astype(np.int64)
+    policy.observe_faults(faults.sum(axis=1), faults)
+    times, cpu = [], []
+    for pod in gpu_pods[2500:2800]:
+        started, cpu_started = time.perf_counter(), time.thread_time()
+        choose(pod, cluster, policy, rank=rank)
+        times.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.thread_time() - cpu_started) * 1000)
+    t, c = np.array(times), np.array(cpu)
+    return {
+        "nodes": len(cluster),
+        "gpus": int(cluster.gpu_count.sum()),
+        "gpu_allocated_share": cluster.allocated_gpu_milli / cluster.total_gpu_milli,
+        "ms_mean": float(t.mean()),
+        "ms_median": float(np.median(t)),
+        "ms_p95": float(np.percentile(t, 95)),
+        "cpu_ms_mean": float(c.mean()),
+        "cpu_ms_median": float(np.median(c)),
+        "cpu_ms_p95": float(np.percentile(c, 95)),
+        "decisions": len(t),
+    }
+
+
+def train(nodes, pods) -> dict:  # type: ignore[no-untyped-def]
+    OUT.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()[0]
+    started = time.perf_counter()
+    agent = train_agent("fault_aware", nodes=nodes, pods=pods, **SHIPPED)  # type: ignore[arg-type]
+    seconds = time.perf_counter() - started
+    agent.save(OUT / "fault_aware.pt")
+    return {"seconds": seconds, "load_before": load_before, "load_after": os.getloadavg()[0]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train", action="store_true", help="retrain the shipped agent first")
+    parser.add_argument("--agent", default=str(OUT / "fault_aware.pt"))
+    parser.add_argument("--batches", type=int, default=8, help="batches per pattern and size")
+    parser.add_argument("--json-out", default=None)
+    args = parser.parse_args()
+
+    nodes = load_nodes(DATA / "openb_node_list_gpu_node.csv")
+    pods = load_pods(DATA / "openb_pod_list_default.csv")
+    report: dict = {
+        "settings": {
+            "batch": asdict(BATCH),
+            "judged_patterns": {k: asdict(v) for k, v in JUDGED_PATTERNS.items()},
+        }
+    }
+    if args.train:
+        report["training"] = train(nodes, pods)
+        print(f"trained in {report['training']['seconds']:.0f} s", file=sys.stderr)
+    agent = load_agent(args.agent, kind="node")
+    report["training_curve_seconds"] = agent.curve.seconds
+    _, held = split_pods(pods, BATCH.train_share)
+    typical = typical_pods(held)
+    sizes = {
+        "training size (32-64 nodes)": (BATCH, args.batches),
+        "larger (128-256 nodes, never trained on)": (
+            replace(BATCH, nodes=(128, 256)),
+            max(1, args.batches // 2),
+        ),
+        "all at once (8-16 nodes, oversubscribed)": (ALL_AT_ONCE, args.batches),
+    }
+    report["batches"] = {}
+    for label, (settings, count) in sizes.items():
+        result = judge_batches(
+            agent, nodes, held, label=label, settings=settings, count=count, typical=typical
+        )
+        report["batches"][label] = result
+        print(f"\n## {label}: {count} batches × {len(JUDGED_PATTERNS)} patterns")
+        print(
+            "| policy | makespan h | Δ vs BestFit % | restarts | GPU-h lost "
+            "| Δ lost vs BestFit | JCT h |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        for name, m in result.items():
+            print(
+                f"| {name} | {m['makespan_h']:.2f} | {m['makespan_vs_bestfit_pct']:+.1f} ± "
+                f"{m['makespan_vs_bestfit_se_pct']:.1f} | {m['restarts']:.1f} | "
+                f"{m['gpu_hours_lost']:.1f} | {m['lost_vs_bestfit']:+.1f} ± "
+                f"{m['lost_vs_bestfit_se']:.1f} | {m['mean_jct_h']:.2f} |"
+            )
+    report["timed"] = judge_timed(agent, nodes, held, typical)
+    print(
+        "\n## held-out trace, timed (FCFS + EASY, 10 % of nodes, arrivals ×100), "
+        "2 seeds × 2 patterns"
+    )
+    print("| placement | makespan h | mean wait s | mean JCT s | restarts | GPU-h lost |")
+    print("|---|---|---|---|---|---|")
+    for name, m in report["timed"].items():
+        print(
+            f"| {name} | {m['makespan_s'] / 3600:.1f} | {m['mean_wait_s']:.0f} | "
+            f"{m['mean_jct_s']:.0f} | {m['restarts']:.1f} | {m['gpu_hours_lost']:.1f} |"
+        )
+    report["latency"] = decision_latency(agent, nodes, pods)
+    lat = report["latency"]
+    print(
+        f"\ndecision on {lat['nodes']} nodes / {lat['gpus']} GPUs: mean {lat['ms_mean']:.2f} ms, "
+        f"median {lat['ms_median']:.2f} ms, p95 {lat['ms_p95']:.2f} ms; CPU time mean "
+        f"{lat['cpu_ms_mean']:.2f} ms, median {lat['cpu_ms_median']:.2f}, p95 "
+        f"{lat['cpu_ms_p95']:.2f} "
+        f"(load average {os.getloadavg()[0]:.1f})"
+    )
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()

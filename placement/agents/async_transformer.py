@@ -1,0 +1,423 @@
+"""``async_transformer`` (seed 003): node placement that learns online without blocking.
+
+The document's scheduler, on a GPU cluster with data locality (``placement.locality``):
+
+* **Network** — two stacked standard transformer encoders and a linear head. Its input is
+  the small observation vector of ``placement.env.locality_features`` (eight features) for
+  each slot of the preset action set (candidate nodes); the encoders attend across the
+  candidates and the head gives each one a Q value (the document's output layer, one
+  neuron per action). The document's width is 512 with 4 heads; the default here is 64
+  with 4 heads (decision 0156 measures both against the 5 ms budget).
+* **Decision thread** — the simulator's (or scheduler's) thread: for each pod it builds the
+  observation, runs the current *inference* snapshot, and takes the best action, or with
+  probability ε another one at random; the experience (observation, action, reward, next
+  observation) goes to the shared buffer.
+* **Training thread** — trains the *training* network (same structure) on batches from the
+  buffer with the TD target ``r + γ · max Q_inference(s′, ·)`` and the document's loss
+  ``|p − h| · log(1 + e^{−|p − h|})`` (or MSE); every ``copy_every`` decisions its weights
+  are copied into a new inference snapshot (``placement.agents.online``).
+* **Reward** — the document's: access latency (read + eviction, in units of
+  ``latency_norm_s``) with a negative sign, plus ``rho`` × the GPU utilisation after the
+  placement.
+
+``synchronous=True`` runs the training steps inline at the same decision counts: the run
+is then deterministic (tests, reproducible training). The default threaded mode is not:
+when a step lands depends on the machine. ``learn`` on a policy keeps the agent learning
+while it is judged (online, as the document runs it); ``agent:PATH`` runs it frozen.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from placement.agents.common import (
+    TrainingCurve,
+    configure,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+    settings_from_dict,
+)
+from placement.agents.online import ExperienceBuffer, SnapshotPublisher, TrainerThread
+from placement.cluster import Cluster, NodeSpec
+from placement.env.locality_env import (
+    SequenceSettings,
+    draw_sequence,
+    run_sequence,
+    split_pods,
+)
+from placement.env.locality_features import TOKEN_FEATURES, Candidates, candidate_tokens
+from placement.locality import Access, DataCaches
+from placement.pod import Pod
+from placement.policies.base import PolicyContext, ScorePolicy
+
+NAME = "async_transformer"
+EPISODE_SEED_BASE = 300_000
+F = len(TOKEN_FEATURES)
+LOSSES = ("critical", "mse")
+
+
+@dataclass(frozen=True)
+class AsyncTransformerSettings:
+    """Every knob of the agent and its training (the seed included)."""
+
+    seed: int = 0
+    d_model: int = 64
+    heads: int = 4
+    layers: int = 2
+    ffn: int = 128
+    dropout: float = 0.25
+    slots: int = 8
+    """Size of the preset action set (candidate nodes per decision; decision 0158)."""
+    gamma: float = 0.9
+    lr: float = 1e-3
+    epsilon: float = 0.05
+    buffer: int = 1024
+    batch: int = 128
+    batches_per_step: int = 8
+    warmup: int = 1024
+    """Experiences in the buffer before the first training step."""
+    train_every: int = 512
+    """Decisions between training steps."""
+    copy_every: int = 1024
+    """Decisions between weight copies into the inference network."""
+    loss: str = "critical"
+    rho: float = 0.1
+    """Weight of the utilisation term of the reward."""
+    latency_norm_s: float = 100.0
+    synchronous: bool = True
+    """Train inline at fixed decision counts (repeatable); False: the training thread."""
+    env: SequenceSettings = field(default_factory=SequenceSettings)
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            from placement.errors import PlacementInputError
+
+            raise PlacementInputError(f"loss must be one of {LOSSES}, not {self.loss!r}")
+
+
+class QNet(nn.Module):
+    """Two stacked transformer encoders over the candidate slots, a linear head per slot."""
+
+    def __init__(self, s: AsyncTransformerSettings) -> None:
+        super().__init__()
+        self.embed = nn.Linear(F, s.d_model)
+        layer = nn.TransformerEncoderLayer(
+            s.d_model, s.heads, s.ffn, s.dropout, batch_first=True, norm_first=False
+        )
+        self.encoder = nn.TransformerEncoder(layer, s.layers, enable_nested_tensor=False)
+        self.head = nn.Linear(s.d_model, 1)
+
+    def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h = self.encoder(self.embed(tokens), src_key_padding_mask=~mask)
+        return self.head(h).squeeze(-1).masked_fill(~mask, -1e9)
+
+
+@dataclass
+class _Pending:
+    tokens: np.ndarray
+    mask: np.ndarray
+    action: int
+    reward: float | None = None
+
+
+class AsyncTransformerAgent:
+    """The agent: both threads, learning, saving (module docstring)."""
+
+    name = NAME
+    settings_type = AsyncTransformerSettings
+
+    def __init__(
+        self, settings: AsyncTransformerSettings | None = None, *, device: str = "cpu"
+    ) -> None:
+        self.settings = s = settings or AsyncTransformerSettings()
+        self.device = configure(s.seed, device)
+        self.net = QNet(s).to(self.device)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=s.lr)
+        self.publisher = SnapshotPublisher(self.net)
+        self.buffer = self._buffer()
+        self.rng = np.random.default_rng([s.seed, 0xDEC])
+        self.train_rng = np.random.default_rng([s.seed, 0x7EA])
+        self.curve = TrainingCurve()
+        self.decisions = 0
+        self.pending: _Pending | None = None
+        self.trainer = TrainerThread(self._step, self._publish, synchronous=s.synchronous)
+        self.latency_s: list[float] = []
+        """Wall seconds per decision (observation, inference, choice, recording)."""
+        self.cpu_s: list[float] = []
+        """The deciding thread's CPU seconds per decision (what a loaded machine adds to the
+        wall time is waiting for a core)."""
+        self.used_versions: list[int] = []
+        """Snapshot version behind each decision (recorded while learning)."""
+
+    def _buffer(self) -> ExperienceBuffer:
+        s = self.settings
+        return ExperienceBuffer(
+            s.buffer,
+            {
+                "tokens": ((s.slots, F), np.float32),
+                "mask": ((s.slots,), bool),
+                "action": ((), np.int64),
+                "reward": ((), np.float32),
+                "next_tokens": ((s.slots, F), np.float32),
+                "next_mask": ((s.slots,), bool),
+                "done": ((), np.float32),
+            },
+        )
+
+    # -- the decision thread --------------------------------------------------------------
+    def _tensor(self, array: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.as_tensor(np.ascontiguousarray(array), dtype=dtype, device=self.device)
+
+    def q_values(self, cands: Candidates) -> tuple[np.ndarray, int]:
+        """Q of each real candidate under the current inference snapshot, and its version."""
+        snap = self.publisher.current()
+        with torch.inference_mode():
+            q = snap.net(
+                self._tensor(cands.tokens[None]), self._tensor(cands.mask[None], torch.bool)
+            )
+        return q[0, : len(cands.nodes)].cpu().numpy().astype(np.float64), snap.version
+
+    def decide(self, cands: Candidates, *, explore: bool, learn: bool) -> tuple[int, np.ndarray]:
+        """(index of the chosen candidate, every candidate's Q); learning records it."""
+        q, version = self.q_values(cands)
+        index = int(np.argmax(q))
+        if explore and len(q) > 1 and self.rng.random() < self.settings.epsilon:
+            others = np.delete(np.arange(len(q)), index)  # "another action than the best"
+            index = int(self.rng.choice(others))
+        if learn:
+            self.used_versions.append(version)
+            self._record(cands, index)
+        return index, q
+
+    def _record(self, cands: Candidates, index: int) -> None:
+        s = self.settings
+        if self.pending is not None:
+            self._store(self.pending, cands.tokens, cands.mask, done=False)
+        self.pending = _Pending(cands.tokens, cands.mask, index)
+        self.decisions += 1
+        steps = int(self.decisions % s.train_every == 0 and len(self.buffer) >= s.warmup)
+        copy_now = self.decisions % s.copy_every == 0
+        if steps or copy_now:
+            self.trainer.request(steps=steps, copy_weights=copy_now)
+
+    def _store(self, p: _Pending, tokens: np.ndarray, mask: np.ndarray, *, done: bool) -> None:
+        if p.reward is None:
+            return  # the placement was undone before its data was read: no outcome
+        self.buffer.add(
+            tokens=p.tokens,
+            mask=p.mask,
+            action=p.action,
+            reward=p.reward,
+            next_tokens=tokens,
+            next_mask=mask,
+            done=float(done),
+        )
+
+    def reward(self, access: Access, utilisation: float) -> float:
+        """The document's reward: −access latency (normalised) and the utilisation term."""
+        s = self.settings
+        return s.rho * utilisation - (1.0 - s.rho) * access.latency_s / s.latency_norm_s
+
+    def observe_reward(self, reward: float) -> None:
+        if self.pending is not None and self.pending.reward is None:
+            self.pending.reward = reward
+
+    def end_episode(self) -> None:
+        """The sequence ended: the last decision's experience is terminal."""
+        if self.pending is not None:
+            self._store(self.pending, self.pending.tokens, self.pending.mask, done=True)
+        self.pending = None
+
+    # -- the training thread ----------------------------------------------------------------
+    def losses(self, batch: dict[str, np.ndarray]) -> torch.Tensor:
+        """The TD loss on a batch (the document's critical-factor loss or MSE)."""
+        s = self.settings
+        t = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
+        q = self.net(t["tokens"], t["mask"]).gather(1, t["action"].unsqueeze(1)).squeeze(1)
+        with torch.inference_mode():
+            nq = self.publisher.current().net(t["next_tokens"], t["next_mask"]).max(dim=1).values
+            nq = torch.where(t["next_mask"].any(dim=1), nq, torch.zeros_like(nq))
+        target = t["reward"] + s.gamma * (1.0 - t["done"]) * nq.clone()
+        delta = (q - target).abs()
+        if s.loss == "mse":
+            return torch.mean(delta**2)
+        return torch.mean(delta * torch.log1p(torch.exp(-delta)))
+
+    def _step(self) -> float | None:
+        s = self.settings
+        if len(self.buffer) < min(s.warmup, s.buffer):
+            return None
+        self.net.train()
+        total = 0.0
+        for _ in range(s.batches_per_step):
+            loss = self.losses(self.buffer.sample(s.batch, self.train_rng))
+            self.optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
+            self.optimizer.step()
+            total += float(loss.detach())
+        return total / s.batches_per_step
+
+    def _publish(self) -> None:
+        self.publisher.publish(self.net)
+
+    # -- training ---------------------------------------------------------------------------
+    def policy(
+        self, context: PolicyContext | None = None, *, explore: bool = False, learn: bool = False
+    ) -> AsyncTransformerPolicy:
+        return AsyncTransformerPolicy(self, context, explore=explore, learn=learn)
+
+    def start(self) -> None:
+        """Start the training thread (threaded mode; a no-op when synchronous)."""
+        self.trainer.start()
+
+    def go_online(self, **changes: Any) -> AsyncTransformerAgent:
+        """Switch to the threaded trainer (and apply setting ``changes``, e.g. how often to
+        train and copy): the document's online mode, for a deployed agent."""
+        from dataclasses import replace
+
+        self.trainer.stop()
+        self.settings = replace(self.settings, synchronous=False, **changes)
+        self.trainer = TrainerThread(self._step, self._publish, synchronous=False)
+        return self
+
+    def stop(self) -> None:
+        """Finish requested steps, copy the weights one last time, end the thread."""
+        self.trainer.request(copy_weights=True)
+        self.trainer.stop()
+
+    def train(
+        self,
+        data: tuple[Sequence[NodeSpec], Sequence[Pod]],
+        episodes: int,
+        *,
+        on_episode: Callable[[dict[str, float]], None] | None = None,
+    ) -> TrainingCurve:
+        """Run ``episodes`` training sequences (``data``: nodes and *training* pods) online."""
+        nodes, pods = data
+        s = self.settings
+        torch.manual_seed(s.seed)  # dropout draws from torch's global generator
+        started = time.perf_counter()
+        self.start()
+        try:
+            for episode in range(episodes):
+                seq = draw_sequence(
+                    nodes, pods, s.env, seed=EPISODE_SEED_BASE + 1000 * s.seed + episode
+                )
+                first = len(self.latency_s)
+                run, pool = run_sequence(
+                    seq, lambda ctx: self.policy(ctx, explore=True, learn=True), s.env
+                )
+                self.end_episode()
+                done = ~np.isnan(run.end_s)
+                lat = np.array(self.latency_s[first:]) * 1000.0
+                record = {
+                    "episode": episode,
+                    "return": -pool.locality_summary()["mean_access_s"],
+                    "loss": float(np.mean(self.trainer.losses[-20:]))
+                    if self.trainer.losses
+                    else float("nan"),
+                    "mean_wait_s": float(np.mean(run.wait_s[done])) if done.any() else 0.0,
+                    "mean_jct_s": float(np.mean(run.end_s[done] - seq.jobs.submit_s[done]))
+                    if done.any()
+                    else 0.0,
+                    **pool.locality_summary(),
+                    "decisions": self.decisions,
+                    "train_steps": self.trainer.steps,
+                    "decision_ms_p50": float(np.percentile(lat, 50)) if len(lat) else 0.0,
+                    "decision_ms_p95": float(np.percentile(lat, 95)) if len(lat) else 0.0,
+                    "seconds": time.perf_counter() - started,
+                }
+                self.curve.add(**record)
+                if on_episode is not None:
+                    on_episode(record)
+        finally:
+            self.stop()
+        self.curve.seconds += time.perf_counter() - started
+        return self.curve
+
+    @classmethod
+    def training_env(
+        cls, settings: AsyncTransformerSettings, *, nodes: list[NodeSpec], pods: list[Pod]
+    ) -> tuple[list[NodeSpec], list[Pod]]:
+        """The nodes and the training share of ``pods`` (``kale place train``)."""
+        train, _ = split_pods(pods, settings.env.train_share)
+        if not train:
+            from placement.errors import PlacementInputError
+
+            raise PlacementInputError("no pod with creation, scheduled and deletion times")
+        return nodes, train
+
+    # -- files --------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        save_checkpoint(
+            path, agent=NAME, settings=self.settings, networks={"net": self.net}, curve=self.curve
+        )
+
+    @classmethod
+    def from_payload(
+        cls, payload: dict[str, Any], *, path: str, device: str = "cpu"
+    ) -> AsyncTransformerAgent:
+        settings = settings_from_dict(AsyncTransformerSettings, payload["settings"])
+        agent = cls(settings, device=device)
+        load_weights(agent.net, payload["networks"].get("net"), path=path, name="net")
+        agent.publisher = SnapshotPublisher(agent.net)
+        curve = payload.get("curve", {})
+        agent.curve = TrainingCurve(list(curve.get("records", [])), float(curve.get("seconds", 0)))
+        return agent
+
+    @classmethod
+    def load(cls, path: str | Path, *, device: str = "cpu") -> AsyncTransformerAgent:
+        return cls.from_payload(load_checkpoint(path), path=str(path), device=device)
+
+
+class AsyncTransformerPolicy(ScorePolicy):
+    """The agent as a node score plugin: the chosen candidate scores highest, the other
+    candidates by their Q rank, every other feasible node 0."""
+
+    name = NAME
+    uses_locality = True
+
+    def __init__(
+        self,
+        agent: AsyncTransformerAgent,
+        context: PolicyContext | None = None,
+        *,
+        explore: bool = False,
+        learn: bool = False,
+    ) -> None:
+        self.agent, self.explore, self.learn = agent, explore, learn
+        self.caches: DataCaches | None = None
+        self._cluster: Cluster | None = None
+
+    def observe_locality(self, caches: DataCaches) -> None:
+        self.caches = caches
+
+    def observe_access(self, pod: Pod, node: int, access: Access) -> None:
+        if self.learn and self._cluster is not None:
+            c = self._cluster
+            util = c.allocated_gpu_milli / max(c.total_gpu_milli, 1)
+            self.agent.observe_reward(self.agent.reward(access, util))
+
+    def score(self, pod: Pod, cluster: Cluster, nodes: np.ndarray) -> np.ndarray:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        self._cluster = cluster
+        cands = candidate_tokens(pod, cluster, nodes, self.caches, slots=self.agent.settings.slots)
+        index, q = self.agent.decide(cands, explore=self.explore, learn=self.learn)
+        self.agent.latency_s.append(time.perf_counter() - wall)
+        self.agent.cpu_s.append(time.thread_time() - cpu)
+        order = np.argsort(nodes, kind="stable")
+        position = order[np.searchsorted(nodes[order], cands.nodes)]
+        scores = np.zeros(len(nodes), np.int64)
+        scores[position] = np.unique(q, return_inverse=True)[1].reshape(-1) + 1
+        scores[position[index]] = scores.max() + 1
+        return scores

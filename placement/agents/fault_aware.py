@@ -1,0 +1,364 @@
+"""``fault_aware`` (seed 000): actor-critic placement of GPU jobs on GPUs that fail.
+
+The document's agent, rebuilt for a cluster of any size:
+
+* **Policy network** — a probability per computing unit. Here one shared network scores
+  each candidate GPU's row (``placement.env.unit_features``: the unit, its node, the job
+  and the cluster), and a softmax over the candidates is the document's ``p_i``. Occupied
+  and faulty units are masked by never being candidates (a down GPU reads 0 free). A job
+  of ``n`` GPUs is placed one unit at a time, the state recomputed after each pick, until
+  ``n`` are placed (all on one node: a pod's GPUs share a node). Greedy (``p_k = max``)
+  when deployed; sampled while training.
+* **Value network** — the state's long-term value ``V``: the job and cluster row and the
+  mean and max of a per-unit encoding of the candidates.
+* **Replay stack** that overflows its oldest sample; each update draws as many samples as
+  the last batch produced (the document's dynamic batch).
+* **Reward** (``placement.env.fault_batch``): the batch's makespan ``T_rl`` against the
+  best of ``K`` random placements of the same batch; optionally also the GPU-hours lost
+  to failures against the random placements' (``lost_weight``; decision 0152).
+
+Learning is advantage actor-critic on the replayed samples; because a replayed sample was
+drawn by an older policy, the actor's step uses the clipped probability ratio of PPO
+(``clip``), which keeps old samples from pushing the policy further than they justify.
+
+CPU-only pods hold no GPU and no GPU failure can kill them: they are placed by BestFit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from placement.agents.common import (
+    ReplayBuffer,
+    TrainingCurve,
+    configure,
+    load_checkpoint,
+    load_weights,
+    mlp,
+    save_checkpoint,
+    settings_from_dict,
+)
+from placement.cluster import Cluster, NodeSpec
+from placement.env.fault_batch import FaultBatchEnv, FaultBatchSettings
+from placement.env.locality_env import split_pods
+from placement.env.unit_features import JOB_FEATURES, UNIT_FEATURES, UnitRows, unit_rows
+from placement.pod import Pod
+from placement.policies.base import PolicyContext, ScorePolicy
+from placement.policies.simple import BestFitPolicy
+
+NAME = "fault_aware"
+EPISODE_SEED_BASE = 200_000
+"""Training batch seeds start here; judged batches use other seeds (the benchmark's)."""
+U, J = len(UNIT_FEATURES), len(JOB_FEATURES)
+_PROJECTION = np.random.default_rng(0x5EED).standard_normal(U) * np.pi
+
+
+@dataclass(frozen=True)
+class FaultAwareSettings:
+    """Every knob of the agent and its training (the seed included)."""
+
+    seed: int = 0
+    hidden: int = 64
+    """Width of the per-unit networks (the document's 256-196-196-128 layers take one
+    input per GPU; a per-unit network this wide would not decide in 5 ms on 6,212 GPUs)."""
+    lr: float = 3e-4
+    clip: float = 0.2
+    """PPO ratio clip for replayed samples."""
+    entropy: float = 0.01
+    value_coef: float = 0.5
+    stack: int = 2048
+    """Replay stack capacity (the oldest samples overflow)."""
+    candidates: int = 128
+    """Unit rows stored per decision: the chosen unit and up to this many − 1 others."""
+    updates_per_episode: int = 2
+    lost_weight: float = 1.0
+    """Weight of each decision's own loss term: minus the GPU-hours its job lost when a GPU
+    it was given failed, per ``lost_norm_gpu_h`` (0: the document's makespan term only)."""
+    lost_norm_gpu_h: float = 8.0
+    imitation_batches: int = 20
+    """Training batches run under BestFit whose node choices warm-start the actor."""
+    imitation_steps: int = 800
+    """Gradient steps of that warm start (0: random initial weights, as the document)."""
+    env: FaultBatchSettings = field(default_factory=FaultBatchSettings)
+
+
+class UnitPolicyNet(nn.Module):
+    """One logit per unit row from (row, job): the shared per-unit actor."""
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.body = mlp([U + J, hidden, hidden, 1])
+
+    def forward(self, rows: torch.Tensor, job: torch.Tensor) -> torch.Tensor:
+        ctx = job.unsqueeze(-2).expand(*rows.shape[:-1], job.shape[-1])
+        return self.body(torch.cat([rows, ctx], dim=-1)).squeeze(-1)
+
+
+class ValueNet(nn.Module):
+    """``V(s)`` from the job row and the pooled encoding of the candidate units."""
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.encode = nn.Sequential(mlp([U + J, hidden, hidden]), nn.ReLU())
+        self.head = mlp([2 * hidden + J, hidden, 1])
+
+    def forward(self, rows: torch.Tensor, mask: torch.Tensor, job: torch.Tensor) -> torch.Tensor:
+        ctx = job.unsqueeze(-2).expand(*rows.shape[:-1], job.shape[-1])
+        h = self.encode(torch.cat([rows, ctx], dim=-1))
+        weight = mask.unsqueeze(-1).to(h.dtype)
+        mean = (h * weight).sum(-2) / weight.sum(-2).clamp(min=1.0)
+        top = h.masked_fill(~mask.unsqueeze(-1), 0.0).max(dim=-2).values
+        return self.head(torch.cat([mean, top, job], dim=-1)).squeeze(-1)
+
+
+@dataclass
+class Decision:
+    """One unit pick as the replay stack stores it."""
+
+    rows: np.ndarray
+    job: np.ndarray
+    action: int
+    logp: float
+    pod: str = ""
+    """The pod (job) placed."""
+    start: int = 0
+    """Which start of that job (0 first, 1 after its first restart, …)."""
+
+
+class FaultAwareAgent:
+    """The agent: networks, acting, learning, saving (module docstring)."""
+
+    name = NAME
+    settings_type = FaultAwareSettings
+
+    def __init__(self, settings: FaultAwareSettings | None = None, *, device: str = "cpu"):
+        self.settings = settings or FaultAwareSettings()
+        self.device = configure(self.settings.seed, device)
+        h = self.settings.hidden
+        self.actor = UnitPolicyNet(h).to(self.device)
+        self.critic = ValueNet(h).to(self.device)
+        params = [*self.actor.parameters(), *self.critic.parameters()]
+        self.optimizer = torch.optim.Adam(params, lr=self.settings.lr)
+        self.curve = TrainingCurve()
+        self.rng = np.random.default_rng([self.settings.seed, 0xAC7])
+
+    # -- acting -----------------------------------------------------------------------------
+    def _tensor(self, array: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(array, np.float32)).to(self.device)
+
+    @torch.no_grad()
+    def logits(self, units: UnitRows) -> np.ndarray:
+        """One logit per candidate unit. Units whose rows are equal (idle GPUs of alike
+        nodes: most of a large cluster) share one evaluation; rows are told apart by a
+        random projection (exact for distinct rows but for a measure-zero coincidence)."""
+        rows = units.rows
+        key = rows.astype(np.float64) @ _PROJECTION
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        out = self.actor(self._tensor(rows[first]), self._tensor(units.job))
+        return out.cpu().numpy().astype(np.float64)[inverse.reshape(-1)]
+
+    def _decision(
+        self, units: UnitRows, logits: np.ndarray, index: int, pod: str = "", start: int = 0
+    ) -> Decision:
+        keep = np.arange(len(logits))
+        k = self.settings.candidates
+        if len(keep) > k:  # the chosen unit and a uniform sample of the others
+            others = np.delete(keep, index)
+            keep = np.concatenate([[index], self.rng.choice(others, k - 1, replace=False)])
+        sub = logits[keep]
+        logp = float(sub[keep == index][0] - sub.max() - np.log(np.exp(sub - sub.max()).sum()))
+        action = int(np.flatnonzero(keep == index)[0])
+        return Decision(units.rows[keep], units.job, action, logp, pod, start)
+
+    def policy(
+        self,
+        context: PolicyContext | None = None,
+        *,
+        explore: bool = False,
+        record: list[Decision] | None = None,
+    ) -> FaultAwarePolicy:
+        return FaultAwarePolicy(self, context, explore=explore, record=record)
+
+    # -- learning ---------------------------------------------------------------------------
+    def _stack(self) -> ReplayBuffer:
+        k = self.settings.candidates
+        return ReplayBuffer(
+            self.settings.stack,
+            {
+                "rows": ((k, U), np.float32),
+                "mask": ((k,), bool),
+                "job": ((J,), np.float32),
+                "action": ((), np.int64),
+                "logp": ((), np.float32),
+                "reward": ((), np.float32),
+            },
+        )
+
+    def push(self, stack: ReplayBuffer, decisions: list[Decision], rewards: list[float]) -> None:
+        """Store the batch's decisions with their rewards."""
+        k = self.settings.candidates
+        for d, reward in zip(decisions, rewards, strict=True):
+            rows = np.zeros((k, U), np.float32)
+            mask = np.zeros(k, bool)
+            rows[: len(d.rows)], mask[: len(d.rows)] = d.rows, True
+            stack.add(rows=rows, mask=mask, job=d.job, action=d.action, logp=d.logp, reward=reward)
+
+    def losses(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        """Actor (clipped ratio), critic and entropy terms on a replay batch."""
+        t = {key: torch.from_numpy(value).to(self.device) for key, value in batch.items()}
+        s = self.settings
+        logits = self.actor(t["rows"], t["job"]).masked_fill(~t["mask"], -1e9)
+        logp_all = torch.log_softmax(logits, dim=-1)
+        logp = logp_all.gather(1, t["action"].unsqueeze(1)).squeeze(1)
+        entropy = -(logp_all.exp() * logp_all).masked_fill(~t["mask"], 0.0).sum(-1).mean()
+        value = self.critic(t["rows"], t["mask"], t["job"])
+        advantage = (t["reward"] - value).detach()
+        if advantage.numel() > 1:
+            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-6)
+        ratio = torch.exp(logp - t["logp"])
+        clipped = torch.clamp(ratio, 1.0 - s.clip, 1.0 + s.clip)
+        actor = -torch.min(ratio * advantage, clipped * advantage).mean()
+        critic = torch.mean((value - t["reward"]) ** 2)
+        total = actor + s.value_coef * critic - s.entropy * entropy
+        return {"total": total, "actor": actor, "critic": critic, "entropy": entropy}
+
+    def learn(self, batch: dict[str, np.ndarray]) -> float:
+        """One gradient step; returns the loss before it."""
+        loss = self.losses(batch)["total"]
+        self.optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_([*self.actor.parameters(), *self.critic.parameters()], 1.0)
+        self.optimizer.step()
+        return float(loss.detach())
+
+    def train(
+        self,
+        env: FaultBatchEnv,
+        episodes: int,
+        *,
+        on_episode: Callable[[dict[str, float]], None] | None = None,
+    ) -> TrainingCurve:
+        """Warm start (if set), then ``episodes`` batches of actor-critic learning."""
+        from placement.agents.fault_aware_learning import train_fault_aware
+
+        return train_fault_aware(self, env, episodes, on_episode=on_episode)
+
+    @classmethod
+    def training_env(
+        cls, settings: FaultAwareSettings, *, nodes: list[NodeSpec], pods: list[Pod]
+    ) -> FaultBatchEnv:
+        """Batches drawn from the training share of ``pods`` (``kale place train``)."""
+        train, _ = split_pods(pods, settings.env.train_share)
+        return FaultBatchEnv(nodes, train, settings.env)
+
+    # -- files --------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        save_checkpoint(
+            path,
+            agent=NAME,
+            settings=self.settings,
+            networks={"actor": self.actor, "critic": self.critic},
+            curve=self.curve,
+        )
+
+    @classmethod
+    def from_payload(
+        cls, payload: dict[str, Any], *, path: str, device: str = "cpu"
+    ) -> FaultAwareAgent:
+        agent = cls(settings_from_dict(FaultAwareSettings, payload["settings"]), device=device)
+        for name in ("actor", "critic"):
+            load_weights(getattr(agent, name), payload["networks"].get(name), path=path, name=name)
+        curve = payload.get("curve", {})
+        agent.curve = TrainingCurve(list(curve.get("records", [])), float(curve.get("seconds", 0)))
+        return agent
+
+    @classmethod
+    def load(cls, path: str | Path, *, device: str = "cpu") -> FaultAwareAgent:
+        return cls.from_payload(load_checkpoint(path), path=str(path), device=device)
+
+
+class FaultAwarePolicy(ScorePolicy):
+    """The agent as a fault-aware node score plugin (``agent:PATH``).
+
+    ``score`` picks the job's first unit and ranks every feasible node by its best unit;
+    ``choose_gpus`` then picks the rest of the job's units on the chosen node one at a time.
+    """
+
+    name = NAME
+    uses_faults = True
+
+    def __init__(
+        self,
+        agent: FaultAwareAgent,
+        context: PolicyContext | None = None,
+        *,
+        explore: bool = False,
+        record: list[Decision] | None = None,
+    ) -> None:
+        self.agent, self.explore, self.record = agent, explore, record
+        self.bestfit = BestFitPolicy(context)
+        self.gpu_faults: np.ndarray | None = None
+        self._first: tuple[str, int, int] | None = None
+        self.starts: dict[str, int] = {}
+        """How many times each pod has been placed (its restarts), for the records."""
+
+    def observe_faults(self, node_faults: np.ndarray, gpu_faults: np.ndarray) -> None:
+        self.gpu_faults = np.asarray(gpu_faults, np.int64)
+
+    def _faults(self, cluster: Cluster) -> np.ndarray | None:
+        f = self.gpu_faults
+        return f if f is not None and f.shape[0] == len(cluster) else None
+
+    def score(self, pod: Pod, cluster: Cluster, nodes: np.ndarray) -> np.ndarray:
+        if not pod.num_gpu:
+            return self.bestfit.score(pod, cluster, nodes)
+        units = unit_rows(pod, cluster, nodes, gpu_faults=self._faults(cluster))
+        logits = self.agent.logits(units)
+        index = self._choose(units, logits, pod.name)
+        self._first = (pod.name, int(units.node[index]), int(units.gpu[index]))
+        order = np.argsort(nodes, kind="stable")
+        position = order[np.searchsorted(nodes[order], units.node)]
+        best = np.full(len(nodes), -np.inf)
+        np.maximum.at(best, position, logits)
+        scores = np.unique(best, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        if self.explore:  # the drawn unit's node wins outright
+            scores[position[index]] = scores.max() + 1
+        return scores
+
+    def _choose(self, units: UnitRows, logits: np.ndarray, pod: str) -> int:
+        agent = self.agent
+        if self.explore:
+            p = np.exp(logits - logits.max())
+            index = int(agent.rng.choice(len(p), p=p / p.sum()))
+        else:
+            index = int(np.argmax(logits))
+        if self.record is not None:
+            start = self.starts.get(pod, 0)
+            self.record.append(agent._decision(units, logits, index, pod, start))
+        return index
+
+    def choose_gpus(self, pod: Pod, cluster: Cluster, node: int) -> tuple[int, ...]:
+        if not pod.num_gpu:
+            return ()
+        picked: list[int] = []
+        first, self._first = self._first, None
+        if first is not None and first[0] == pod.name and first[1] == node:
+            picked.append(first[2])
+        faults = self._faults(cluster)
+        while len(picked) < pod.num_gpu:
+            units = unit_rows(
+                pod, cluster, np.array([node]), gpu_faults=faults, picked=tuple(picked)
+            )
+            if not len(units.rows):
+                return ()
+            index = self._choose(units, self.agent.logits(units), pod.name)
+            picked.append(int(units.gpu[index]))
+        self.starts[pod.name] = self.starts.get(pod.name, 0) + 1
+        return tuple(sorted(picked))

@@ -69,6 +69,9 @@ class KaleSettings:
     """"dp": what a step over the SLO under the upper quantile costs (inf: fewest first)."""
     up_before_rise: bool = False
     """"dp": see :class:`autoscaler.policy.mpc.DpSettings`."""
+    up_when_behind: bool = True
+    """"dp": while the job serves less than the rate just observed, a scale-up the plan
+    makes later is made now."""
     replan_every_steps: int = 10
     """"dp": a feasible plan is followed for at most this many steps while nothing it
     depends on changes (1: plan every step); see :meth:`KalePolicy._follow`."""
@@ -154,7 +157,7 @@ class KalePolicy:
             resizes_left=self._resizes_left(obs.step, state),
             floor_rate=floor,
             hour_steps=self.hour_steps,
-            guess=floor > 0 or self.plan_sizing.rate(cur) < last,
+            guess=floor > 0 or (self.settings.up_when_behind and self.plan_sizing.rate(cur) < last),
         )
         reason.update(
             forecast_peak=float(upper.max()),

@@ -206,7 +206,7 @@ def _resize_values(
     ksz = (p.kappa * p.S)[None, None, :, None]
     upward = np.minimum.accumulate((ksz + H)[:, :, ::-1], axis=2)
     downward = np.minimum.accumulate(H, axis=2)
-    out = np.empty_like(H)
+    out: np.ndarray = np.empty_like(H)
     out[:, :, :-1] = upward[:, :, -2::-1]  # min over j > i
     out[:, :, -1] = np.inf
     out[:, :, 1:] = np.minimum(out[:, :, 1:], ksz[:, :, 1:] + downward[:, :, :-1])

@@ -71,7 +71,11 @@ class KaleSettings:
     """"dp": see :class:`autoscaler.policy.mpc.DpSettings`."""
     up_when_behind: bool = True
     """"dp": while the job serves less than the rate just observed, a scale-up the plan
-    makes later is made now."""
+    makes later is made now (a safety rule: waiting would bet the SLO's slack on the
+    forecast's timing). Off is cheaper when the forecast is right — on generated traces
+    (seeds 3, 4; seasonal naive) 3 % fewer GPU-hours and 1–2 fewer resizes a day at the same
+    violations, its oracle 1.01 instead of 1.08 × Σminw — but waits while under-provisioned
+    (decision 0044)."""
     replan_every_steps: int = 10
     """"dp": a feasible plan is followed for at most this many steps while nothing it
     depends on changes (1: plan every step); see :meth:`KalePolicy._follow`."""

@@ -158,11 +158,20 @@ def test_holds_when_a_resize_would_break_the_slo_that_staying_keeps():
 
 def test_plans_to_drain_a_backlog_the_current_size_cannot():
     # 240,000 samples at 1050/s (oldest 229 s old): 10 workers (1000/s) fall further behind
-    # and would soon leave no room for a resize: the plan scales up within minutes.
+    # and would soon leave no room for a resize: serving less than the rate just observed,
+    # the plan scales up now (up_when_behind).
     rates = np.full(200, 1050.0)
     d = oracle_policy(sizing(), rates).decide(obs(100, rates, 10, backlog=240_000.0), {})
     (at_s, workers), *_ = d.reason["plan"]
     assert workers > 10 and at_s <= 300 and d.reason["violating_steps"] == 0
+    # Without that rule the plan still scales up in time, never staying for good.
+    later = KaleSettings(up_when_behind=False)
+    d = oracle_policy(sizing(), rates, settings=later).decide(
+        obs(100, rates, 10, backlog=240_000.0), {}
+    )
+    (at_s, workers), *_ = d.reason["plan"]
+    assert workers > 10 and 0 < at_s < 3600 and d.reason["violating_steps"] == 0
+    assert d.workers == 10 and d.reason["action"] == "hold"
 
 
 def test_reactive_plan_when_the_observed_rate_leaves_the_forecast_band():

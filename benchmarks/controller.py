@@ -166,7 +166,7 @@ def run(
     history_days: int,
     real_forecaster: bool,
     source: str = "static",
-    planner: str = "dp",
+    planner: str = "moves",
 ) -> dict:
     logging.disable(logging.WARNING)
     clock_t = [T0]
@@ -297,9 +297,9 @@ def main() -> int:
     )
     ap.add_argument(
         "--planner",
-        choices=["dp", "moves"],
-        default="dp",
-        help="Kale's planner (KaleSettings.planner; default dp)",
+        choices=["moves", "dp"],
+        default="moves",
+        help="Kale's planner (KaleSettings.planner; default moves)",
     )
     ap.add_argument("--check", action="store_true", help="exit 1 if the median tick > 1 s")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -58,9 +58,12 @@ class KaleSettings:
     """Without a forecast, size for the peak of this much recent history."""
     tail_s: float = 900.0
     """The size a plan ends at is charged this long past the horizon."""
-    planner: str = "dp"
-    """"dp": the dynamic program over the horizon (:mod:`autoscaler.policy.mpc`); "moves":
-    the search over one- and two-move plans (:mod:`autoscaler.policy.horizon`)."""
+    planner: str = "moves"
+    """"moves": the search over one- and two-move plans (:mod:`autoscaler.policy.horizon`,
+    planner v2); "dp": the dynamic program over the horizon (:mod:`autoscaler.policy.mpc`,
+    planner v3). "moves" stays the default: on the real (NASA) trace the program violated
+    the SLO more and resized more with the same forecaster, while saving ≤ 5 % GPU-hours on
+    generated traces (decision 0044)."""
     buckets: int = 40
     """"dp": backlog lattice points per size."""
     max_sizes: int = 16

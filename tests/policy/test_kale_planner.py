@@ -104,7 +104,9 @@ def test_scales_up_in_time_for_a_step_load():
 
 def test_with_up_before_rise_the_resize_is_done_before_the_load_arrives():
     rates = step_load()
-    policy = oracle_policy(sizing(), rates, settings=KaleSettings(up_before_rise=True))
+    policy = oracle_policy(
+        sizing(), rates, settings=KaleSettings(planner="dp", up_before_rise=True)
+    )
     state: dict = {}
     first_up = None
     for t in range(40, 100):
@@ -159,13 +161,15 @@ def test_holds_when_a_resize_would_break_the_slo_that_staying_keeps():
 def test_plans_to_drain_a_backlog_the_current_size_cannot():
     # 240,000 samples at 1050/s (oldest 229 s old): 10 workers (1000/s) fall further behind
     # and would soon leave no room for a resize: serving less than the rate just observed,
-    # the plan scales up now (up_when_behind).
+    # the plan scales up now (the dynamic program: its up_when_behind rule).
     rates = np.full(200, 1050.0)
-    d = oracle_policy(sizing(), rates).decide(obs(100, rates, 10, backlog=240_000.0), {})
-    (at_s, workers), *_ = d.reason["plan"]
-    assert workers > 10 and at_s <= 300 and d.reason["violating_steps"] == 0
-    # Without that rule the plan still scales up in time, never staying for good.
-    later = KaleSettings(up_when_behind=False)
+    for planner in ("moves", "dp"):
+        policy = oracle_policy(sizing(), rates, settings=KaleSettings(planner=planner))
+        d = policy.decide(obs(100, rates, 10, backlog=240_000.0), {})
+        (at_s, workers), *_ = d.reason["plan"]
+        assert workers > 10 and at_s <= 300 and d.reason["violating_steps"] == 0, planner
+    # Without that rule the program still scales up in time, never staying for good.
+    later = KaleSettings(planner="dp", up_when_behind=False)
     d = oracle_policy(sizing(), rates, settings=later).decide(
         obs(100, rates, 10, backlog=240_000.0), {}
     )
@@ -270,7 +274,8 @@ def test_planning_a_decision_is_cheap_enough_for_thousands_of_jobs():
     # Behaviour, not a timing: the program's states stay bounded (horizon × budget layers ×
     # sizes × backlog lattice), the old search a few thousand candidate plans.
     rates = step_load()
-    d = oracle_policy(sizing(), rates).decide(obs(90, rates, 4), {})
+    dp = KaleSettings(planner="dp")
+    d = oracle_policy(sizing(), rates, settings=dp).decide(obs(90, rates, 4), {})
     assert 0 < d.reason["plans"] <= 60 * 3 * 16 * 41
     moves = KaleSettings(planner="moves")
     d = oracle_policy(sizing(), rates, settings=moves).decide(obs(90, rates, 4), {})

@@ -164,7 +164,9 @@ def rising() -> np.ndarray:
 def planner(source) -> KalePolicy:
     # Resizes charged 3× their downtime: the plan at step 115 is one move for the rise.
     sz = tiny(max_workers=10, rescale_s=120.0, slo_s=600.0)
-    settings = KaleSettings(horizon_steps=30, replan_every_steps=5, resize_cost_factor=3.0)
+    settings = KaleSettings(
+        planner="dp", horizon_steps=30, replan_every_steps=5, resize_cost_factor=3.0
+    )
     return KalePolicy(sz, source, settings=settings)
 
 

@@ -5,7 +5,10 @@ Each step the planner reads the forecast for the next ``horizon`` steps — the 
 together (:mod:`autoscaler.policy.horizon`): stay; resize to w₁ at some step; or resize to w₁
 and later to w₂. Plans are judged on the fluid FIFO queue, counting each resize's downtime,
 the backlog it leaves and its GPUs, within the job's resize budget (``maxPerHour``). The
-cheapest feasible plan wins; only its first move, if it is due now, is acted on.
+cheapest feasible plan wins; only its first move, if it is due now, is acted on. With
+``KaleSettings(planner="dp")`` the plan is instead the cheapest of every schedule of the
+horizon, from a dynamic program (:mod:`autoscaler.policy.mpc`, planner v3), and a feasible
+plan is followed while nothing it depends on changes; v2 stays the default (decision 0044).
 
 Safety, kept from the first planner:
 

@@ -320,6 +320,7 @@ class ForecastFeed:
             cached.high[skip:end],
             source=cached.source,
             median=cached.median[skip:end],
+            key=f"{cached.fit_serial}/{cached.origin}",
         )
 
     def _predict(self, fit: Fit, hist: History, origin: int, grid: int) -> _Forecast | None:

@@ -52,6 +52,7 @@ from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.controller.metering import ArrivalHistory, Sample
 from autoscaler.controller.runner import settle_heap
 from autoscaler.controller.state import SqliteStateStore
+from autoscaler.policy.kale import KaleSettings
 from autoscaler.policy.sizing import sizing_for
 from autoscaler.resources import ResourceManager
 from throughput.model import ThroughputModel
@@ -160,7 +161,12 @@ def write_jobs(directory: Path, n_jobs: int) -> list[Path]:
 
 
 def run(
-    n_jobs: int, ticks: int, history_days: int, real_forecaster: bool, source: str = "static"
+    n_jobs: int,
+    ticks: int,
+    history_days: int,
+    real_forecaster: bool,
+    source: str = "static",
+    planner: str = "moves",
 ) -> dict:
     logging.disable(logging.WARNING)
     clock_t = [T0]
@@ -216,7 +222,10 @@ def run(
         clock=clock,
         state_store=SqliteStateStore(Path(tmp) / "state.sqlite"),
         settings=ControllerSettings(
-            interval_s=INTERVAL, history_s=history_days * DAY, reforecast_s=6 * 3600.0
+            interval_s=INTERVAL,
+            history_s=history_days * DAY,
+            reforecast_s=6 * 3600.0,
+            planner=KaleSettings(planner=planner),
         ),
     )
     t = time.perf_counter()
@@ -249,6 +258,7 @@ def run(
         "resizes": resizes,
         "actions": actions,
         "forecaster": "seasonal_naive (registry)" if real_forecaster else "periodic (numpy)",
+        "planner": planner,
     }
     if source == "directory":
         assert isinstance(jobs_source, DirectoryJobs)
@@ -285,11 +295,19 @@ def main() -> int:
         default="static",
         help="jobs given in memory, or as files in a directory (DirectoryJobs)",
     )
+    ap.add_argument(
+        "--planner",
+        choices=["moves", "dp"],
+        default="moves",
+        help="Kale's planner (KaleSettings.planner; default moves)",
+    )
     ap.add_argument("--check", action="store_true", help="exit 1 if the median tick > 1 s")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     ap.add_argument("--json-out", type=Path, default=None, help="also write the result here")
     args = ap.parse_args()
-    res = run(args.jobs, args.ticks, args.history_days, args.real_forecaster, args.source)
+    res = run(
+        args.jobs, args.ticks, args.history_days, args.real_forecaster, args.source, args.planner
+    )
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
     if args.json:

@@ -122,6 +122,12 @@ def main() -> int:
     ap.add_argument(
         "--no-real", action="store_true", help="generated traces only (skip the default real trace)"
     )
+    ap.add_argument(
+        "--planner",
+        choices=["moves", "dp"],
+        default=None,
+        help="Kale's planner for kale, madu and oracle (default: KaleSettings.planner)",
+    )
     ap.add_argument("--json-out", default=None)
     args = ap.parse_args()
 
@@ -152,6 +158,7 @@ def main() -> int:
             forecaster_factory=factory,
             trace_start=series.index[0],
             optimal_settings=OptimalSettings(),
+            planner=args.planner,
         )
         elapsed = time.perf_counter() - t0
         lb = comp.lower_bound_gpu_hours

@@ -27,6 +27,9 @@ class ForecastWindow:
     source: str = "forecast"
     median: np.ndarray | None = None
     """p50, what the planner expects to pay for (None: the mean stands in)."""
+    key: str | None = None
+    """Names the forecast this window was sliced from (None: unknown). Two windows with the
+    same key slice one forecast, so a plan made on one still stands on the other."""
 
     def __post_init__(self) -> None:
         if not (len(self.mean) == len(self.low) == len(self.high)):
@@ -89,7 +92,9 @@ class CallbackSource:
         if isinstance(out, ForecastWindow):
             median = None if out.median is None else np.asarray(out.median, float)[:horizon]
             mean, low, high = (np.asarray(a, dtype=float)[:horizon] for a in out.bands())
-            return ForecastWindow(mean, low, high, source=out.source or self.name, median=median)
+            return ForecastWindow(
+                mean, low, high, source=out.source or self.name, median=median, key=out.key
+            )
         mean, low, high = (np.asarray(a, dtype=float)[:horizon] for a in out)
         return ForecastWindow(mean, low, high, source=self.name)
 

@@ -65,6 +65,8 @@ class Plan:
     violating_steps: int
     feasible: bool
     candidates: int
+    path: tuple[float, ...] = ()
+    """Planned backlog (upper quantile) at the end of each step before the first move."""
 
 
 def _sizes(sz: JobSizing) -> np.ndarray:

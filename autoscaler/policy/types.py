@@ -101,6 +101,13 @@ class JobSizing:
             return self._peak, True
         return self.min_workers + i, False
 
+    def workers_for_many(self, loads: np.ndarray) -> np.ndarray:
+        """:meth:`workers_for` of each load (without the saturation flag), vectorised."""
+        loads = np.nan_to_num(np.maximum(np.asarray(loads, dtype=float), 0.0))
+        i = np.searchsorted(self._running_max, loads, side="right")
+        out: np.ndarray = self.min_workers + np.minimum(i, len(self._running_max) - 1)
+        return out
+
 
 @dataclass(frozen=True)
 class Observation:

@@ -155,7 +155,12 @@ class FeedSource:
             return w
         median = None if w.median is None else w.median[:horizon]
         return ForecastWindow(
-            w.mean[:horizon], w.low[:horizon], w.high[:horizon], source=w.source, median=median
+            w.mean[:horizon],
+            w.low[:horizon],
+            w.high[:horizon],
+            source=w.source,
+            median=median,
+            key=w.key,
         )
 
 

@@ -7,6 +7,7 @@ the planner itself stays a pure function of what it is shown.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -24,11 +25,13 @@ def _spec(job: Any) -> Any:
     return getattr(getattr(job, "job", job), "spec", None)
 
 
-def settings_for(sizing: JobSizing, job: Any) -> KaleSettings:
-    """The planner's settings for a job: the horizon is the job's forecast horizon."""
+def settings_for(sizing: JobSizing, job: Any, planner: str | None = None) -> KaleSettings:
+    """The planner's settings for a job: the horizon is the job's forecast horizon;
+    ``planner`` picks :attr:`KaleSettings.planner` (None: its default)."""
     spec = _spec(job)
     horizon_s = float(spec.forecast.horizon) if spec is not None else 3600.0
-    return KaleSettings(horizon_steps=max(1, round(horizon_s / sizing.interval_s)))
+    out = KaleSettings(horizon_steps=max(1, round(horizon_s / sizing.interval_s)))
+    return out if planner is None else replace(out, planner=planner)
 
 
 def shared_source(
@@ -73,6 +76,7 @@ def make_kale(
     forecaster_factory: Any = None,
     forecast_cache: dict[str, Any] | None = None,
     trace_start: Any = None,
+    planner: str | None = None,
 ) -> KalePolicy:
     source = shared_source(
         sizing,
@@ -81,7 +85,7 @@ def make_kale(
         forecast_cache=forecast_cache,
         trace_start=trace_start,
     )
-    return KalePolicy(sizing, source, settings=settings_for(sizing, job))
+    return KalePolicy(sizing, source, settings=settings_for(sizing, job, planner))
 
 
 def make_madu(
@@ -91,6 +95,7 @@ def make_madu(
     forecaster_factory: Any = None,
     forecast_cache: dict[str, Any] | None = None,
     trace_start: Any = None,
+    planner: str | None = None,
 ) -> KalePolicy:
     source = shared_source(
         sizing,
@@ -99,8 +104,10 @@ def make_madu(
         forecast_cache=forecast_cache,
         trace_start=trace_start,
     )
-    return madu_policy(sizing, source, settings=settings_for(sizing, job))
+    return madu_policy(sizing, source, settings=settings_for(sizing, job, planner))
 
 
-def make_oracle(*, sizing: JobSizing, future: np.ndarray, job: Any = None) -> KalePolicy:
-    return oracle_policy(sizing, future, settings=settings_for(sizing, job))
+def make_oracle(
+    *, sizing: JobSizing, future: np.ndarray, job: Any = None, planner: str | None = None
+) -> KalePolicy:
+    return oracle_policy(sizing, future, settings=settings_for(sizing, job, planner))

@@ -67,11 +67,13 @@ def make_policy(
     trace_start: Any = None,
     partitions: int | None = None,
     lag_threshold: float | None = None,
+    planner: str | None = None,
 ) -> Policy:
     """Build the policy called ``name`` for one job.
 
     ``partitions`` and ``lag_threshold`` tune KEDA (defaults: ``max_workers`` partitions,
-    :func:`~autoscaler.sim.baselines.default_lag_threshold`).
+    :func:`~autoscaler.sim.baselines.default_lag_threshold`); ``planner`` picks Kale's
+    planner for kale, madu and oracle (``KaleSettings.planner``; None: its default).
     """
     if name not in NAMES or name == "optimal":
         raise UserError(f"unknown policy {name!r}; valid names: {', '.join(NAMES[:-1])}")
@@ -86,6 +88,7 @@ def make_policy(
         "forecaster_factory": forecaster_factory,
         "forecast_cache": forecast_cache,
         "trace_start": trace_start,
+        "planner": planner,
     }
     if name == "oracle":
         if future is None:

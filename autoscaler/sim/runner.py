@@ -119,8 +119,11 @@ def compare(
     trace_start: Any = None,
     progress: Callable[[int], None] | None = None,
     optimal_settings: OptimalSettings | None = None,
+    planner: str | None = None,
 ) -> Comparison:
     """Run each named policy over the same arrivals; metrics cover the post-warm-up steps.
+
+    ``planner`` picks Kale's planner for kale, madu and oracle (None: the default).
 
     The offline optimum (:mod:`autoscaler.sim.optimal`) is computed beside them unless
     ``optimal_settings`` is None and "optimal" is not among ``names``; each policy's
@@ -144,6 +147,7 @@ def compare(
             trace_start=trace_start,
             partitions=partitions,
             lag_threshold=lag_threshold,
+            planner=planner,
         )
         for name in names
     }

@@ -35,9 +35,14 @@ def api():
         objs = Objects("ml")
         fake.put(objs.statefulset("ctr-worker", 2, gpus=1))
         fake.put(objs.statefulset("ctr-ps", 1))
+        # A 1-minute resize and a 3-minute SLO: following the square wave (down for the low
+        # half hour, up for the high one) is cheaper than holding one size through it, which
+        # a 5-minute resize and a 10-minute SLO would make the cheapest plan.
         doc = job_doc(
             target={"kind": "StatefulSet", "workers": "ctr-worker", "ps": "ctr-ps"},
             model="ctr-sync.json",
+            rescale="1m",
+            slo="3m",
         )
         doc["spec"]["rescale"]["maxPerHour"] = 6  # the square wave needs more than the default 2
         fake.put(doc)

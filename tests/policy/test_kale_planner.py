@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 
 from autoscaler.policy import JobSizing, Observation
 from autoscaler.policy.forecasts import PrecomputedSource, TrueFuture
-from autoscaler.policy.kale import KalePolicy, linear_sizing, madu_policy, oracle_policy
+from autoscaler.policy.kale import (
+    KalePolicy,
+    KaleSettings,
+    linear_sizing,
+    madu_policy,
+    oracle_policy,
+)
 from autoscaler.policy.queue import allowed_backlog, backlog_path, oldest_age
 
 DT = 60.0
@@ -84,9 +90,23 @@ def step_load(n: int = 200, at: int = 100, low: float = 300.0, high: float = 150
     return rates
 
 
-def test_scales_up_before_the_load_arrives():
+def test_scales_up_in_time_for_a_step_load():
+    # The plan may start the resize as the load rises, spending the SLO's slack: the oldest
+    # sample's age stays within the SLO through the rise and the resize.
+    from autoscaler.sim.engine import simulate
+
+    sz = sizing()
     rates = step_load()
-    policy = oracle_policy(sizing(), rates)
+    res = simulate(oracle_policy(sz, rates), sz, rates, warmup_steps=40)
+    (step, _, new), *_ = res.events
+    assert step <= 100 and new >= 15 and np.all(res.delay <= sz.slo_s)
+
+
+def test_with_up_before_rise_the_resize_is_done_before_the_load_arrives():
+    rates = step_load()
+    policy = oracle_policy(
+        sizing(), rates, settings=KaleSettings(planner="dp", up_before_rise=True)
+    )
     state: dict = {}
     first_up = None
     for t in range(40, 100):
@@ -102,7 +122,7 @@ def test_scales_up_before_the_load_arrives():
 
 
 def test_holds_when_the_current_size_keeps_the_slo():
-    rates = np.full(200, 300.0)
+    rates = np.full(200, 320.0)  # 3 workers serve 300/s: no smaller size keeps up
     d = oracle_policy(sizing(), rates).decide(obs(100, rates, 4), {})
     assert d.workers == 4 and d.reason["action"] == "hold"
 
@@ -140,11 +160,22 @@ def test_holds_when_a_resize_would_break_the_slo_that_staying_keeps():
 
 def test_plans_to_drain_a_backlog_the_current_size_cannot():
     # 240,000 samples at 1050/s (oldest 229 s old): 10 workers (1000/s) fall further behind
-    # and would soon leave no room for a resize: the plan scales up within minutes.
+    # and would soon leave no room for a resize: serving less than the rate just observed,
+    # the plan scales up now (the dynamic program: its up_when_behind rule).
     rates = np.full(200, 1050.0)
-    d = oracle_policy(sizing(), rates).decide(obs(100, rates, 10, backlog=240_000.0), {})
+    for planner in ("moves", "dp"):
+        policy = oracle_policy(sizing(), rates, settings=KaleSettings(planner=planner))
+        d = policy.decide(obs(100, rates, 10, backlog=240_000.0), {})
+        (at_s, workers), *_ = d.reason["plan"]
+        assert workers > 10 and at_s <= 300 and d.reason["violating_steps"] == 0, planner
+    # Without that rule the program still scales up in time, never staying for good.
+    later = KaleSettings(planner="dp", up_when_behind=False)
+    d = oracle_policy(sizing(), rates, settings=later).decide(
+        obs(100, rates, 10, backlog=240_000.0), {}
+    )
     (at_s, workers), *_ = d.reason["plan"]
-    assert workers > 10 and at_s <= 300 and d.reason["violating_steps"] == 0
+    assert workers > 10 and 0 < at_s < 3600 and d.reason["violating_steps"] == 0
+    assert d.workers == 10 and d.reason["action"] == "hold"
 
 
 def test_reactive_plan_when_the_observed_rate_leaves_the_forecast_band():
@@ -189,7 +220,8 @@ def test_madu_plans_with_a_linear_fit_and_over_allocates():
     rates = np.full(200, 1000.0)
     kale = oracle_policy(sz, rates).decide(obs(100, rates, 1), {})
     madu = madu_policy(sz, TrueFuture(rates)).decide(obs(100, rates, 1), {})
-    assert madu.workers > kale.workers
+    # the sizes each plan scales up to (each may wait a step or two, using the SLO's slack)
+    assert madu.reason["plan"][0][1] > kale.reason["plan"][0][1]
 
 
 # -- property: free instant resizes + perfect forecast + no SLO slack = the lower bound -----
@@ -202,9 +234,9 @@ def test_madu_plans_with_a_linear_fit_and_over_allocates():
     )
 )
 def test_with_instant_resizes_and_a_perfect_forecast_kale_is_the_lower_bound(loads):
-    sz = sizing(rescale_s=0.0, slo_s=DT)  # the one-step margin leaves no slack
+    sz = sizing(rescale_s=0.0, slo_s=DT)  # a one-step margin leaves no slack
     rates = np.array(loads)
-    policy = oracle_policy(sz, rates)
+    policy = oracle_policy(sz, rates, settings=KaleSettings(slo_margin_steps=1.0))
     state: dict = {}
     w = sz.min_workers
     for t in range(len(rates)):
@@ -239,7 +271,12 @@ def test_the_hourly_resize_budget_is_never_exceeded():
 
 
 def test_planning_a_decision_is_cheap_enough_for_thousands_of_jobs():
-    # Behaviour, not a timing: the plan search stays a few thousand candidate plans.
+    # Behaviour, not a timing: the program's states stay bounded (horizon × budget layers ×
+    # sizes × backlog lattice), the old search a few thousand candidate plans.
     rates = step_load()
-    d = oracle_policy(sizing(), rates).decide(obs(90, rates, 4), {})
+    dp = KaleSettings(planner="dp")
+    d = oracle_policy(sizing(), rates, settings=dp).decide(obs(90, rates, 4), {})
+    assert 0 < d.reason["plans"] <= 60 * 3 * 16 * 41
+    moves = KaleSettings(planner="moves")
+    d = oracle_policy(sizing(), rates, settings=moves).decide(obs(90, rates, 4), {})
     assert 0 < d.reason["plans"] <= 5000

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "controller"))
@@ -27,6 +28,7 @@ from autoscaler.config import load_job  # noqa: E402
 from autoscaler.controller.jobs import DirectoryJobs, Listing  # noqa: E402
 from autoscaler.controller.loop import Controller, ControllerSettings  # noqa: E402
 from autoscaler.controller.metering import ArrivalHistory, Sample  # noqa: E402
+from autoscaler.policy.kale import KaleSettings  # noqa: E402
 from autoscaler.policy.sizing import sizing_for  # noqa: E402
 from autoscaler.sim.engine import JobRun, simulate  # noqa: E402
 from autoscaler.sim.forecasting import source_factory  # noqa: E402
@@ -81,7 +83,8 @@ class OneJob:
         return self.listing
 
 
-def test_the_controller_and_the_simulator_make_the_same_decision_at_every_step(tmp_path):
+@pytest.mark.parametrize("planner", ["moves", "dp"])
+def test_the_controller_and_the_simulator_make_the_same_decision_at_every_step(tmp_path, planner):
     doc = job_doc(forecast_model="seasonal_naive", interval="5m", rescale="10m", slo="30m")
     doc["spec"]["forecast"].update(refit="12h", quantile=0.8, horizon="2h")
     loaded = load_job(write_job(tmp_path / "jobs", doc))
@@ -104,7 +107,11 @@ def test_the_controller_and_the_simulator_make_the_same_decision_at_every_step(t
         quantile=fc.quantile,
         predict_every=REFORECAST,
     )
-    kale = Recorder(make_policy("kale", sizing=sizing, job=loaded.job, forecaster_factory=factory))
+    kale = Recorder(
+        make_policy(
+            "kale", sizing=sizing, job=loaded.job, forecaster_factory=factory, planner=planner
+        )
+    )
     sim = simulate(kale, sizing, rates, warmup_steps=WARM, initial_workers=w0)
 
     # -- the controller, on the simulator's queue ---------------------------------------------
@@ -119,7 +126,11 @@ def test_the_controller_and_the_simulator_make_the_same_decision_at_every_step(t
         actuator_factory=lambda e: target,
         sizing_factory=lambda e: sizing,
         clock=clock,
-        settings=ControllerSettings(identity="test", reforecast_s=REFORECAST * DT),
+        settings=ControllerSettings(
+            identity="test",
+            reforecast_s=REFORECAST * DT,
+            planner=KaleSettings(planner=planner),
+        ),
     )
     planned, sources = [], set()
     while not run.done:

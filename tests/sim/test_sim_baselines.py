@@ -261,3 +261,15 @@ def test_a_spike_at_step_k_changes_no_decision_up_to_step_k(name):
         runs.append([w for step, w in rec.decisions if step <= k])
     assert runs[0] == runs[1]
     assert len(runs[0]) == k - warm + 1
+
+
+def test_the_planner_is_chosen_for_kale_madu_and_oracle_alike():
+    sz = make_sizing()
+    rates = np.full(100, 300.0)
+    for planner in ("moves", "dp"):
+        for name in ("kale", "madu", "oracle"):
+            policy = registry.make_policy(name, sizing=sz, future=rates, planner=planner)
+            assert policy.settings.planner == planner, name
+    # no choice: the planner's default, and baselines ignore the setting
+    assert registry.make_policy("kale", sizing=sz).settings.planner == "moves"
+    assert registry.make_policy("hpa", sizing=sz, planner="dp").name == "hpa"

@@ -1,6 +1,6 @@
 """Trace replay: one job, one policy, the arrival rates of a trace, and exact queueing.
 
-Every policy is judged by this one model (DESIGN.md, "Simulation semantics"), so its rules are
+Every policy is judged by this one model (docs/design.md, "Simulation semantics"), so its rules are
 spelled out here and pinned by hand-computed tests (``tests/sim/test_sim_engine.py``):
 
 * **Time.** Step ``t`` covers ``[t·Δ, (t+1)·Δ)`` seconds after the trace's first timestamp, with
@@ -364,7 +364,7 @@ def simulate(
 def lower_bound_gpu_hours(sizing: JobSizing, arrivals: Any) -> float:
     """GPU-hours of the smallest w with f(w) > each step's rate (the peak when saturated).
 
-    Free, instant resizes and no backlog: the per-step sizing reference of DESIGN.md.
+    Free, instant resizes and no backlog: the per-step sizing reference of docs/design.md.
     """
     rates = np.asarray(arrivals, dtype=float)
     workers = sum(sizing.workers_for(float(r))[0] for r in rates)

@@ -190,7 +190,8 @@ def simulate(
 ) -> None:
     """Replay a trace against autoscaling policies and compare SLO, downtime and GPU-hours."""
     from autoscaler.sim.report import write_report
-    from autoscaler.sim.study import SimSettings, simulate_multi, simulate_single
+    from autoscaler.sim.study import SimSettings, simulate_single
+    from autoscaler.sim.study_multi import simulate_multi
 
     if options.get("placement") is not None:
         from placement.errors import PlacementInputError

@@ -313,8 +313,7 @@ class AsyncTransformerAgent:
         agent = cls(settings, device=device)
         load_weights(agent.net, payload["networks"].get("net"), path=path, name="net")
         agent.publisher = SnapshotPublisher(agent.net)
-        curve = payload.get("curve", {})
-        agent.curve = TrainingCurve(list(curve.get("records", [])), float(curve.get("seconds", 0)))
+        agent.curve = TrainingCurve.from_dict(payload.get("curve", {}))
         return agent
 
     @classmethod

@@ -300,8 +300,7 @@ class BalanceDQN:
             load_weights(getattr(agent, name), payload["networks"].get(name), path=path, name=name)
         sync_target(agent.proposer, agent.target_proposer)
         sync_target(agent.scorer, agent.target_scorer)
-        curve = payload.get("curve", {})
-        agent.curve = TrainingCurve(list(curve.get("records", [])), float(curve.get("seconds", 0)))
+        agent.curve = TrainingCurve.from_dict(payload.get("curve", {}))
         return agent
 
     @classmethod

@@ -159,6 +159,11 @@ class TrainingCurve:
     def as_dict(self) -> dict[str, Any]:
         return {"records": self.records, "seconds": round(self.seconds, 3)}
 
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainingCurve:
+        """The inverse of :meth:`as_dict` (an agent file without a curve gives an empty one)."""
+        return cls(list(values.get("records", [])), float(values.get("seconds", 0)))
+
 
 def settings_to_dict(settings: Any) -> dict[str, Any]:
     """A settings dataclass as plain values (tuples become lists)."""

@@ -276,8 +276,7 @@ class FaultAwareAgent:
         agent = cls(settings_from_dict(FaultAwareSettings, payload["settings"]), device=device)
         for name in ("actor", "critic"):
             load_weights(getattr(agent, name), payload["networks"].get(name), path=path, name=name)
-        curve = payload.get("curve", {})
-        agent.curve = TrainingCurve(list(curve.get("records", [])), float(curve.get("seconds", 0)))
+        agent.curve = TrainingCurve.from_dict(payload.get("curve", {}))
         return agent
 
     @classmethod

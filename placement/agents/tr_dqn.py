@@ -359,8 +359,7 @@ class TRDQN:
             load_weights(getattr(agent, name), payload["networks"].get(name), path=path, name=name)
         sync_target(agent.level1, agent.target1)
         sync_target(agent.level2, agent.target2)
-        curve = payload.get("curve", {})
-        agent.curve = TrainingCurve(list(curve.get("records", [])), float(curve.get("seconds", 0)))
+        agent.curve = TrainingCurve.from_dict(payload.get("curve", {}))
         return agent
 
     @classmethod

@@ -178,6 +178,7 @@ class _Forecast:
     low: np.ndarray
     high: np.ndarray
     source: str
+    interim: bool = False
 
 
 @dataclass
@@ -321,6 +322,7 @@ class ForecastFeed:
             source=cached.source,
             median=cached.median[skip:end],
             key=f"{cached.fit_serial}/{cached.origin}",
+            interim=cached.interim,
         )
 
     def _predict(self, fit: Fit, hist: History, origin: int, grid: int) -> _Forecast | None:
@@ -342,6 +344,7 @@ class ForecastFeed:
                 np.asarray(fc.p10, dtype=float),
                 high,
                 f"{self.interim_name} (interim)" if fit.interim else self.name,
+                fit.interim,
             )
         except Exception as exc:  # a failed forecast is a missing one: the planner goes reactive
             self.failures += 1

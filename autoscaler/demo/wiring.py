@@ -128,6 +128,8 @@ def planner_settings(plan: DemoPlan) -> KaleSettings:
         d,
         hold_windows_s=tuple(h / k for h in d.hold_windows_s),
         fallback_window_s=d.fallback_window_s / k,
+        tail_s=d.tail_s / k,
+        budget_window_s=d.budget_window_s / k,
     )
 
 

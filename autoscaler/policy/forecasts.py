@@ -30,6 +30,9 @@ class ForecastWindow:
     key: str | None = None
     """Names the forecast this window was sliced from (None: unknown). Two windows with the
     same key slice one forecast, so a plan made on one still stands on the other."""
+    interim: bool = False
+    """Made by the stand-in model that serves until a job's first fit is done: on a young
+    history it knows little more than the rates just seen."""
 
     def __post_init__(self) -> None:
         if not (len(self.mean) == len(self.low) == len(self.high)):

@@ -18,6 +18,10 @@ Safety, kept from the first planner:
 * **no scale-in on a forecast alone** — while the observed rate contradicts the forecast (or
   there is none), a resize now may not go to a size serving less than the rate observed last
   step (with the same margin);
+* **no scale-in while blind** — without a forecast (or with only the interim model's, made
+  while a job's first fit runs) and with less history than the recent peak is read over
+  (``fallback_window_s``), nothing shrinks: a just-started controller's first quiet reading
+  is not a reason to stop workers;
 * **no cascade** — a backlog left by a resize triggers another resize only if the queue says
   staying cannot drain it within the SLO: staying is always one of the plans.
 
@@ -59,6 +63,9 @@ class KaleSettings:
     """Reactive plan sizes for the observed rate × (1 + margin)."""
     fallback_window_s: float = 3600.0
     """Without a forecast, size for the peak of this much recent history."""
+    budget_window_s: float = HOUR_S
+    """The window ``maxPerHour`` counts resizes over: an hour, except where time is
+    compressed (the demo divides it by its speed-up, like every other window)."""
     tail_s: float = 900.0
     """The size a plan ends at is charged this long past the horizon."""
     planner: str = "moves"
@@ -109,7 +116,7 @@ class KalePolicy:
         self.n = s.horizon_steps
         self.d_steps = sizing.rescale_s / dt
         self.lead_steps = math.ceil(self.d_steps) + 1
-        self.hour_steps = max(1, round(HOUR_S / dt))
+        self.hour_steps = max(1, round(s.budget_window_s / dt))
         margin = s.slo_margin_steps
         if margin is None:
             margin = 1.0 if s.planner == "moves" else 0.0
@@ -129,6 +136,8 @@ class KalePolicy:
             up_before_rise=s.up_before_rise,
         )
         self.sizes = _sizes(self.plan_sizing)
+        self.fallback_steps = max(1, int(s.fallback_window_s / dt))
+        """History the recent peak is read over when there is no forecast."""
         self.lookback_steps = int(max(s.fallback_window_s, sizing.slo_s) / dt) + self.n + 4
         """Arrivals the planner reads back (the controller keeps at least this many)."""
 
@@ -183,6 +192,13 @@ class KalePolicy:
         target = cur
         if plan.moves and plan.moves[0][0] == 0:
             target = plan.moves[0][1]
+        blind = fc is None or len(fc) < self.n or fc.interim
+        if target < cur and blind and len(past) < self.fallback_steps:
+            # No forecast (or the interim one) and less history than the recent peak is read
+            # over: one quiet reading (a job not yet fed, a controller just started) shrinks
+            # nothing.
+            reason.update(action="hold", why="no forecast and little history yet: no scale-in")
+            return Decision(cur, sz.ps_for(cur), reason)
         if target == cur:
             why = "current size keeps the SLO over the horizon"
             if plan.moves:
@@ -311,8 +327,7 @@ class KalePolicy:
         and whether the rate just observed was within the band predicted for it."""
         last = float(past[-1]) if len(past) else 0.0
         if fc is None or len(fc) < self.n:
-            k = max(1, int(self.settings.fallback_window_s / self.sizing.interval_s))
-            recent = float(past[-k:].max()) if len(past) else 0.0
+            recent = float(past[-self.fallback_steps :].max()) if len(past) else 0.0
             reason["forecast"] = "unavailable: sizing for the recent peak"
             return np.full(self.n, recent * (1 + self.settings.surprise_margin)), False
         load = np.maximum(np.asarray(fc.high, dtype=float), 0.0)

@@ -4,6 +4,7 @@ and the pacing of the demo workers."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,11 @@ from autoscaler.demo import plan as plans
 from autoscaler.demo.plan import DemoPlan
 from autoscaler.demo.summary import closing_lines, format_table, live_metrics
 from autoscaler.demo.warp import WarpedForecaster
+from autoscaler.demo.wiring import planner_settings
+from autoscaler.policy.forecasts import TrueFuture
+from autoscaler.policy.kale import KalePolicy, KaleSettings
 from autoscaler.policy.sizing import sizing_for
+from autoscaler.sim.engine import simulate
 from autoscaler.sources.demo_consumer import Pacer, my_partitions, ready_time, worker_rate
 from forecasting.registry import make_forecaster
 
@@ -35,6 +40,34 @@ def test_the_compressed_job_is_the_trace_time_job_with_every_duration_divided():
         assert get(fast) == pytest.approx(get(slow) / PLAN.speedup)
     assert fast.spec.target.kind == "Local" and slow.spec.target.kind == "DryRun"
     assert PLAN.tick_s == pytest.approx(1.0)  # one decision a second by default
+
+
+def test_the_compressed_planner_decides_as_the_trace_time_planner_step_for_step():
+    """The live demo runs the planner on the compressed job with :func:`planner_settings`;
+    every window it counts in steps (hold, tail, fallback, the ``maxPerHour`` hour) must be
+    the trace-time planner's, or the live run stops matching the simulated one (it once
+    counted maxPerHour over 3600 compressed seconds = 600 trace hours, and never resized)."""
+    model = plans.load_model(PLAN)
+    slow_job, _ = parse_job(plans.job_doc(PLAN, wall=False))
+    fast_job, _ = parse_job(plans.job_doc(PLAN, wall=True, command=["worker"]))
+    slow = sizing_for(slow_job, model, interval_s=PLAN.interval_s)
+    fast = sizing_for(fast_job, model, interval_s=PLAN.interval_s / PLAN.speedup)
+    rates = np.asarray(plans.on_interval(PLAN, plans.trace(PLAN, slow.peak_throughput)))
+    rates = rates[: int(2 * 86400 / PLAN.interval_s)]  # two days: troughs and peaks
+    horizon = round(PLAN.horizon_s / PLAN.interval_s)
+    base = replace(KaleSettings(), horizon_steps=horizon)
+    fast_settings = replace(planner_settings(PLAN), horizon_steps=horizon)
+    a = KalePolicy(slow, TrueFuture(rates), settings=base)
+    b = KalePolicy(fast, TrueFuture(rates), settings=fast_settings)
+    assert (a.hour_steps, a.plan_settings.hold_steps, a.plan_settings.tail_steps) == (
+        b.hour_steps,
+        b.plan_settings.hold_steps,
+        b.plan_settings.tail_steps,
+    )
+    assert a.lookback_steps == b.lookback_steps
+    ra, rb = simulate(a, slow, rates), simulate(b, fast, rates)
+    assert ra.rescale_count >= 2  # the trace moves the planner: the comparison means something
+    assert list(ra.workers) == list(rb.workers)
 
 
 def test_a_scaled_model_scales_every_size_by_the_same_factor():

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler.policy import JobSizing, Observation
-from autoscaler.policy.forecasts import PrecomputedSource, TrueFuture
+from autoscaler.policy.forecasts import ForecastWindow, PrecomputedSource, TrueFuture
 from autoscaler.policy.kale import (
     KalePolicy,
     KaleSettings,
@@ -211,6 +211,42 @@ def test_no_forecast_falls_back_to_the_recent_peak():
     rates[80] = 1200.0
     d = KalePolicy(sizing(), Nothing()).decide(obs(100, rates, 4), {})
     assert d.workers >= 13 and "unavailable" in d.reason["forecast"]
+
+
+def test_without_a_forecast_a_young_history_shrinks_nothing():
+    """A just-started controller reads a quiet first rate: it holds until the recent peak
+    is read over a full fallback window, then sizes for it."""
+
+    class Nothing:
+        def window(self, step, past, horizon):
+            return None
+
+    policy = KalePolicy(sizing(), Nothing())  # fallback window 3600 s = 60 steps
+    rates = np.zeros(200)
+    young = policy.decide(obs(2, rates, 8), {})
+    assert young.workers == 8 and "no scale-in" in young.reason["why"]
+    grown = policy.decide(obs(60, rates, 8), {})
+    assert grown.workers == 1
+    # Growing is never held back.
+    rates[:2] = 1500.0
+    assert policy.decide(obs(2, rates, 8), {}).workers >= 15
+
+
+def test_the_interim_forecast_of_a_young_job_shrinks_nothing_either():
+    """The stand-in model that serves until the first fit knows only the rates just seen."""
+
+    class Interim:
+        def __init__(self, interim: bool) -> None:
+            self.interim = interim
+
+        def window(self, step, past, horizon):
+            z = np.zeros(horizon)
+            return ForecastWindow(z, z, z, source="seasonal_naive (interim)", interim=self.interim)
+
+    rates = np.zeros(200)
+    held = KalePolicy(sizing(), Interim(True)).decide(obs(2, rates, 8), {})
+    assert held.workers == 8 and "no scale-in" in held.reason["why"]
+    assert KalePolicy(sizing(), Interim(False)).decide(obs(2, rates, 8), {}).workers < 8
 
 
 def test_madu_plans_with_a_linear_fit_and_over_allocates():

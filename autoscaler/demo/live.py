@@ -117,6 +117,11 @@ def run(opts: DemoOptions) -> DemoResult:
     )
 
 
+PRE_ROLL_S = 2.0
+"""Wall seconds of traffic replayed before the origin: the workers start about a tick plus
+one rescale duration (1 s) after the controller, which itself starts 3–4 s before it."""
+
+
 class _Live:
     """The running parts and their orderly stop."""
 
@@ -136,7 +141,12 @@ class _Live:
         from autoscaler.sources.replay import replay
 
         setup, plan = self.setup, self.plan
-        segment = setup.trace[setup.trace.index >= setup.trace_origin]
+        # The replay starts PRE_ROLL_S before the origin with the trace's own traffic of
+        # those minutes, so the controller's first readings are the job's traffic (not an
+        # empty topic it would size down for); the comparison counts from the origin.
+        pre = PRE_ROLL_S
+        first = setup.trace_origin - _td(pre * plan.speedup)
+        segment = setup.trace[setup.trace.index >= first]
 
         def sleep(seconds: float) -> None:
             if self.stop.wait(seconds):
@@ -145,14 +155,14 @@ class _Live:
         producer = None
         try:
             producer = kafka_io.producer(bootstrap, client_id="kale-demo-replay")
-            sleep(max(0.0, self.wall0 - time.time()))
+            sleep(max(0.0, self.wall0 - pre - time.time()))
             summary = replay(
                 segment,
                 bootstrap,
                 TOPIC,
                 speedup=plan.speedup,
                 scale=setup.records_scale / plan.speedup,
-                duration_s=plan.minutes * 60.0,
+                duration_s=plan.minutes * 60.0 + pre,
                 progress=False,
                 interval_s=60.0,
                 clock=time.time,

@@ -9,7 +9,7 @@ share), forecasts precomputed for every origin (tests), or the true future (the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -39,6 +39,17 @@ class ForecastWindow:
             raise ValueError("mean, low and high must have the same length")
         if self.median is not None and len(self.median) != len(self.mean):
             raise ValueError("median must have the same length as mean")
+
+    def head(self, n: int) -> ForecastWindow:
+        """The first ``n`` steps, everything else (source, key, interim) kept."""
+        median = None if self.median is None else np.asarray(self.median, dtype=float)[:n]
+        return replace(
+            self,
+            mean=np.asarray(self.mean, dtype=float)[:n],
+            low=np.asarray(self.low, dtype=float)[:n],
+            high=np.asarray(self.high, dtype=float)[:n],
+            median=median,
+        )
 
     def bands(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self.mean, self.low, self.high
@@ -93,11 +104,7 @@ class CallbackSource:
         if out is None:
             return None
         if isinstance(out, ForecastWindow):
-            median = None if out.median is None else np.asarray(out.median, float)[:horizon]
-            mean, low, high = (np.asarray(a, dtype=float)[:horizon] for a in out.bands())
-            return ForecastWindow(
-                mean, low, high, source=out.source or self.name, median=median, key=out.key
-            )
+            return replace(out.head(horizon), source=out.source or self.name)
         mean, low, high = (np.asarray(a, dtype=float)[:horizon] for a in out)
         return ForecastWindow(mean, low, high, source=self.name)
 

@@ -197,7 +197,11 @@ class KalePolicy:
             # No forecast (or the interim one) and less history than the recent peak is read
             # over: one quiet reading (a job not yet fed, a controller just started) shrinks
             # nothing.
-            reason.update(action="hold", why="no forecast and little history yet: no scale-in")
+            seen = "only the interim forecast" if fc is not None and fc.interim else "no forecast"
+            reason.update(
+                action="hold",
+                why=f"{seen} and {len(past)} steps of history: no scale-in yet",
+            )
             return Decision(cur, sz.ps_for(cur), reason)
         if target == cur:
             why = "current size keeps the SLO over the horizon"

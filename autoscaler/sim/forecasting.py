@@ -151,17 +151,7 @@ class FeedSource:
         w = self.feed.window(history, at)
         if w is None or len(w) < horizon:
             return None
-        if len(w) == horizon:
-            return w
-        median = None if w.median is None else w.median[:horizon]
-        return ForecastWindow(
-            w.mean[:horizon],
-            w.low[:horizon],
-            w.high[:horizon],
-            source=w.source,
-            median=median,
-            key=w.key,
-        )
+        return w if len(w) == horizon else w.head(horizon)
 
 
 def source_factory(

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from autoscaler.policy.forecasts import ForecastSource
-from autoscaler.policy.kale import KalePolicy, KaleSettings, madu_policy, oracle_policy
+from autoscaler.policy.kale import KalePolicy, KaleSettings, oracle_policy
+from autoscaler.policy.madu import madu_policy
 from autoscaler.policy.types import JobSizing
 
 UNIX_EPOCH = pd.Timestamp(0, unit="s", tz="UTC")

@@ -20,10 +20,9 @@ from autoscaler.policy.forecasts import (
 from autoscaler.policy.kale import (
     KalePolicy,
     KaleSettings,
-    linear_sizing,
-    madu_policy,
     oracle_policy,
 )
+from autoscaler.policy.madu import linear_sizing, madu_policy
 from autoscaler.policy.queue import allowed_backlog, backlog_path, oldest_age
 
 DT = 60.0

@@ -7,6 +7,8 @@ isolates what the fitted parameter-server model buys over a linear one.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from autoscaler.policy.forecasts import ForecastSource
@@ -24,17 +26,7 @@ def linear_sizing(sizing: JobSizing, *, fit_range: tuple[int, int] | None = None
     f = sizing.capacity[lo : hi + 1]
     a = float(np.dot(w, f) / np.dot(w, w))
     cap = a * np.arange(sizing.max_workers + 1, dtype=float)
-    return JobSizing(
-        capacity=cap,
-        min_workers=sizing.min_workers,
-        max_workers=sizing.max_workers,
-        ratio=sizing.ratio,
-        interval_s=sizing.interval_s,
-        rescale_s=sizing.rescale_s,
-        slo_s=sizing.slo_s,
-        gpus_per_worker=sizing.gpus_per_worker,
-        max_resizes_per_hour=sizing.max_resizes_per_hour,
-    )
+    return replace(sizing, capacity=cap)  # every bound and duration kept
 
 
 def madu_policy(

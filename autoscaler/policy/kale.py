@@ -154,16 +154,17 @@ class KalePolicy:
         followed = self._follow(obs, cur, fc, in_band, state, reason)
         if followed is not None:
             return followed
+        missing = fc is None or len(fc) < self.n  # no forecast covering the horizon
         median = (
             upper
-            if fc is None or len(fc) < self.n
+            if fc is None or missing
             else np.minimum(np.maximum(np.asarray(fc.central, dtype=float), 0.0), upper)
         )
         last = float(past[-1]) if len(past) else 0.0
         # The observed rate overrules a forecast of less (no scale-in below it) only when it
         # contradicts the forecast made for it, or when there is no forecast.
         floor = last * (1 + self.settings.surprise_margin) if "reactive" in reason else 0.0
-        if fc is None or len(fc) < self.n:
+        if missing:
             floor = last * (1 + self.settings.surprise_margin)
         plan = self._plan(
             sz=sz,
@@ -192,7 +193,7 @@ class KalePolicy:
         target = cur
         if plan.moves and plan.moves[0][0] == 0:
             target = plan.moves[0][1]
-        blind = fc is None or len(fc) < self.n or fc.interim
+        blind = fc is None or missing or fc.interim
         if target < cur and blind and len(past) < self.fallback_steps:
             # No forecast (or the interim one) and less history than the recent peak is read
             # over: one quiet reading (a job not yet fed, a controller just started) shrinks

@@ -66,16 +66,16 @@ release:
 	$(BIN)/python tools/gen_release.py
 
 # Every package mypy checks (config: [tool.mypy] in pyproject.toml).
-TYPED := autoscaler forecasting throughput placement trainer tools
+TYPED := kale scheduler trainer autoscaler kube forecasting throughput placement common tools
 
 demo: install
 	$(BIN)/kale demo
 
-# The quick gates first (lint, format, layers, types), then the tests.
+# The quick gates first (lint, format, import contracts, types), then the tests.
 test: install browser promtool
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python tools/check_layers.py
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy $(TYPED)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 

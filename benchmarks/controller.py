@@ -46,15 +46,15 @@ import yaml
 
 from autoscaler.actuators.base import Size
 from autoscaler.actuators.dryrun import DryRunActuator
-from autoscaler.config import LoadedJob, parse_job
 from autoscaler.controller.jobs import DirectoryJobs, StaticJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.controller.metering import ArrivalHistory, Sample
 from autoscaler.controller.runner import settle_heap
 from autoscaler.controller.state import SqliteStateStore
+from autoscaler.job.loading import LoadedJob, parse_job
 from autoscaler.policy.kale import KaleSettings
+from autoscaler.policy.quota import ResourceManager
 from autoscaler.policy.sizing import sizing_for
-from autoscaler.resources import ResourceManager
 from throughput.model import ThroughputModel
 
 ROOT = Path(__file__).resolve().parents[1]

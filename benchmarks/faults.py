@@ -46,7 +46,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "faults"))
 
-from fault_fakes import (  # noqa: E402
+from autoscaler.controller.loop import ControllerSettings  # noqa: E402
+from autoscaler.controller.metering import KafkaMetricSource  # noqa: E402
+from autoscaler.kafka import clients  # noqa: E402
+from autoscaler.kafka.history import HistoryStore  # noqa: E402
+from autoscaler.kafka.local.broker import EmbeddedBroker  # noqa: E402
+from tests.support.fault_fakes import (  # noqa: E402
     T0,
     ClusterRig,
     FakeKubeApi,
@@ -55,12 +60,6 @@ from fault_fakes import (  # noqa: E402
     double_resizes,
     job_doc,
 )
-
-from autoscaler.controller.loop import ControllerSettings  # noqa: E402
-from autoscaler.controller.metering import KafkaMetricSource  # noqa: E402
-from autoscaler.sources import kafka_io  # noqa: E402
-from autoscaler.sources.broker import EmbeddedBroker  # noqa: E402
-from autoscaler.sources.history import HistoryStore  # noqa: E402
 
 WORKER = ROOT / "tests" / "faults" / "crash_worker.py"
 MAX_TICKS = 8
@@ -120,13 +119,13 @@ def extra_events(api: FakeKubeApi) -> int:
 
 
 def produce(bootstrap: str, n: int) -> None:
-    prod = kafka_io.producer(bootstrap)
+    prod = clients.producer(bootstrap)
     try:
         for i in range(n):
             prod.send("t", b"x%d" % i)
         prod.flush(timeout=30)
     finally:
-        kafka_io.close_quietly(prod)
+        clients.close_quietly(prod)
 
 
 def kafka_rig(tmp: Path, broker: EmbeddedBroker) -> tuple[HostileRig, Callable[[], None]]:
@@ -170,7 +169,7 @@ def measured(reports: dict[str, Any] | None, key: str = "ml/a") -> bool:
 def broker_restart(tmp: Path, *, down_ticks: int) -> Row:
     broker = EmbeddedBroker(log_path=tmp / "tansu.log").start()
     port = broker.port
-    kafka_io.ensure_topic(broker.bootstrap, "t", 1)
+    clients.ensure_topic(broker.bootstrap, "t", 1)
     rig, close = kafka_rig(tmp, broker)
     crashes = Crashes()
     try:
@@ -182,7 +181,7 @@ def broker_restart(tmp: Path, *, down_ticks: int) -> Row:
         for _ in range(down_ticks):
             crashes.tick(rig.tick)
         broker = EmbeddedBroker(port=port, log_path=tmp / "tansu2.log").start()
-        kafka_io.ensure_topic(broker.bootstrap, "t", 1)
+        clients.ensure_topic(broker.bootstrap, "t", 1)
         recovered = None
         for tick in range(1, MAX_TICKS + 1):
             produce(broker.bootstrap, 600)  # 10/s at 60 s per tick
@@ -211,7 +210,7 @@ def broker_restart(tmp: Path, *, down_ticks: int) -> Row:
 
 def broker_freeze(tmp: Path) -> Row:
     broker = EmbeddedBroker(log_path=tmp / "tansu.log").start()
-    kafka_io.ensure_topic(broker.bootstrap, "t", 1)
+    clients.ensure_topic(broker.bootstrap, "t", 1)
     rig, close = kafka_rig(tmp, broker)
     crashes = Crashes()
     others_missed = 0

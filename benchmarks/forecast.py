@@ -40,9 +40,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from forecast_structures import STRUCTURES  # noqa: E402
 
-from autoscaler.errors import UserError  # noqa: E402
-from autoscaler.tracegen import generate_trace  # noqa: E402
-from autoscaler.traces import load_trace  # noqa: E402
+from autoscaler.sim.tracegen import generate_trace  # noqa: E402
+from autoscaler.sim.traces import load_trace  # noqa: E402
+from common.errors import UserError  # noqa: E402
 from forecasting.backtest import backtest  # noqa: E402
 from forecasting.registry import MODEL_NAMES, make_forecaster  # noqa: E402
 

@@ -53,7 +53,7 @@ from forecast import (  # noqa: E402
     seed_traces_from_args,
 )
 
-from autoscaler.tracegen import (  # noqa: E402
+from autoscaler.sim.tracegen import (  # noqa: E402
     BURST_AMP,
     BURST_TAU_MIN,
     Burst,

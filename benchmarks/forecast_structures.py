@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from autoscaler.tracegen import generate_trace
+from autoscaler.sim.tracegen import generate_trace
 
 START = "2026-03-02"
 

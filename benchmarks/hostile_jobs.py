@@ -188,7 +188,7 @@ def _limit_memory() -> None:
 
 def run_one(path: Path, config: Path | None) -> dict[str, Any]:
     """``kale validate`` on one file in its own process; RSS from ``wait4`` of that process."""
-    argv = [sys.executable, "-m", "autoscaler.cli.main", "validate"]
+    argv = [sys.executable, "-m", "kale.cli.main", "validate"]
     argv += ["--config", str(config), str(path)] if config else [str(path)]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()

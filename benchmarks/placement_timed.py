@@ -38,7 +38,7 @@ import json  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
-from autoscaler.cli.output import table  # noqa: E402
+from kale.terminal.output import table  # noqa: E402
 from placement.timed_experiment import TimedConfig, run_timed  # noqa: E402
 
 DATA = Path("/work/shared/data/placement")

@@ -41,8 +41,8 @@ from placement.inflation import arrival_list  # noqa: E402
 from placement.placer import place, tie_order  # noqa: E402
 from placement.policies import PolicyContext, make_policy  # noqa: E402
 from placement.workloads.openb import load_nodes, load_pods  # noqa: E402
-from tests.fakes.kube_api import FakeKubeApi  # noqa: E402
-from tests.fakes.kube_core import node_doc, pod_doc  # noqa: E402
+from tests.support.kube_api import FakeKubeApi  # noqa: E402
+from tests.support.kube_core import node_doc, pod_doc  # noqa: E402
 
 
 def simulate(nodes, arrivals, pods, policy: str, seed: int) -> tuple[float, list[str | None]]:
@@ -74,7 +74,7 @@ def start_scheduler(api: FakeKubeApi, tmp: Path, args: argparse.Namespace) -> su
     }
     (tmp / "scheduler.yaml").write_text(yaml.safe_dump(cfg))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    cmd = [sys.executable, "-m", "autoscaler.cli.main", "scheduler"]
+    cmd = [sys.executable, "-m", "kale.cli.main", "scheduler"]
     return subprocess.Popen(
         [*cmd, "--config", str(tmp / "scheduler.yaml"), "--log-level", "warning"],
         cwd=ROOT,

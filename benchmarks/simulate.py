@@ -28,14 +28,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autoscaler.config import load_job  # noqa: E402
+from autoscaler.job.loading import load_job  # noqa: E402
 from autoscaler.policy.sizing import sizing_for  # noqa: E402
 from autoscaler.sim.forecasting import default_cache_dir, source_factory  # noqa: E402
 from autoscaler.sim.optimal import OptimalSettings  # noqa: E402
 from autoscaler.sim.runner import compare, optimal_metrics, scale_to_peak  # noqa: E402
-from autoscaler.terminal.output import table  # noqa: E402
-from autoscaler.tracegen import generate_trace  # noqa: E402
-from autoscaler.traces import load_trace  # noqa: E402
+from autoscaler.sim.tracegen import generate_trace  # noqa: E402
+from autoscaler.sim.traces import load_trace  # noqa: E402
+from kale.terminal.output import table  # noqa: E402
 from throughput.model import ThroughputModel  # noqa: E402
 
 POLICIES = ["kale", "hpa", "keda", "autopilot", "madu", "static", "oracle"]

@@ -30,7 +30,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autoscaler.traces import save_trace  # noqa: E402
+from autoscaler.sim.traces import save_trace  # noqa: E402
 
 MEMBER = "pmdarima/datasets/taylor.py"
 

@@ -117,7 +117,7 @@ def validate_series(history: pd.Series, *, what: str = "history") -> tuple[pd.Se
     if interval <= 0 or np.any(np.abs(steps - interval) > 1e-6 * max(interval, 1.0)):
         raise InvalidSeriesError(
             f"{what}: timestamps must be strictly increasing on a regular grid "
-            "(fill gaps first; autoscaler.traces.load_trace does)"
+            "(fill gaps first; autoscaler.sim.traces.load_trace does)"
         )
     values = history.to_numpy(dtype=float, na_value=np.nan)
     if not np.isfinite(values).all():

@@ -28,7 +28,7 @@ def _private_cache(
 @pytest.fixture(scope="session")
 def kafka_broker() -> Iterator[Any]:
     """A running tansu broker on 127.0.0.1 (in-memory); ``.bootstrap`` is ``HOST:PORT``."""
-    from autoscaler.sources.broker import EmbeddedBroker
+    from autoscaler.kafka.local.broker import EmbeddedBroker
 
     with EmbeddedBroker() as broker:
         yield broker

@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autoscaler.controller.crd import render_crd  # noqa: E402
+from autoscaler.job.crd import render_crd  # noqa: E402
 
 TARGET = ROOT / "manifests" / "crd" / "elastictrainingjobs.yaml"
 

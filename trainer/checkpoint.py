@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autoscaler.atomic import atomic_path, atomic_write_text
+from common.atomic import atomic_path, atomic_write_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from trainer.ps import ShardState

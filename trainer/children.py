@@ -88,7 +88,7 @@ def _context() -> Any:
 
 def free_port() -> int:
     """A TCP port for the gloo rendezvous (the OS picks it; kept here rather than taken from
-    :mod:`autoscaler.sources.broker`, which would load the Kafka client into the supervisor)."""
+    :mod:`autoscaler.kafka.local.broker`, which would load the Kafka client into the supervisor)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from autoscaler.errors import UserError
-from autoscaler.kafka_auth import LocalSecrets, SecretMissing, security_for
-from autoscaler.sources.security import KafkaSecurity
+from autoscaler.kafka.credentials import LocalSecrets, SecretMissing, security_for
+from autoscaler.kafka.security import KafkaSecurity
+from common.errors import UserError
 from trainer.spec import ModelSpec
 
 Mode = Literal["sync", "async"]
@@ -71,7 +71,7 @@ class TrainerConfig:
     """Step records kept for throughput and loss queries."""
     security: KafkaSecurity | None = None
     """The job's Kafka SASL/TLS, its Secrets read from the environment or files
-    (:class:`autoscaler.kafka_auth.LocalSecrets`: a pod mounts them); None: plaintext."""
+    (:class:`autoscaler.kafka.credentials.LocalSecrets`: a pod mounts them); None: plaintext."""
 
     @classmethod
     def from_job(
@@ -83,7 +83,8 @@ class TrainerConfig:
         secrets_dir: str | Path | None = None,
         **overrides: Any,
     ) -> TrainerConfig:
-        """Settings of an ``autoscaler.config.LoadedJob`` (``--bootstrap`` overrides the job's)."""
+        """Settings of a loaded job (:class:`autoscaler.job.loading.LoadedJob`); ``--bootstrap``
+        overrides the job's."""
         job = loaded.job
         kafka = job.spec.source.kafka
         directory = (

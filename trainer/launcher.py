@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from autoscaler.errors import KaleError, UserError
+from common.errors import KaleError, UserError
 from trainer import checkpoint
 from trainer.children import ChildNode, Event, fork_children, node_configs
 from trainer.config import TrainerConfig, validate_shape
@@ -250,15 +250,15 @@ class Trainer(EventPump):
     # -- launch and shutdown ---------------------------------------------------------------
 
     def _topic_partitions(self) -> int:
-        from autoscaler.sources import kafka_io
+        from autoscaler.kafka import clients
 
-        admin = kafka_io.admin_client(
+        admin = clients.admin_client(
             self.config.bootstrap, client_id="kale-trainer", security=self.config.security
         )
         try:
-            return kafka_io.topic_partitions(admin, self.config.bootstrap, self.config.topic)
+            return clients.topic_partitions(admin, self.config.bootstrap, self.config.topic)
         finally:
-            kafka_io.close_quietly(admin)
+            clients.close_quietly(admin)
 
     def _launch(self, *, wait_consuming: bool) -> LaunchTiming:
         cfg = self.config

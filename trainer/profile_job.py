@@ -20,7 +20,7 @@ from trainer.profiler import ProfileResult, ProfileSettings, run_profile
 from trainer.spec import ModelSpec
 
 if TYPE_CHECKING:
-    from autoscaler.config import LoadedJob
+    from autoscaler.job.loading import LoadedJob
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def profile(
     """
     with contextlib.ExitStack() as stack:
         if bootstrap is None:
-            from autoscaler.sources.broker import EmbeddedBroker
+            from autoscaler.kafka.local.broker import EmbeddedBroker
 
             bootstrap = stack.enter_context(EmbeddedBroker()).bootstrap
         return run_profile(

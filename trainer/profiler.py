@@ -153,9 +153,9 @@ class Feeder:
         return self.produced - self.consumed()
 
     def start(self) -> None:
-        from autoscaler.sources import kafka_io
+        from autoscaler.kafka import clients
 
-        self._producer = kafka_io.producer(
+        self._producer = clients.producer(
             self.bootstrap, client_id="kale-profile-feeder", linger_ms=20, batch_size=256 * 1024
         )
         self._thread = threading.Thread(target=self._run, name="kale-profile-feeder", daemon=True)
@@ -193,12 +193,12 @@ class Feeder:
             self.error = exc
 
     def stop(self) -> None:
-        from autoscaler.sources import kafka_io
+        from autoscaler.kafka import clients
 
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        kafka_io.close_quietly(self._producer)
+        clients.close_quietly(self._producer)
 
 
 def _records_for(rate: float, settings: ProfileSettings) -> int:
@@ -246,14 +246,14 @@ def run_profile(
     ``on_progress(kind, info)`` is called with ``("row", row dict)`` after each configuration
     and ``("resize", timing dict)`` after each resize (the CLI drives its progress bar).
     """
-    from autoscaler.sources import kafka_io
+    from autoscaler.kafka import clients
 
     spec = spec or ModelSpec()
     configs = settings.configs
     if not configs:
         raise ValueError("nothing to profile: give at least one worker count and one PS count")
     partitions = settings.partitions or max(4, 2 * max(settings.workers))
-    kafka_io.ensure_topic(bootstrap, topic, partitions)
+    clients.ensure_topic(bootstrap, topic, partitions)
     report = on_progress or (lambda _kind, _info: None)
     rows: list[ProfileRow] = []
     timings: list[ResizeTiming] = []

@@ -35,8 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autoscaler.atomic import atomic_write_text
-from autoscaler.errors import UserError
+from common.atomic import atomic_write_text
+from common.errors import UserError
 
 FORMAT = "kale.rescale/v1"
 PHASES = ("stop_s", "checkpoint_s", "start_s", "load_s", "stream_rebuild_s")

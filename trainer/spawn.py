@@ -31,7 +31,7 @@ class NodeConfig:
     spec: dict[str, Any]
     bootstrap: str
     security: Any
-    """The job's Kafka SASL/TLS (:class:`autoscaler.sources.security.KafkaSecurity`) or None."""
+    """The job's Kafka SASL/TLS (:class:`autoscaler.kafka.security.KafkaSecurity`) or None."""
     topic: str
     group: str
     shard_path: str

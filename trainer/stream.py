@@ -38,7 +38,7 @@ from kafka import ConsumerRebalanceListener, TopicPartition
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from autoscaler.sources import kafka_io
+from autoscaler.kafka import clients
 from trainer.records import decode_records
 
 
@@ -70,8 +70,8 @@ class SampleStream(ConsumerRebalanceListener):
         *,
         fields: int,
         client_id: str,
-        session_timeout_ms: int = kafka_io.SESSION_TIMEOUT_MS,
-        heartbeat_interval_ms: int = kafka_io.HEARTBEAT_INTERVAL_MS,
+        session_timeout_ms: int = clients.SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms: int = clients.HEARTBEAT_INTERVAL_MS,
         check_crcs: bool = False,
         on_assignment: Callable[[str, list[int]], None] | None = None,
         security: Any = None,
@@ -85,7 +85,7 @@ class SampleStream(ConsumerRebalanceListener):
         self.joining = True
         self.join_wait_s = 2 * session_timeout_ms / 1000
         self.commit_failures = 0
-        self.consumer: Any = kafka_io.consumer(
+        self.consumer: Any = clients.consumer(
             bootstrap,
             group=group,
             client_id=client_id,
@@ -247,4 +247,4 @@ class SampleStream(ConsumerRebalanceListener):
 
     def close(self) -> None:
         """Leave the group promptly (LeaveGroup) without committing anything else."""
-        kafka_io.close_quietly(self.consumer, timeout_ms=5_000)
+        clients.close_quietly(self.consumer, timeout_ms=5_000)

@@ -27,7 +27,7 @@ class Size:
 
 
 class Actuator(Protocol):
-    """Reads and sets a job's size. Raises :mod:`autoscaler.actuators.errors` types only."""
+    """Reads and sets a job's size. Raises :mod:`kube.errors` types only."""
 
     kind: str
     """``StatefulSet``, ``TFJob``, ``Local`` or ``DryRun``."""

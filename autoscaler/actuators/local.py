@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO
 
 from autoscaler.actuators.base import Size
-from autoscaler.actuators.errors import TargetRejected
+from kube.errors import TargetRejected
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from autoscaler.actuators.base import Size
-from autoscaler.actuators.kube import Kube
+from kube.client import Kube
 
 log = logging.getLogger(__name__)
 

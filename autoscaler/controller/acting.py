@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autoscaler.actuators.base import Size
-from autoscaler.actuators.errors import ActuatorError, TargetGone, TargetRejected
 from autoscaler.controller import overrides
 from autoscaler.controller.reporting import Acting, Outcome, ReportingStages, size_text
 from autoscaler.controller.runtime import JobRuntime
@@ -40,6 +39,7 @@ from autoscaler.controller.status import (
 )
 from autoscaler.controller.workers import DaemonPool, wait_until
 from autoscaler.policy.types import Decision
+from kube.errors import ActuatorError, TargetGone, TargetRejected
 
 if TYPE_CHECKING:  # the loop imports this module
     from autoscaler.controller.loop import ControllerSettings

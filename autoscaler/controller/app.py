@@ -26,16 +26,17 @@ from autoscaler.controller.factories import forecaster_factory
 from autoscaler.controller.jobs import DirectoryJobs, JobEntry, JobsSource
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.controller.metering import KafkaMetricSource
-from autoscaler.controller.metrics import ControllerMetrics, Health, MetricsServer
+from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.runner import Runner
 from autoscaler.controller.sinks import FileStatusSink, LogEventSink, NullSink
 from autoscaler.controller.state import SqliteStateStore
 from autoscaler.controller.timeline import TimelineStore
 from autoscaler.controller.workers import DaemonPool
-from autoscaler.errors import UserError
-from autoscaler.kafka_auth import LocalSecrets
+from autoscaler.kafka.credentials import LocalSecrets
 from autoscaler.policy.kale import KaleSettings
-from autoscaler.resources import ResourceManager
+from autoscaler.policy.quota import ResourceManager
+from common.errors import UserError
+from common.metrics_server import Health, MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class LazyKube:
     def get(self) -> Any:
         with self._lock:
             if self._kube is None:
-                from autoscaler.actuators.kube import connect
+                from kube.client import connect
 
                 try:
                     self._kube = connect(kubeconfig=self.kubeconfig, context=self.context)
@@ -262,11 +263,11 @@ def build(
     status_sink: Any
     event_sink: Any
     if cfg.cluster_mode:
-        from autoscaler.actuators.configmaps import ConfigMaps
-        from autoscaler.actuators.crd_status import ElasticTrainingJobs
-        from autoscaler.actuators.events import EventRecorder
-        from autoscaler.actuators.job_watch import JobInformer
-        from autoscaler.actuators.secrets import Secrets
+        from kube.configmaps import ConfigMaps
+        from kube.custom_resources import ElasticTrainingJobs
+        from kube.events import EventRecorder
+        from kube.job_watch import JobInformer
+        from kube.secrets import Secrets
 
         crs = ElasticTrainingJobs(kube.get(), namespaces=cfg.jobs.namespaces or [])
         # A watch keeps the jobs current; the tick reads its cache instead of listing.

@@ -15,12 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from autoscaler.config import LoadedJob
-from autoscaler.controller.admission import (
-    AdmissionPolicy,
-    admit_object,
-    cluster_policy,
-)
 from autoscaler.controller.jobs import (
     INVALID_RECHECK_S,
     InvalidJob,
@@ -30,7 +24,13 @@ from autoscaler.controller.jobs import (
     model_stamp,
     without_overrides,
 )
-from autoscaler.controller.references import ReferenceProblem, References
+from autoscaler.job.admission import (
+    AdmissionPolicy,
+    admit_object,
+    cluster_policy,
+)
+from autoscaler.job.loading import LoadedJob
+from autoscaler.job.references import ReferenceProblem, References
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class ClusterJobs:
         self.lister = lister
         self.refs = References(config_maps=config_maps, secrets=secrets)
         """ConfigMaps and Secrets the jobs name, read in their namespaces
-        (:mod:`autoscaler.actuators.configmaps`, :mod:`autoscaler.actuators.secrets`)."""
+        (:mod:`kube.configmaps`, :mod:`kube.secrets`)."""
         self.models_dir = Path(models_dir)
         self.policy = policy or cluster_policy(models_root=self.models_dir)
         self._parsed: dict[str, tuple[str, Any, str, float, str | None]] = {}

@@ -30,29 +30,29 @@ from pydantic import (
     model_validator,
 )
 
-from autoscaler.config import PositiveDuration
-from autoscaler.controller.admission import (
-    CLUSTER_KAFKA_CIDRS,
-    CLUSTER_KAFKA_HOSTS,
-    CLUSTER_TARGET_KINDS,
-    AdmissionPolicy,
-    networks,
-)
 from autoscaler.controller.config_sections import (
     DAY,
     Forecasting,
     JobsSource,
-    LeaderElection,
     Meter,
     Metrics,
     Policy,
     Quota,
     Tick,
 )
-from autoscaler.errors import UserError
-from autoscaler.jobrules import JobLimits
-from autoscaler.jobschema import TARGET_KINDS
-from autoscaler.settingsfile import SettingsModel, read_settings, resolve_path, validate_settings
+from autoscaler.job.admission import (
+    CLUSTER_KAFKA_CIDRS,
+    CLUSTER_KAFKA_HOSTS,
+    CLUSTER_TARGET_KINDS,
+    AdmissionPolicy,
+    networks,
+)
+from autoscaler.job.rules import JobLimits
+from autoscaler.job.schema import TARGET_KINDS
+from common.durations import PositiveDuration
+from common.errors import UserError
+from common.settingsfile import SettingsModel, read_settings, resolve_path, validate_settings
+from kube.leader import LeaderElection
 
 CONFIG_KIND = "ControllerConfig"
 

@@ -4,14 +4,13 @@ tick and the admission policy, one pydantic model each.
 Why a module of its own: every section is a small settings model with its defaults, bounds
 and a description the docs are written from; :mod:`autoscaler.controller.config` assembles
 them into :class:`~autoscaler.controller.config.ControllerConfig` and owns loading, paths
-and flag overrides. The scheduler's config reuses :class:`LeaderElection`.
+and flag overrides. The Lease settings live with the elector
+(:class:`kube.leader.LeaderElection`): the scheduler's config uses them too.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
     Field,
@@ -19,18 +18,18 @@ from pydantic import (
     model_validator,
 )
 
-from autoscaler.config import Duration, PositiveDuration
-from autoscaler.controller.admission import (
+from autoscaler.job.admission import (
     CLUSTER_KAFKA_CIDRS,
     CLUSTER_KAFKA_HOSTS,
     CLUSTER_TARGET_KINDS,
     networks,
 )
-from autoscaler.jobrules import DEFAULT_LIMITS
-from autoscaler.settingsfile import SettingsModel
+from autoscaler.job.rules import DEFAULT_LIMITS
+from common.durations import Duration, PositiveDuration
+from common.settingsfile import SettingsModel
 
 if TYPE_CHECKING:  # a runtime import would load the Kubernetes client with the settings
-    from autoscaler.actuators.lease import LeaderElector
+    pass
 
 HOUR, DAY = 3600.0, 86400.0
 
@@ -70,52 +69,6 @@ class Quota(SettingsModel):
 class Metrics(SettingsModel):
     port: int = Field(default=9100, ge=0, le=65535, description="0 disables the server.")
     address: str = Field(default="0.0.0.0", description="Address the /metrics server binds.")
-
-
-class LeaderElection(SettingsModel):
-    enabled: bool = False
-    namespace: str | None = Field(
-        default=None,
-        description="Namespace of the Lease (default: $POD_NAMESPACE, else kale-system).",
-    )
-    lease_name: str = "kale-controller"
-    lease_duration: PositiveDuration = Field(default=15.0, le=HOUR)
-    renew_deadline: PositiveDuration = Field(default=10.0, le=HOUR)
-    retry_period: PositiveDuration = Field(default=2.0, le=HOUR)
-    identity: str | None = Field(
-        default=None, description="Defaults to $POD_NAME or hostname plus a random suffix."
-    )
-
-    def replica_identity(self) -> str:
-        """This replica's name: ``identity``, else $POD_NAME, else hostname plus a suffix."""
-        from autoscaler.actuators.lease import default_identity
-
-        return self.identity or os.environ.get("POD_NAME") or default_identity()
-
-    def elector(self, kube: Any, *, identity: str, clock: Callable[[], float]) -> LeaderElector:
-        """The Lease elector these settings describe (the controller's and the scheduler's)."""
-        from autoscaler.actuators.lease import LeaderElector
-
-        return LeaderElector(
-            kube,
-            namespace=self.namespace or os.environ.get("POD_NAMESPACE") or "kale-system",
-            name=self.lease_name,
-            identity=identity,
-            lease_duration_s=self.lease_duration,
-            renew_deadline_s=self.renew_deadline,
-            retry_period_s=self.retry_period,
-            clock=clock,
-        )
-
-    @model_validator(mode="after")
-    def _ordered(self) -> LeaderElection:
-        if not self.retry_period < self.renew_deadline < self.lease_duration:
-            raise ValueError(
-                "need leaderElection.retryPeriod < leaderElection.renewDeadline < "
-                f"leaderElection.leaseDuration ({self.retry_period:g}s, "
-                f"{self.renew_deadline:g}s, {self.lease_duration:g}s)"
-            )
-        return self
 
 
 class Meter(SettingsModel):
@@ -223,7 +176,7 @@ class Limits(SettingsModel):
 
 
 class Policy(SettingsModel):
-    """What a job may ask for (see :mod:`autoscaler.controller.admission`)."""
+    """What a job may ask for (see :mod:`autoscaler.job.admission`)."""
 
     allowed_target_kinds: list[TargetKind] | None = Field(
         default=None,

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autoscaler.errors import UserError
 from autoscaler.policy.types import JobSizing
+from common.errors import UserError
 
 if TYPE_CHECKING:
-    from autoscaler.config import LoadedJob
     from autoscaler.controller.jobs import JobEntry
+    from autoscaler.job.loading import LoadedJob
     from forecasting.base import Forecaster
     from throughput.model import ThroughputModel
 

@@ -1,7 +1,7 @@
 """A job's live forecaster: the one forecast feed, with fits in the controller's fit pool.
 
 What the planner is shown (refit schedule, context window, forecast grid, quantile, interim
-model) is decided by :class:`autoscaler.forecast_feed.ForecastFeed`, the same feed the
+model) is decided by :class:`autoscaler.policy.feed.ForecastFeed`, the same feed the
 simulator drives, so a simulated run describes the controller. This module only adds what a
 live loop needs around it: fits in the background (:class:`FitPool`: a transformer fit takes
 seconds to a minute, and a loop that waited for it would stop deciding for every job
@@ -21,7 +21,7 @@ from typing import Any, TypedDict
 from autoscaler.controller.metering import ArrivalHistory
 from autoscaler.controller.timefmt import iso
 from autoscaler.controller.workers import DaemonPool
-from autoscaler.forecast_feed import FeedSettings, ForecastFeed, History, refresh
+from autoscaler.policy.feed import FeedSettings, ForecastFeed, History, refresh
 from autoscaler.policy.forecasts import ForecastWindow
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from autoscaler.errors import KaleError
+from common.errors import KaleError
 
 #: Most intervals the planner looks ahead or back (7 days of 10 s steps is 60,480).
 MAX_PLAN_STEPS = 100_000

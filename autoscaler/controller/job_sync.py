@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from autoscaler.actuators.base import Actuator
 from autoscaler.actuators.dryrun import DryRunActuator
-from autoscaler.actuators.errors import ActuatorError
 from autoscaler.controller.forecast import FitPool, ForecastCache
 from autoscaler.controller.isolation import JobFailure, safe_text, steps
 from autoscaler.controller.jobs import InvalidJob, JobEntry, JobsSource, Listing
@@ -28,9 +27,10 @@ from autoscaler.controller.runtime import JobRuntime
 from autoscaler.controller.sinks import EventSink, StatusSink
 from autoscaler.controller.state import JobState, StateStore
 from autoscaler.controller.status import Conditions
-from autoscaler.errors import KaleError
+from autoscaler.policy.quota import ResourceManager
 from autoscaler.policy.types import JobSizing
-from autoscaler.resources import ResourceManager
+from common.errors import KaleError
+from kube.errors import ActuatorError
 
 if TYPE_CHECKING:  # the loop imports this module
     from autoscaler.controller.loop import ControllerSettings

@@ -22,17 +22,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from autoscaler.config import LoadedJob, read_yaml
-from autoscaler.controller.admission import (
+from autoscaler.job.admission import (
     LOCAL_POLICY,
     AdmissionPolicy,
     admit_file,
 )
-from autoscaler.controller.references import ReferenceProblem, References
-from autoscaler.errors import UserError
-from autoscaler.jobschema import KIND, ElasticTrainingJob
-from autoscaler.kafka_auth import LocalSecrets
-from autoscaler.overrides import PAUSED, PAUSED_REPLICAS
+from autoscaler.job.loading import LoadedJob
+from autoscaler.job.overrides import PAUSED, PAUSED_REPLICAS
+from autoscaler.job.references import ReferenceProblem, References
+from autoscaler.job.schema import KIND, ElasticTrainingJob
+from autoscaler.kafka.credentials import LocalSecrets
+from common.errors import UserError
+from common.yamldoc import read_one_document
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +181,7 @@ class DirectoryJobs:
     ) -> None:
         self.refs = References(secrets=secrets)
         """Secrets the jobs name (local mode: environment and files,
-        :class:`autoscaler.kafka_auth.LocalSecrets`); ConfigMaps are refused here."""
+        :class:`autoscaler.kafka.credentials.LocalSecrets`); ConfigMaps are refused here."""
         self.directory = Path(directory)
         self.policy = policy or LOCAL_POLICY
         self._files: dict[Path, _FileRead] = {}
@@ -273,7 +274,7 @@ class DirectoryJobs:
         return read
 
     def _parse(self, path: Path) -> _FileRead:
-        data, problems = read_yaml(path)
+        data, problems = read_one_document(path)
         if not problems and (not isinstance(data, dict) or data.get("kind") != KIND):
             return _FileRead((0, 0, 0), "", False, "other")
         loaded, errors = admit_file(path, self.policy)
@@ -299,7 +300,7 @@ def _unreadable(path: Path, stamp: tuple[int, int, int], exc: BaseException) -> 
 
 class StaticJobs:
     """A fixed list of job files (``kale plan --job``); their Kafka Secrets are read once,
-    locally (:class:`autoscaler.kafka_auth.LocalSecrets`: environment and files)."""
+    locally (:class:`autoscaler.kafka.credentials.LocalSecrets`: environment and files)."""
 
     def __init__(self, loaded: list[LoadedJob], *, secrets: Any = None) -> None:
         refs = References(secrets=secrets or LocalSecrets().read)

@@ -53,10 +53,10 @@ from autoscaler.controller.state import MemoryStateStore, SavedState, StateStore
 from autoscaler.controller.status import JobReport
 from autoscaler.controller.timeline import TimelineStore
 from autoscaler.controller.workers import DaemonPool
-from autoscaler.errors import KaleError
 from autoscaler.policy.kale import KaleSettings
+from autoscaler.policy.quota import ResourceManager
 from autoscaler.policy.types import JobSizing
-from autoscaler.resources import ResourceManager
+from common.errors import KaleError
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 The loop asks a :class:`MetricSource` two things per tick: a :class:`Sample` (rates, lag,
 oldest age now) and the :class:`ArrivalHistory` (arrival rate per interval, for the
 forecaster and the planner). Tests and the benchmark plug in synthetic sources; production
-uses :class:`KafkaMetricSource`, a thin adapter over :class:`autoscaler.sources.meter.KafkaMeter`
+uses :class:`KafkaMetricSource`, a thin adapter over :class:`autoscaler.kafka.meter.KafkaMeter`
 and its SQLite history (which survives restarts and is backfilled from the broker).
 
 Three details keep a tick bounded:
@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from autoscaler.controller.workers import DaemonPool
-from autoscaler.errors import MetricUnavailable
+from common.errors import MetricUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class KafkaMetricSource:
         backfill_deadline_s: float | None = None,
         security: Any = None,
     ) -> None:
-        from autoscaler.sources.meter import KafkaMeter
+        from autoscaler.kafka.meter import KafkaMeter
 
         self.topic, self.group = topic, group
         self.window_s = window_s
@@ -162,7 +162,7 @@ class KafkaMetricSource:
             timeout_s=timeout_s,
             backfill=False,  # done here, off the tick
             max_baseline_age_s=max(10 * window_s, 3 * interval_s),
-            security=security,  # the job's SASL/TLS (autoscaler.kafka_auth)
+            security=security,  # the job's SASL/TLS (autoscaler.kafka.credentials)
         )
         self._hist: ArrivalHistory | None = None
         self.block_first = block_first
@@ -177,7 +177,7 @@ class KafkaMetricSource:
         self._backfill_started = 0.0
 
     def sample(self) -> Sample:
-        from autoscaler.sources.meter import BaselineMissing
+        from autoscaler.kafka.meter import BaselineMissing
 
         self._history_ready()
         try:
@@ -232,7 +232,7 @@ class KafkaMetricSource:
     def _rebuild(self) -> None:
         """Backfill the topic's history, then store the first snapshot (the next sample's
         baseline); before any row exists, so a crash part-way backfills again."""
-        from autoscaler.sources.backfill import backfill
+        from autoscaler.kafka.backfill import backfill
 
         history = self.meter.history
         assert history is not None

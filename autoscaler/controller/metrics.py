@@ -1,4 +1,4 @@
-"""Prometheus metrics of the controller, and the small HTTP server that serves them.
+"""Prometheus metrics of the controller (served by :mod:`common.metrics_server`).
 
 Names follow Prometheus' conventions: base units in the name (``_seconds``,
 ``_samples_per_second``, ``_records``, ``_workers``), ``_total`` on counters, and each job is
@@ -16,9 +16,7 @@ p90; the SLO, so a dashboard draws the line the oldest-sample age must stay unde
 condition as 0/1 (``kube-state-metrics`` style). The process collector (``process_*``) and
 ``kale_build_info`` come with every registry.
 
-One private registry per controller (tests run several in one process). The same server
-answers the Deployment's probes: ``/healthz`` (the loop is alive: it ran an iteration
-recently) and ``/readyz`` (it has done its first round, as leader or standby). The Grafana
+One private registry per controller (tests run several in one process). The Grafana
 dashboard in ``manifests/grafana/`` and the alerts in ``manifests/overlays/metrics/`` read
 exactly the names below (tests keep them in step, and ``promtool check metrics`` lints them).
 """
@@ -29,9 +27,6 @@ import contextlib
 import math
 import platform
 import threading
-import time
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import (
@@ -43,7 +38,7 @@ from prometheus_client import (
     ProcessCollector,
 )
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
 
 JOB_LABELS = ("namespace", "etj")
 
@@ -308,80 +303,3 @@ class ControllerMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
-
-
-class Health:
-    """What the probes report; the runner updates it."""
-
-    def __init__(self, *, stale_after_s: float, clock: Callable[[], float] = time.time) -> None:
-        self.stale_after_s = stale_after_s
-        self.clock = clock
-        self.last_beat: float | None = None
-        self.ready = False
-
-    def beat(self) -> None:
-        self.last_beat = self.clock()
-        self.ready = True
-
-    def alive(self) -> bool:
-        return self.last_beat is None or self.clock() - self.last_beat < self.stale_after_s
-
-
-class MetricsServer:
-    """``/metrics``, ``/healthz`` and ``/readyz`` on a background thread."""
-
-    def __init__(
-        self,
-        metrics: ControllerMetrics,
-        health: Health | None = None,
-        *,
-        address: str = "0.0.0.0",
-        port: int = 9100,
-    ) -> None:
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                outer._serve(self)
-
-        self.metrics = metrics
-        self.health = health
-        self.server = ThreadingHTTPServer((address, port), Handler)
-        self.server.daemon_threads = True
-        self.port = int(self.server.server_address[1])
-        self.thread = threading.Thread(
-            target=self.server.serve_forever,
-            name="kale-metrics",
-            kwargs={"poll_interval": 0.2},
-            daemon=True,
-        )
-
-    def _serve(self, req: BaseHTTPRequestHandler) -> None:
-        path = req.path.split("?")[0]
-        ctype = "text/plain; charset=utf-8"
-        if path == "/metrics":
-            code, body, ctype = 200, self.metrics.render(), CONTENT_TYPE_LATEST
-        elif path == "/healthz":
-            ok = self.health is None or self.health.alive()
-            code, body = (200, b"ok\n") if ok else (503, b"loop stalled\n")
-        elif path == "/readyz":
-            ok = self.health is None or self.health.ready
-            code, body = (200, b"ready\n") if ok else (503, b"starting\n")
-        else:
-            code, body = 404, b"not found\n"
-        req.send_response(code)
-        req.send_header("Content-Type", ctype)
-        req.send_header("Content-Length", str(len(body)))
-        req.end_headers()
-        req.wfile.write(body)
-
-    def start(self) -> MetricsServer:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()

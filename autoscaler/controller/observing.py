@@ -17,7 +17,6 @@ from concurrent.futures import Future
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from autoscaler.actuators.errors import ActuatorError
 from autoscaler.controller.isolation import MAX_HISTORY_STEPS, safe_text
 from autoscaler.controller.metering import (
     ArrivalHistory,
@@ -28,7 +27,8 @@ from autoscaler.controller.metering import (
 from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.runtime import JobRuntime, Observed
 from autoscaler.controller.workers import DaemonPool, wait_until
-from autoscaler.errors import MetricUnavailable
+from common.errors import MetricUnavailable
+from kube.errors import ActuatorError
 
 if TYPE_CHECKING:  # the loop imports this module
     from autoscaler.controller.loop import ControllerSettings

@@ -1,4 +1,4 @@
-"""How the loop honours a pause or a pin (:mod:`autoscaler.overrides` says which holds).
+"""How the loop honours a pause or a pin (:mod:`autoscaler.job.overrides` says which holds).
 
 Kept out of the loop and the act stage so that the rules read in one place:
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from autoscaler.actuators.base import Size
 from autoscaler.controller.status import Conditions
-from autoscaler.overrides import Override
+from autoscaler.job.overrides import Override
 from autoscaler.policy.types import Decision, JobSizing
 
 

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 
 from autoscaler.actuators.base import Actuator, Size
 from autoscaler.actuators.dryrun import DryRunActuator
-from autoscaler.config import LoadedJob
 from autoscaler.controller.app import LazyKube, actuator_factory, meter_factory
 from autoscaler.controller.config import ControllerConfig
 from autoscaler.controller.factories import forecaster_factory
 from autoscaler.controller.jobs import JobEntry, StaticJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.controller.status import JobReport
-from autoscaler.errors import UserError
+from autoscaler.job.loading import LoadedJob
+from common.errors import UserError
 
 
 @dataclass(frozen=True)

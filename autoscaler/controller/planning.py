@@ -3,7 +3,7 @@
 Why a module of its own: this is where measurements become sizes. Planning runs the same
 :class:`~autoscaler.policy.kale.KalePolicy` the simulator runs (missing metrics mean *hold*,
 an unfinished resize is finished first, a pinned or paused job bypasses the planner), and
-approval hands every wish to the :class:`~autoscaler.resources.ResourceManager` in one round
+approval hands every wish to the :class:`~autoscaler.policy.quota.ResourceManager` in one round
 before any GPU is given or taken back. Mixed into
 :class:`~autoscaler.controller.loop.Controller`.
 """
@@ -22,9 +22,9 @@ from autoscaler.controller.metering import ArrivalHistory
 from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.overrides import pinned_decision
 from autoscaler.controller.runtime import JobRuntime
-from autoscaler.overrides import override_of
+from autoscaler.job.overrides import override_of
+from autoscaler.policy.quota import Request, ResourceManager
 from autoscaler.policy.types import Decision, Observation
-from autoscaler.resources import Request, ResourceManager
 
 # One logger for the whole tick, whatever module a stage lives in.
 log = logging.getLogger("autoscaler.controller.loop")

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autoscaler.actuators.base import Size
-from autoscaler.actuators.errors import ActuatorError, TargetGone
 from autoscaler.controller.isolation import JobFailure, safe_text
 from autoscaler.controller.job_metrics import job_gauges
 from autoscaler.controller.metering import Backfilling, WarmingUp
@@ -29,6 +28,7 @@ from autoscaler.controller.status import (
     jsonable,
     selector_of,
 )
+from kube.errors import ActuatorError, TargetGone
 
 if TYPE_CHECKING:  # the loop imports this module (through acting)
     from autoscaler.controller.loop import ControllerSettings

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from autoscaler.controller.loop import Controller
-from autoscaler.controller.metrics import Health
+from common.metrics_server import Health
 
 log = logging.getLogger(__name__)
 

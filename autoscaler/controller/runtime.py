@@ -15,17 +15,17 @@ from typing import Any
 import numpy as np
 
 from autoscaler.actuators.base import Actuator, Size
-from autoscaler.actuators.errors import ActuatorError
 from autoscaler.controller.forecast import ForecastCache
 from autoscaler.controller.isolation import MAX_PLAN_STEPS, JobFailure, JobLimitError, steps
 from autoscaler.controller.jobs import JobEntry
 from autoscaler.controller.metering import ArrivalHistory, MetricSource, Sample
 from autoscaler.controller.state import Condition, JobState
-from autoscaler.errors import MetricUnavailable
-from autoscaler.overrides import Override
+from autoscaler.job.overrides import Override
 from autoscaler.policy.forecasts import CallbackSource, ForecastWindow
 from autoscaler.policy.kale import KalePolicy, KaleSettings
 from autoscaler.policy.types import JobSizing
+from common.errors import MetricUnavailable
+from kube.errors import ActuatorError
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class JobRuntime:
         self.metric_error: MetricUnavailable | None = None
         self.saved_policy: dict[str, Any] | None = None
         self.override: Override | None = None
-        """A pause or pin in force this tick (:mod:`autoscaler.overrides`), set by the plan."""
+        """A pause or pin in force this tick (:mod:`autoscaler.job.overrides`), set by the plan."""
         """The planner state before this tick's decision, restored if nothing was applied."""
         self.failure: JobFailure | None = None
         """The first unexpected exception of this tick (the job then holds)."""

@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any, Protocol
 
-from autoscaler.atomic import atomic_write_text
+from common.atomic import atomic_write_text
 
 log = logging.getLogger("autoscaler.controller.events")
 

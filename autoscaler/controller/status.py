@@ -3,7 +3,7 @@
 Kept apart from the loop so the shapes the outside world sees (the custom resource's status,
 ``kale plan``'s JSON, Kubernetes-style conditions) live in one small module, next to the
 pydantic model the CRD is generated from
-(:class:`autoscaler.controller.job_status.JobStatus`; a test validates every status the loop
+(:class:`autoscaler.job.status.JobStatus`; a test validates every status the loop
 writes against it).
 """
 

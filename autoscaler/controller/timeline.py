@@ -7,7 +7,7 @@ history itself: per tick the measured arrival rate, the forecast that the decisi
 the step one lead time ahead, so it can be laid over the rate that then arrived), the size,
 the backlog and the oldest unconsumed age, the decision and its reason. This module appends
 one row per job per tick to ``<stateDir>/timeline.sqlite`` and reads it back for
-:mod:`autoscaler.dashboard`.
+:mod:`kale.dashboard`.
 
 Append-only and small: one row per job per interval (~1,500 rows a day at 60 s), pruned past
 ``retention_s``. Writing never stops a tick: the loop catches and logs any failure. The

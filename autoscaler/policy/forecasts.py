@@ -2,7 +2,7 @@
 
 The planner only needs, at step t, the predicted rates of steps t … t+n−1 with a central and
 an upper/lower band. Sources differ in where that comes from: a fitted forecaster (the one
-forecast feed of :mod:`autoscaler.forecast_feed`, which the simulator and the controller
+forecast feed of :mod:`autoscaler.policy.feed`, which the simulator and the controller
 share), forecasts precomputed for every origin (tests), or the true future (the oracle).
 """
 

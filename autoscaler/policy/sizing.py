@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from autoscaler.errors import UserError
 from autoscaler.policy.types import JobSizing
+from common.errors import UserError
 
 
 def _spec(job: Any) -> Any:

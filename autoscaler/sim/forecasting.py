@@ -1,7 +1,7 @@
 """Forecasts for simulated runs: the one forecast feed driven synchronously, and a fit cache.
 
 The planner sees forecasts through :class:`FeedSource`, the simulator's wrapper of
-:class:`autoscaler.forecast_feed.ForecastFeed` (the controller wraps the same feed), fed only
+:class:`autoscaler.policy.feed.ForecastFeed` (the controller wraps the same feed), fed only
 the arrivals before each decision step: refits on the job's schedule (``spec.forecast.refit``,
 default daily, and early while the history is young), its quantile, the same context window.
 Fitting a transformer two dozen times per run is the expensive part of a simulation, so fitted
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from autoscaler.forecast_feed import FeedSettings, FitHook, ForecastFeed, History, refresh
+from autoscaler.policy.feed import FeedSettings, FitHook, ForecastFeed, History, refresh
 from autoscaler.policy.forecasts import ForecastWindow
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Several jobs replayed in lock-step, sharing one GPU quota through the resource manager.
 
 Each step: every job's policy decides (it sees only its own past), the wishes go to
-:class:`~autoscaler.resources.ResourceManager` in one approval round, and each job resizes to
+:class:`~autoscaler.policy.quota.ResourceManager` in one approval round, and each job resizes to
 what was granted: all of it, part of it (a smaller growth), or nothing (it keeps its size).
 A job in the middle of a resize holds ``max(old, new)`` and asks for nothing; GPUs given back
 by a shrink return to the pool when its resize ends. Queueing, downtime and GPU-hours follow
@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from autoscaler.policy.quota import Request, ResourceManager
 from autoscaler.policy.types import JobSizing, Policy
-from autoscaler.resources import Request, ResourceManager
 from autoscaler.sim.engine import JobRun, Progress, SimResult
 
 

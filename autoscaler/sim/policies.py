@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from autoscaler.errors import UserError
 from autoscaler.policy.types import JobSizing, Policy
 from autoscaler.sim.baselines import AutopilotPolicy, HpaPolicy, KedaPolicy, StaticPolicy
 from autoscaler.sim.planners import make_kale, make_madu, make_oracle
+from common.errors import UserError
 
 PLANNERS: dict[str, Callable[..., Policy]] = {
     "kale": make_kale,

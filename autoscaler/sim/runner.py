@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from autoscaler.errors import UserError
 from autoscaler.policy.types import JobSizing
 from autoscaler.sim.engine import SimResult, lower_bound_gpu_hours, simulate
 from autoscaler.sim.multi import JobInput, MultiResult, simulate_jobs
 from autoscaler.sim.optimal import OptimalResult, OptimalSettings, optimal
 from autoscaler.sim.policies import make_policy
+from common.errors import UserError
 
 DAY_S = 86400.0
 

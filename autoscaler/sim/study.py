@@ -19,9 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from autoscaler.config import LoadedJob, load_job
-from autoscaler.durations import format_duration
-from autoscaler.errors import UserError
+from autoscaler.job.loading import LoadedJob, load_job
 from autoscaler.policy.types import JobSizing
 from autoscaler.sim.engine import lower_bound_workers
 from autoscaler.sim.flat import flat_trace_warning
@@ -34,7 +32,9 @@ from autoscaler.sim.runner import (
     scale_to_peak,
     warmup_steps_for,
 )
-from autoscaler.traces import Trace, load_trace
+from autoscaler.sim.traces import Trace, load_trace
+from common.durations import format_duration
+from common.errors import UserError
 
 if TYPE_CHECKING:
     from autoscaler.sim.forecasting import OnFit

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from autoscaler.config import LoadedJob, load_job
-from autoscaler.errors import UserError
+from autoscaler.job.loading import LoadedJob, load_job
 from autoscaler.sim.engine import lower_bound_gpu_hours, lower_bound_workers
 from autoscaler.sim.flat import flat_trace_warning
 from autoscaler.sim.optimal import OptimalSettings, optimal
@@ -42,7 +41,8 @@ from autoscaler.sim.study import (
     _times,
     _trace_values,
 )
-from autoscaler.traces import load_trace
+from autoscaler.sim.traces import load_trace
+from common.errors import UserError
 
 if TYPE_CHECKING:
     from autoscaler.sim.forecasting import OnFit

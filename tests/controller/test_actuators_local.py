@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from autoscaler.actuators.base import Size
-from autoscaler.actuators.errors import TargetRejected
 from autoscaler.actuators.local import LocalActuator, render
+from kube.errors import TargetRejected
 
 WORKER = """
 import json, os, signal, sys, time

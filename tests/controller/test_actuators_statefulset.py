@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from controller_fakes import FakeKubeApi, Objects
 
 from autoscaler.actuators.base import Size
-from autoscaler.actuators.errors import Conflict, TargetGone, TargetRejected, TargetUnavailable
-from autoscaler.actuators.kube import Kube, RetryPolicy, connect
 from autoscaler.actuators.statefulset import StatefulSetActuator
+from kube.client import Kube, RetryPolicy, connect
+from kube.errors import Conflict, TargetGone, TargetRejected, TargetUnavailable
+from tests.support.controller_fakes import FakeKubeApi, Objects
 
 
 @pytest.fixture()

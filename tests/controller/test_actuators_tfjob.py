@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from controller_fakes import FakeKubeApi, Objects
 
 from autoscaler.actuators.base import Size
-from autoscaler.actuators.errors import TargetGone
-from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.actuators.tfjob import TFJobActuator
+from kube.client import RetryPolicy, connect
+from kube.errors import TargetGone
+from tests.support.controller_fakes import FakeKubeApi, Objects
 
 
 @pytest.fixture()

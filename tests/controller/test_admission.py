@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from controller_fakes import SYNC_MODEL, job_doc, write_job
 
-from autoscaler.cli.main import main
-from autoscaler.config import parse_job
-from autoscaler.controller.admission import LOCAL_POLICY, admit, cluster_policy, networks
 from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.config import parse_controller_config
 from autoscaler.controller.jobs import DirectoryJobs
-from autoscaler.errors import UserError
+from autoscaler.job.admission import LOCAL_POLICY, admit, cluster_policy, networks
+from autoscaler.job.loading import parse_job
+from common.errors import UserError
+from kale.cli.main import main
+from tests.support.controller_fakes import SYNC_MODEL, job_doc, write_job
 
 
 def _job(**changes):

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from controller_fakes import SYNC_MODEL, job_doc, write_job
 
-from autoscaler.cli.main import main
+from kale.cli.main import main
+from tests.support.controller_fakes import SYNC_MODEL, job_doc, write_job
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,10 +60,10 @@ def test_plan_refuses_to_act(tmp_path, capsys):
 @pytest.fixture
 def kafka_job(kafka_broker, topic_name, tmp_path):
     """A job on a topic that already holds half an hour of traffic (with its timestamps)."""
-    from autoscaler.sources import kafka_io
-    from autoscaler.sources.replay import replay
+    from autoscaler.kafka import clients
+    from autoscaler.kafka.local.replay import replay
 
-    kafka_io.ensure_topic(kafka_broker.bootstrap, topic_name, partitions=1)
+    clients.ensure_topic(kafka_broker.bootstrap, topic_name, partitions=1)
     now = pd.Timestamp.now(tz="UTC").floor("min")
     index = pd.date_range(now - pd.Timedelta(minutes=30), periods=30, freq="1min")
     rates = pd.Series([1.0 + (i % 10) / 2 for i in range(30)], index=index)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autoscaler.controller.config import load_controller_config, parse_controller_config
-from autoscaler.errors import UserError
+from common.errors import UserError
 
 BASE = {"jobs": {"directory": "jobs"}}
 

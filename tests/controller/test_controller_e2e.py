@@ -21,25 +21,25 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from controller_fakes import FakeKubeApi, Objects, job_doc
 from kafka import TopicPartition
 
 from autoscaler.actuators.base import Size
-from autoscaler.actuators.crd_status import ElasticTrainingJobs
-from autoscaler.actuators.events import EventRecorder
-from autoscaler.actuators.kube import RetryPolicy, connect
-from autoscaler.actuators.lease import LeaderElector
 from autoscaler.actuators.statefulset import StatefulSetActuator
-from autoscaler.controller.admission import cluster_policy, networks
 from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.controller.metering import KafkaMetricSource
 from autoscaler.controller.runner import Runner
-from autoscaler.jobrules import JobLimits
-from autoscaler.resources import ResourceManager
-from autoscaler.sources import kafka_io
-from autoscaler.sources.replay import replay
+from autoscaler.job.admission import cluster_policy, networks
+from autoscaler.job.rules import JobLimits
+from autoscaler.kafka import clients
+from autoscaler.kafka.local.replay import replay
+from autoscaler.policy.quota import ResourceManager
 from forecasting.registry import make_forecaster
+from kube.client import RetryPolicy, connect
+from kube.custom_resources import ElasticTrainingJobs
+from kube.events import EventRecorder
+from kube.leader import LeaderElector
+from tests.support.controller_fakes import FakeKubeApi, Objects, job_doc
 from throughput.model import ThroughputModel
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -89,7 +89,7 @@ class Trainer(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str, group: str) -> None:
         super().__init__(daemon=True)
-        self.consumer = kafka_io.consumer(bootstrap, group=group, client_id="e2e-trainer")
+        self.consumer = clients.consumer(bootstrap, group=group, client_id="e2e-trainer")
         self.consumer.assign([TopicPartition(topic, 0)])
         self.halt = threading.Event()
 
@@ -101,7 +101,7 @@ class Trainer(threading.Thread):
     def stop(self) -> None:
         self.halt.set()
         self.join(10)
-        kafka_io.close_quietly(self.consumer)
+        clients.close_quietly(self.consumer)
 
 
 class Replica:
@@ -190,7 +190,7 @@ def test_the_scale_follows_the_plan_ahead_of_the_load_across_a_leader_failover(
 ):
     bootstrap = kafka_broker.bootstrap
     topic, group = unique_name("clicks"), unique_name("trainer")
-    kafka_io.ensure_topic(bootstrap, topic, partitions=1)
+    clients.ensure_topic(bootstrap, topic, partitions=1)
     models = tmp_path / "models"
     models.mkdir()
     MODEL.save(models / "e2e.json")

@@ -8,18 +8,26 @@ the worker StatefulSet's replicas in the fake API server.
 from __future__ import annotations
 
 import pytest
-from controller_fakes import SYNC_MODEL, T0, FakeClock, FakeKubeApi, Objects, TraceMetrics, job_doc
 
-from autoscaler.actuators.crd_status import ElasticTrainingJobs
-from autoscaler.actuators.events import EventRecorder
-from autoscaler.actuators.kube import RetryPolicy, connect
-from autoscaler.actuators.lease import LeaderElector
 from autoscaler.actuators.statefulset import StatefulSetActuator
 from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.controller.runner import Runner
-from autoscaler.resources import ResourceManager
+from autoscaler.policy.quota import ResourceManager
 from forecasting.registry import make_forecaster
+from kube.client import RetryPolicy, connect
+from kube.custom_resources import ElasticTrainingJobs
+from kube.events import EventRecorder
+from kube.leader import LeaderElector
+from tests.support.controller_fakes import (
+    SYNC_MODEL,
+    T0,
+    FakeClock,
+    FakeKubeApi,
+    Objects,
+    TraceMetrics,
+    job_doc,
+)
 from throughput.model import ThroughputModel
 
 MODEL = ThroughputModel.load(SYNC_MODEL)

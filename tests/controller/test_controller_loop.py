@@ -8,19 +8,26 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from controller_fakes import SYNC_MODEL, T0, FakeClock, TraceMetrics, job_doc, write_job
 
 from autoscaler.actuators.base import Size
 from autoscaler.actuators.dryrun import DryRunActuator
-from autoscaler.actuators.errors import TargetGone, TargetUnavailable
-from autoscaler.controller.job_status import JobStatus
 from autoscaler.controller.jobs import DirectoryJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.controller.metering import WarmingUp
 from autoscaler.controller.sinks import FileStatusSink, LogEventSink
 from autoscaler.controller.state import SqliteStateStore
-from autoscaler.resources import ResourceManager
+from autoscaler.job.status import JobStatus
+from autoscaler.policy.quota import ResourceManager
 from forecasting.registry import make_forecaster
+from kube.errors import TargetGone, TargetUnavailable
+from tests.support.controller_fakes import (
+    SYNC_MODEL,
+    T0,
+    FakeClock,
+    TraceMetrics,
+    job_doc,
+    write_job,
+)
 from throughput.model import ThroughputModel
 
 MODEL = ThroughputModel.load(SYNC_MODEL)
@@ -484,7 +491,7 @@ def test_forecasts_are_refitted_early_while_the_history_is_young():
 
 
 def test_the_last_complete_observation_survives_a_tick_that_cannot_measure(tmp_path):
-    from autoscaler.errors import MetricUnavailable
+    from common.errors import MetricUnavailable
 
     rig = Rig(tmp_path, [job_doc()])
     rig.tick()

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from autoscaler.controller.grafana import build_dashboard
-from autoscaler.controller.logs import JsonFormatter, setup_logging
-from autoscaler.controller.metrics import ControllerMetrics, Health, MetricsServer
+from autoscaler.controller.metrics import ControllerMetrics
+from common.logs import JsonFormatter, setup_logging
+from common.metrics_server import Health, MetricsServer
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,24 +8,32 @@ import time
 from pathlib import Path
 
 import yaml
-from controller_fakes import SYNC_MODEL, T0, FakeClock, FakeKubeApi, Objects, TraceMetrics, job_doc
 
 from autoscaler.actuators.base import Size
-from autoscaler.actuators.configmaps import ConfigMaps
-from autoscaler.actuators.crd_status import ElasticTrainingJobs
 from autoscaler.actuators.dryrun import DryRunActuator
-from autoscaler.actuators.events import EventRecorder
-from autoscaler.actuators.job_watch import JobInformer
-from autoscaler.actuators.kube import RetryPolicy, connect
-from autoscaler.actuators.lease import LeaderElector
-from autoscaler.actuators.secrets import Secrets
 from autoscaler.actuators.statefulset import StatefulSetActuator
 from autoscaler.actuators.tfjob import TFJobActuator
 from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.loop import Controller
 from autoscaler.controller.runner import Runner
-from autoscaler.resources import ResourceManager
+from autoscaler.policy.quota import ResourceManager
 from forecasting.registry import make_forecaster
+from kube.client import RetryPolicy, connect
+from kube.configmaps import ConfigMaps
+from kube.custom_resources import ElasticTrainingJobs
+from kube.events import EventRecorder
+from kube.job_watch import JobInformer
+from kube.leader import LeaderElector
+from kube.secrets import Secrets
+from tests.support.controller_fakes import (
+    SYNC_MODEL,
+    T0,
+    FakeClock,
+    FakeKubeApi,
+    Objects,
+    TraceMetrics,
+    job_doc,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PATH = re.compile(

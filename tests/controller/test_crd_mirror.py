@@ -20,10 +20,10 @@ import pytest
 import yaml
 from celpy import celtypes
 
-from autoscaler.config import parse_job
-from autoscaler.controller.crd import build_crd, cel_rules
-from autoscaler.jobrules import RULES, limit_problems
-from autoscaler.jobschema import ElasticTrainingJob
+from autoscaler.job.crd import build_crd, cel_rules
+from autoscaler.job.loading import parse_job
+from autoscaler.job.rules import RULES, limit_problems
+from autoscaler.job.schema import ElasticTrainingJob
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]

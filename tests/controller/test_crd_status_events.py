@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from controller_fakes import FakeKubeApi
 
-from autoscaler.actuators.crd_status import ElasticTrainingJobs
-from autoscaler.actuators.errors import TargetGone, TargetUnavailable
-from autoscaler.actuators.events import EventRecorder
-from autoscaler.actuators.kube import RetryPolicy, connect
+from kube.client import RetryPolicy, connect
+from kube.custom_resources import ElasticTrainingJobs
+from kube.errors import TargetGone, TargetUnavailable
+from kube.events import EventRecorder
+from tests.support.controller_fakes import FakeKubeApi
 
 
 def job(name: str, ns: str) -> dict:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,6 @@ KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(
     KUBECTL is None, reason="kubectl (with kustomize) is not installed: cannot render manifests"
 )
-sys.path.insert(0, str(ROOT / "tools"))
 
 
 def kustomize_text(path: Path) -> str:
@@ -58,7 +56,7 @@ def test_the_overlays_cover_the_common_choices():
 
 @needs_kubectl
 def test_the_release_manifest_is_the_rendered_base():
-    from gen_release import HEADER
+    from tools.gen_release import HEADER
 
     committed = (MANIFESTS / "release.yaml").read_text(encoding="utf-8")
     assert committed == HEADER + kustomize_text(MANIFESTS), "stale: run `make release`"
@@ -80,7 +78,7 @@ def test_every_overlay_passes_strict_offline_validation(rendered):
 
 @needs_kubectl
 def test_the_controller_arguments_are_real_flags_in_every_overlay(rendered):
-    from autoscaler.cli.controller import controller
+    from kale.cli.controller import controller
 
     for name, docs in rendered.items():
         args = controller_container(docs)["args"]

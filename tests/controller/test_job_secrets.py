@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import base64
 
-from controller_fakes import SYNC_MODEL, FakeClock, FakeKubeApi, TraceMetrics, job_doc
-
-from autoscaler.actuators.crd_status import ElasticTrainingJobs
 from autoscaler.actuators.dryrun import DryRunActuator
-from autoscaler.actuators.kube import RetryPolicy, connect
-from autoscaler.actuators.secrets import Secrets
 from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
 from forecasting.registry import make_forecaster
+from kube.client import RetryPolicy, connect
+from kube.custom_resources import ElasticTrainingJobs
+from kube.secrets import Secrets
+from tests.support.controller_fakes import SYNC_MODEL, FakeClock, FakeKubeApi, TraceMetrics, job_doc
 
 
 def secret(password: str) -> dict:

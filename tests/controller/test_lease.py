@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from controller_fakes import FakeKubeApi
 
-from autoscaler.actuators.kube import RetryPolicy, connect
-from autoscaler.actuators.lease import LeaderElector
+from kube.client import RetryPolicy, connect
+from kube.leader import LeaderElector
+from tests.support.controller_fakes import FakeKubeApi
 
 MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 

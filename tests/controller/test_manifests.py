@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autoscaler.config import LoadedJob, parse_job, validate_file
-from autoscaler.controller.crd import build_crd, render_crd
+from autoscaler.job.crd import build_crd, render_crd
+from autoscaler.job.loading import LoadedJob, parse_job, validate_file
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
@@ -176,7 +176,7 @@ def test_example_job_files_pass_kale_validate(name):
 
 @needs_kubectl
 def test_example_workloads_leave_replicas_to_kale_and_run_real_trainer_flags(examples):
-    from trainer.cli import train
+    from kale.cli.trainer import train
 
     for sts in by_kind(examples, "StatefulSet"):
         assert "replicas" not in sts["spec"], sts["metadata"]["name"]  # HPA's convention

@@ -9,17 +9,24 @@ so a job that stays put stays put because it was told to.
 from __future__ import annotations
 
 import pytest
-from controller_fakes import SYNC_MODEL, FakeClock, FakeKubeApi, Objects, TraceMetrics, job_doc
 from kubernetes.client.exceptions import ApiException
 
-from autoscaler.actuators.crd_status import ElasticTrainingJobs
-from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.actuators.statefulset import StatefulSetActuator
-from autoscaler.config import parse_job
 from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
-from autoscaler.overrides import PAUSED, PAUSED_REPLICAS
+from autoscaler.job.loading import parse_job
+from autoscaler.job.overrides import PAUSED, PAUSED_REPLICAS
 from forecasting.registry import make_forecaster
+from kube.client import RetryPolicy, connect
+from kube.custom_resources import ElasticTrainingJobs
+from tests.support.controller_fakes import (
+    SYNC_MODEL,
+    FakeClock,
+    FakeKubeApi,
+    Objects,
+    TraceMetrics,
+    job_doc,
+)
 
 ETJ = ("kale.dev", "v1alpha1", "ml", "elastictrainingjobs", "ctr")
 

@@ -12,19 +12,26 @@ import copy
 import json
 
 import pytest
-from controller_fakes import SYNC_MODEL, FakeClock, FakeKubeApi, TraceMetrics, job_doc, write_job
 
-from autoscaler.actuators.configmaps import ConfigMaps
-from autoscaler.actuators.crd_status import ElasticTrainingJobs
 from autoscaler.actuators.dryrun import DryRunActuator
-from autoscaler.actuators.kube import RetryPolicy, connect
-from autoscaler.config import LoadedJob, load_job, parse_job
 from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.jobs import DirectoryJobs
 from autoscaler.controller.loop import Controller, ControllerSettings
-from autoscaler.errors import UserError
-from autoscaler.jobrules import THETA_COUNT
+from autoscaler.job.loading import LoadedJob, load_job, parse_job
+from autoscaler.job.rules import THETA_COUNT
+from common.errors import UserError
 from forecasting.registry import make_forecaster
+from kube.client import RetryPolicy, connect
+from kube.configmaps import ConfigMaps
+from kube.custom_resources import ElasticTrainingJobs
+from tests.support.controller_fakes import (
+    SYNC_MODEL,
+    FakeClock,
+    FakeKubeApi,
+    TraceMetrics,
+    job_doc,
+    write_job,
+)
 from throughput.families import FAMILY_NAMES, get_family
 from throughput.model import ThroughputModel
 

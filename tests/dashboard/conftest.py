@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dashboard_fakes import T0, build_state
+
+from tests.support.dashboard_fakes import T0, build_state
 
 
 @pytest.fixture(scope="session")
@@ -70,8 +71,8 @@ def sim_result(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def dashboard_url(state_dir: Path, sim_result: Path) -> Iterator[str]:
     """The dashboard over ``state_dir`` and ``sim_result``, served on a free local port."""
-    from autoscaler.dashboard.app import create_app
-    from autoscaler.dashboard.server import DashboardServer
+    from kale.dashboard.app import create_app
+    from kale.dashboard.server import DashboardServer
 
     app = create_app(state_dir=state_dir, sim_results=[sim_result], refresh_s=1.0)
     with DashboardServer(app, port=0) as server:

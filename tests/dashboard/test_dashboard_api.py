@@ -8,11 +8,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from dashboard_fakes import QUOTA, TICKS, build_state
 
 from autoscaler.controller.timeline import TimelineStore, lead_steps
-from autoscaler.dashboard import data
-from autoscaler.dashboard.simulations import SimulationFiles
+from kale.dashboard import data
+from kale.dashboard.simulations import SimulationFiles
+from tests.support.dashboard_fakes import QUOTA, TICKS, build_state
 
 
 def get(url: str) -> tuple[int, dict]:

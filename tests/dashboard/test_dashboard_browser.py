@@ -57,8 +57,8 @@ def page_url(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[str]:
     if not other:
         yield request.getfixturevalue("dashboard_url")
         return
-    from autoscaler.dashboard.app import create_app
-    from autoscaler.dashboard.server import DashboardServer
+    from kale.dashboard.app import create_app
+    from kale.dashboard.server import DashboardServer
 
     sims = [
         p

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.terminal.formatting import format_number, format_percent
+from kale.terminal.formatting import format_number, format_percent
 
 APP_JS = Path(__file__).resolve().parents[2] / "autoscaler" / "dashboard" / "static" / "app.js"
 NODE = shutil.which("node") or shutil.which("nodejs")

@@ -29,7 +29,7 @@ def start_demo(state: Path, *args: str) -> subprocess.Popen[str]:
     cmd = [
         sys.executable,
         "-m",
-        "autoscaler.cli.main",
+        "kale.cli.main",
         "demo",
         "--no-browser",
         "--port",

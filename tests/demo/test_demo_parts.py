@@ -10,18 +10,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autoscaler.config import parse_job
-from autoscaler.demo import plan as plans
-from autoscaler.demo.plan import DemoPlan
-from autoscaler.demo.summary import closing_lines, format_table, live_metrics
-from autoscaler.demo.warp import WarpedForecaster
-from autoscaler.demo.wiring import planner_settings
+from autoscaler.job.loading import parse_job
+from autoscaler.kafka.local.demo_consumer import Pacer, my_partitions, ready_time, worker_rate
 from autoscaler.policy.forecasts import TrueFuture
 from autoscaler.policy.kale import KalePolicy, KaleSettings
 from autoscaler.policy.sizing import sizing_for
 from autoscaler.sim.engine import simulate
-from autoscaler.sources.demo_consumer import Pacer, my_partitions, ready_time, worker_rate
 from forecasting.registry import make_forecaster
+from kale.demo import plan as plans
+from kale.demo.plan import DemoPlan
+from kale.demo.summary import closing_lines, format_table, live_metrics
+from kale.demo.warp import WarpedForecaster
+from kale.demo.wiring import planner_settings
 
 PLAN = DemoPlan()
 

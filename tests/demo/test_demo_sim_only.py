@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from autoscaler.cli.main import main
+from kale.cli.main import main
 
 
 def test_the_offline_demo_compares_every_policy_and_writes_a_report(tmp_path, capsys):

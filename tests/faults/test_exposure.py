@@ -9,9 +9,9 @@ import logging
 
 import pytest
 
-from autoscaler.dashboard.app import create_app
-from autoscaler.dashboard.hosts import allowed_hosts, host_name
-from autoscaler.dashboard.server import DashboardServer
+from kale.dashboard.app import create_app
+from kale.dashboard.hosts import allowed_hosts, host_name
+from kale.dashboard.server import DashboardServer
 
 
 def fetch(port: int, path: str, host: str) -> tuple[int, bytes]:
@@ -79,7 +79,7 @@ def test_host_parsing_and_the_bound_address():
 
 
 def test_routine_kafka_client_errors_are_demoted_to_debug(caplog):
-    import autoscaler.sources.kafka_io  # noqa: F401  (installs the filter)
+    import autoscaler.kafka.clients  # noqa: F401  (installs the filter)
 
     cluster = logging.getLogger("kafka.cluster")
     with caplog.at_level(logging.INFO):

@@ -17,12 +17,12 @@ import sqlite3
 import threading
 
 import pytest
-from fault_fakes import HOSTILE, PEACEFUL, HostileRig, job_doc, write_job
 
-from autoscaler.actuators.errors import ActuatorError, TargetUnavailable
 from autoscaler.controller.loop import ControllerSettings
 from autoscaler.controller.runner import Runner
-from autoscaler.errors import KaleError, MetricUnavailable, UserError
+from common.errors import KaleError, MetricUnavailable, UserError
+from kube.errors import ActuatorError, TargetUnavailable
+from tests.support.fault_fakes import HOSTILE, PEACEFUL, HostileRig, job_doc, write_job
 
 
 class BadStr(Exception):
@@ -309,7 +309,7 @@ def test_isolation_holds_with_thread_pools_too(tmp_path):
 
 
 def test_a_job_that_never_answers_costs_the_tick_its_deadline_and_health_stays_up(tmp_path):
-    from autoscaler.controller.metrics import Health
+    from common.metrics_server import Health
 
     gate = threading.Event()
     settings = ControllerSettings(identity="test", observe_threads=3, observe_deadline_s=0.5)
@@ -340,7 +340,7 @@ def test_kale_controller_once_exits_0_with_hostile_job_files(tmp_path, capsys):
 
     import yaml
 
-    from autoscaler.cli.main import main
+    from kale.cli.main import main
 
     jobs = tmp_path / "jobs"
     write_job(jobs, job_doc("good", target={"kind": "DryRun"}))

@@ -13,16 +13,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from fault_fakes import T0, FakeKubeApi, Objects, double_resizes, job_doc
 
-from autoscaler.sources.history import HistoryStore
+from autoscaler.kafka.history import HistoryStore
+from tests.support.fault_fakes import T0, FakeKubeApi, Objects, double_resizes, job_doc
 
-WORKER = Path(__file__).resolve().parent / "crash_worker.py"
+ROOT = Path(__file__).resolve().parents[2]
+WORKER = "tests.support.crash_worker"
 
 
 def spawn(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, str(WORKER), *args],
+        [sys.executable, "-m", WORKER, *args],
+        cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -16,15 +16,15 @@ import threading
 from pathlib import Path
 
 import pytest
-from fault_fakes import T0, FakeClock
 
 from autoscaler.controller.metering import Backfilling, KafkaMetricSource, WarmingUp
 from autoscaler.controller.workers import DaemonPool
-from autoscaler.errors import MetricUnavailable
-from autoscaler.sources import kafka_io
-from autoscaler.sources.backfill import backfill, coarse_to_fine
-from autoscaler.sources.broker import EmbeddedBroker
-from autoscaler.sources.history import HistoryStore
+from autoscaler.kafka import clients
+from autoscaler.kafka.backfill import backfill, coarse_to_fine
+from autoscaler.kafka.history import HistoryStore
+from autoscaler.kafka.local.broker import EmbeddedBroker
+from common.errors import MetricUnavailable
+from tests.support.fault_fakes import T0, FakeClock
 
 pytestmark = pytest.mark.kafka
 
@@ -52,16 +52,16 @@ class Broker:
     def restart(self, topic: str) -> None:
         self.proc.stop()
         self.proc = self._start(self.port)
-        kafka_io.ensure_topic(self.bootstrap, topic, 1)
+        clients.ensure_topic(self.bootstrap, topic, 1)
 
     def produce(self, topic: str, n: int) -> None:
-        prod = kafka_io.producer(self.bootstrap)
+        prod = clients.producer(self.bootstrap)
         try:
             for i in range(n):
                 prod.send(topic, b"x%d" % i)
             prod.flush(timeout=30)
         finally:
-            kafka_io.close_quietly(prod)
+            clients.close_quietly(prod)
 
     def stop(self) -> None:
         self.proc.stop()
@@ -70,7 +70,7 @@ class Broker:
 @pytest.fixture
 def broker(tmp_path):
     b = Broker(tmp_path)
-    kafka_io.ensure_topic(b.bootstrap, "t", 1)
+    clients.ensure_topic(b.bootstrap, "t", 1)
     yield b
     b.stop()
 
@@ -171,9 +171,8 @@ def test_a_frozen_broker_costs_the_tick_only_its_deadline(broker, tmp_path, monk
     """SIGSTOP: the broker accepts connections and never answers. The controller's
     measurement runs on the pool; the tick waits at most its deadline, the job holds, and
     once the broker answers again the job is measured within two ticks."""
-    from fault_fakes import HostileRig
-
     from autoscaler.controller.loop import ControllerSettings
+    from tests.support.fault_fakes import HostileRig
 
     settings = ControllerSettings(
         identity="test", observe_threads=4, observe_deadline_s=1.0, history_s=4 * 3600
@@ -219,7 +218,7 @@ def test_a_frozen_broker_costs_the_tick_only_its_deadline(broker, tmp_path, monk
 def test_a_backfill_runs_off_the_tick_and_the_job_holds_meanwhile(broker, tmp_path, monkeypatch):
     broker.produce("t", 500)
     gate = threading.Event()
-    import autoscaler.sources.backfill as bf
+    import autoscaler.kafka.backfill as bf
 
     real = bf.backfill
 

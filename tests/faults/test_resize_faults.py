@@ -10,9 +10,9 @@ the configured bound.
 from __future__ import annotations
 
 import pytest
-from fault_fakes import ClusterRig, FakeKubeApi
 
 from autoscaler.controller.loop import ControllerSettings
+from tests.support.fault_fakes import ClusterRig, FakeKubeApi
 
 
 @pytest.fixture

@@ -9,12 +9,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from fault_fakes import SYNC_MODEL, FakeKubeApi, Objects, job_doc
 
-from autoscaler.actuators.errors import TargetUnavailable
-from autoscaler.actuators.job_watch import JobInformer
-from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.controller.cluster_jobs import ClusterJobs
+from kube.client import RetryPolicy, connect
+from kube.errors import TargetUnavailable
+from kube.job_watch import JobInformer
+from tests.support.fault_fakes import SYNC_MODEL, FakeKubeApi, Objects, job_doc
 
 ETJ = ("kale.dev/v1", "ElasticTrainingJob", "ml")
 

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from autoscaler.cli.main import main
-from autoscaler.tracegen import generate_trace
-from autoscaler.traces import save_trace
+from autoscaler.sim.tracegen import generate_trace
+from autoscaler.sim.traces import save_trace
+from kale.cli.main import main
 
 FAST = ["--horizon", "8", "--epochs", "1"]
 # Only a guard against a hang: a loaded 2-core machine can take a minute to import torch.
@@ -203,7 +203,7 @@ def test_the_fallback_reason_is_said_once(tmp_path):
         [
             sys.executable,
             "-m",
-            "autoscaler.cli.main",
+            "kale.cli.main",
             "forecast",
             "predict",
             "--trace",
@@ -231,7 +231,7 @@ def test_a_model_warning_names_kale_once(capsys):
     ``kale: warning:`` prefix and must not say ``kale:`` twice."""
     import logging
 
-    from autoscaler.cli.forecasters import route_library_warnings
+    from kale.cli.forecasters import route_library_warnings
 
     route_library_warnings()
     logging.getLogger("forecasting.transformer.train").warning(

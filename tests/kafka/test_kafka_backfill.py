@@ -8,10 +8,10 @@ import time
 import numpy as np
 import pytest
 
-from autoscaler.sources import kafka_io
-from autoscaler.sources.backfill import backfill, cumulative_at, sample_offsets
-from autoscaler.sources.history import HistoryStore
-from autoscaler.sources.meter import KafkaMeter
+from autoscaler.kafka import clients
+from autoscaler.kafka.backfill import backfill, cumulative_at, sample_offsets
+from autoscaler.kafka.history import HistoryStore
+from autoscaler.kafka.meter import KafkaMeter
 
 SLOW, FAST = 4.0, 12.0  # records/s in the first and the second quarter hour
 
@@ -44,9 +44,9 @@ def test_out_of_order_timestamps_still_give_a_monotone_curve():
 def past_topic(kafka_broker):
     """A topic whose records carry timestamps over the last 30 minutes at two known rates."""
     topic = f"backfill-{time.time_ns()}"
-    kafka_io.ensure_topic(kafka_broker.bootstrap, topic, 3)
+    clients.ensure_topic(kafka_broker.bootstrap, topic, 3)
     start = math.floor(time.time() / 60) * 60 - 30 * 60
-    producer = kafka_io.producer(kafka_broker.bootstrap)
+    producer = clients.producer(kafka_broker.bootstrap)
     try:
         for minute in range(30):
             per_minute = int((SLOW if minute < 15 else FAST) * 60)
@@ -55,7 +55,7 @@ def past_topic(kafka_broker):
                 producer.send(topic, value=b"x" * 16, timestamp_ms=int(stamp * 1000))
         producer.flush(timeout=30)
     finally:
-        kafka_io.close_quietly(producer)
+        clients.close_quietly(producer)
     return topic, start
 
 

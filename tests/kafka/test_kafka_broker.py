@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.sources import kafka_io
-from autoscaler.sources.broker import EmbeddedBroker
+from autoscaler.kafka import clients
+from autoscaler.kafka.local.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.kafka
 
@@ -51,7 +51,7 @@ def read_line(stream, timeout: float) -> str:
 
 def test_the_session_broker_answers_kafka_requests(kafka_broker, topic_name):
     assert kafka_broker.bootstrap.startswith("127.0.0.1:")
-    assert kafka_io.ensure_topic(kafka_broker.bootstrap, topic_name, 2) == 2
+    assert clients.ensure_topic(kafka_broker.bootstrap, topic_name, 2) == 2
 
 
 def test_a_broker_is_stopped_even_when_the_block_raises(tmp_path):
@@ -65,7 +65,7 @@ def test_a_broker_is_stopped_even_when_the_block_raises(tmp_path):
 
 
 def test_a_busy_port_is_a_clear_start_error(kafka_broker, tmp_path):
-    from autoscaler.sources.broker import BrokerStartError
+    from autoscaler.kafka.local.broker import BrokerStartError
 
     port = int(kafka_broker.bootstrap.rsplit(":", 1)[1])
     broker = EmbeddedBroker(port=port, log_path=tmp_path / "tansu.log", start_timeout_s=10)
@@ -77,7 +77,7 @@ def test_a_busy_port_is_a_clear_start_error(kafka_broker, tmp_path):
 def test_a_killed_owner_takes_its_broker_along(tmp_path, wait_until):
     script = (
         "import sys, time\n"
-        "from autoscaler.sources.broker import EmbeddedBroker\n"
+        "from autoscaler.kafka.local.broker import EmbeddedBroker\n"
         "b = EmbeddedBroker().start()\n"
         "print(b.pid, flush=True)\n"
         "time.sleep(120)\n"
@@ -97,7 +97,7 @@ def test_a_killed_owner_takes_its_broker_along(tmp_path, wait_until):
 def test_kale_broker_prints_bootstrap_and_stops_cleanly_on_sigint(tmp_path, wait_until):
     log = tmp_path / "tansu.log"
     kale = subprocess.Popen(
-        [sys.executable, "-m", "autoscaler.cli.main", "broker", "--log", str(log)],
+        [sys.executable, "-m", "kale.cli.main", "broker", "--log", str(log)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -106,7 +106,7 @@ def test_kale_broker_prints_bootstrap_and_stops_cleanly_on_sigint(tmp_path, wait
         line = read_line(kale.stdout, timeout=60).rstrip("\n")
         assert line.startswith("bootstrap: 127.0.0.1:"), line
         bootstrap = line.split(": ", 1)[1]
-        assert kafka_io.ensure_topic(bootstrap, "hello", 1) == 1
+        assert clients.ensure_topic(bootstrap, "hello", 1) == 1
         tansu = children(kale.pid)
         assert len(tansu) == 1 and alive(tansu[0])
         kale.send_signal(signal.SIGINT)

@@ -8,8 +8,8 @@ import shlex
 import pandas as pd
 import pytest
 
-from autoscaler.cli.main import main
-from autoscaler.traces import save_trace
+from autoscaler.sim.traces import save_trace
+from kale.cli.main import main
 
 pytestmark = pytest.mark.kafka
 
@@ -56,9 +56,9 @@ def test_replay_creates_the_topic_and_meter_sees_every_record(
 
 
 def test_meter_prints_a_table_for_people(kafka_broker, topic_name, capsys):
-    from autoscaler.sources import kafka_io
+    from autoscaler.kafka import clients
 
-    kafka_io.ensure_topic(kafka_broker.bootstrap, topic_name, 1)
+    clients.ensure_topic(kafka_broker.bootstrap, topic_name, 1)
     code, out, _ = run(
         capsys,
         f"meter --bootstrap {kafka_broker.bootstrap} --topic {topic_name} --group g --window 0.1",

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from autoscaler.errors import MetricUnavailable
-from autoscaler.sources import kafka_io
-from autoscaler.sources.broker import EmbeddedBroker, free_port
-from autoscaler.sources.meter import KafkaMeter
+from autoscaler.kafka import clients
+from autoscaler.kafka.local.broker import EmbeddedBroker, free_port
+from autoscaler.kafka.meter import KafkaMeter
+from common.errors import MetricUnavailable
 
 pytestmark = pytest.mark.kafka
 
@@ -28,7 +28,7 @@ def dead_bootstrap() -> str:
 def test_a_meter_on_a_dead_broker_raises_broker_unavailable_quickly():
     bootstrap = dead_bootstrap()
     began = time.monotonic()
-    with pytest.raises(kafka_io.BrokerUnavailable) as info:
+    with pytest.raises(clients.BrokerUnavailable) as info:
         KafkaMeter(bootstrap, "t", "g").sample()
     assert time.monotonic() - began < FAST_ENOUGH_S
     assert isinstance(info.value, MetricUnavailable)
@@ -37,14 +37,14 @@ def test_a_meter_on_a_dead_broker_raises_broker_unavailable_quickly():
 
 def test_creating_a_topic_on_a_dead_broker_raises_broker_unavailable():
     began = time.monotonic()
-    with pytest.raises(kafka_io.BrokerUnavailable):
-        kafka_io.ensure_topic(dead_bootstrap(), "t", 1)
+    with pytest.raises(clients.BrokerUnavailable):
+        clients.ensure_topic(dead_bootstrap(), "t", 1)
     assert time.monotonic() - began < FAST_ENOUGH_S
 
 
 def test_a_missing_topic_raises_topic_missing_not_zeros(kafka_broker, topic_name):
     meter = KafkaMeter(kafka_broker.bootstrap, topic_name, "g")
-    with meter, pytest.raises(kafka_io.TopicMissing) as info:
+    with meter, pytest.raises(clients.TopicMissing) as info:
         meter.sample()
     assert isinstance(info.value, MetricUnavailable)
     assert str(info.value) == f"topic {topic_name} does not exist on {kafka_broker.bootstrap}"
@@ -54,17 +54,17 @@ def test_a_broker_that_dies_under_a_meter_is_reported_and_its_return_noticed(tmp
     broker = EmbeddedBroker(log_path=tmp_path / "tansu.log").start()
     port = broker.port
     try:
-        kafka_io.ensure_topic(broker.bootstrap, "t", 1)
+        clients.ensure_topic(broker.bootstrap, "t", 1)
         meter = KafkaMeter(broker.bootstrap, "t", "g", window_s=0.2)
         meter.sample()
         broker.stop()
         began = time.monotonic()
-        with pytest.raises(kafka_io.BrokerUnavailable):
+        with pytest.raises(clients.BrokerUnavailable):
             meter.sample()
         assert time.monotonic() - began < FAST_ENOUGH_S
         # Same port again (memory storage: the topic must be created anew).
         broker = EmbeddedBroker(port=port, log_path=tmp_path / "tansu2.log").start()
-        kafka_io.ensure_topic(broker.bootstrap, "t", 1)
+        clients.ensure_topic(broker.bootstrap, "t", 1)
         assert meter.sample().lag == 0
         meter.close()
     finally:
@@ -75,16 +75,16 @@ def test_a_frozen_broker_is_reported_within_the_request_timeout(tmp_path):
     # A broker that accepts connections but never answers (SIGSTOP) is the case a
     # refused-connection check cannot catch: only the clients' bounded timeouts can.
     with EmbeddedBroker(log_path=tmp_path / "tansu.log") as broker:
-        kafka_io.ensure_topic(broker.bootstrap, "t", 1)
+        clients.ensure_topic(broker.bootstrap, "t", 1)
         meter = KafkaMeter(broker.bootstrap, "t", "g", window_s=0.2)
         meter.sample()
         assert broker.pid is not None
         os.kill(broker.pid, signal.SIGSTOP)
         try:
             began = time.monotonic()
-            with pytest.raises(kafka_io.BrokerUnavailable, match=r"timed out|Unable to bootstrap"):
+            with pytest.raises(clients.BrokerUnavailable, match=r"timed out|Unable to bootstrap"):
                 meter.sample()
-            assert time.monotonic() - began < kafka_io.REQUEST_TIMEOUT_MS / 1000 + 12
+            assert time.monotonic() - began < clients.REQUEST_TIMEOUT_MS / 1000 + 12
         finally:
             os.kill(broker.pid, signal.SIGCONT)
         assert meter.sample().lag == 0  # and it is seen again once it answers
@@ -94,7 +94,7 @@ def test_a_frozen_broker_is_reported_within_the_request_timeout(tmp_path):
 def run_kale(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     """``kale ARGS`` in a fresh interpreter; ``timeout`` only guards against a hang."""
     return subprocess.run(
-        [sys.executable, "-m", "autoscaler.cli.main", *args],
+        [sys.executable, "-m", "kale.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

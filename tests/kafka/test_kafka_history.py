@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autoscaler.errors import KaleError
-from autoscaler.sources.history import SCHEMA_VERSION, HistoryError, HistoryStore, StoredSnapshot
+from autoscaler.kafka.history import SCHEMA_VERSION, HistoryError, HistoryStore, StoredSnapshot
+from common.errors import KaleError
 
 T0 = 1_800_000_000.0  # a multiple of 60 s
 

@@ -8,9 +8,9 @@ import time
 import pandas as pd
 import pytest
 
-from autoscaler.sources import kafka_io
-from autoscaler.sources.meter import KafkaMeter
-from autoscaler.sources.replay import ReplaySummary, replay
+from autoscaler.kafka import clients
+from autoscaler.kafka.local.replay import ReplaySummary, replay
+from autoscaler.kafka.meter import KafkaMeter
 
 pytestmark = pytest.mark.kafka
 
@@ -64,7 +64,7 @@ def test_a_replay_at_a_known_rate_is_measured_exactly(kafka_broker, topic_name):
     # wire) sent synchronously on the same clock. Wall-clock load cannot move the numbers
     # (a ±10 % version on real time failed whenever the machine was busy).
     bootstrap = kafka_broker.bootstrap
-    kafka_io.ensure_topic(bootstrap, topic_name, 3)
+    clients.ensure_topic(bootstrap, topic_name, 3)
     fake = FakeTime(time.time())
     summaries: list[ReplaySummary] = []
 
@@ -98,12 +98,12 @@ def test_a_replay_at_a_known_rate_is_measured_exactly(kafka_broker, topic_name):
 
 
 def test_lag_counts_every_record_even_when_tansu_end_offsets_lag_a_batch(kafka_broker, topic_name):
-    kafka_io.ensure_topic(kafka_broker.bootstrap, topic_name, 2)
-    producer = kafka_io.producer(kafka_broker.bootstrap)
+    clients.ensure_topic(kafka_broker.bootstrap, topic_name, 2)
+    producer = clients.producer(kafka_broker.bootstrap)
     for i in range(1234):
         producer.send(topic_name, value=str(i).encode())
     producer.flush(timeout=30)
-    kafka_io.close_quietly(producer)
+    clients.close_quietly(producer)
     with KafkaMeter(kafka_broker.bootstrap, topic_name, "nobody") as meter:
         snap = meter.snapshot()
     # ListOffsets(latest) on tansu answers the last batch's base + 1; a Fetch's high
@@ -117,7 +117,7 @@ def test_lag_and_oldest_age_grow_unconsumed_and_fall_when_a_consumer_catches_up(
 ):
     bootstrap = kafka_broker.bootstrap
     group = unique_name("group")
-    kafka_io.ensure_topic(bootstrap, topic_name, 2)
+    clients.ensure_topic(bootstrap, topic_name, 2)
     replayer = Replayer(bootstrap, topic_name, rate=20, speedup=10, seconds=5)  # 200/s
     replayer.start()
     with KafkaMeter(bootstrap, topic_name, group, window_s=1) as meter:
@@ -132,7 +132,7 @@ def test_lag_and_oldest_age_grow_unconsumed_and_fall_when_a_consumer_catches_up(
         replayer.finish()
 
         stop = threading.Event()
-        consumer = kafka_io.consumer(bootstrap, group=group, client_id="test-catch-up")
+        consumer = clients.consumer(bootstrap, group=group, client_id="test-catch-up")
         consumed = []
 
         def consume() -> None:
@@ -158,7 +158,7 @@ def test_lag_and_oldest_age_grow_unconsumed_and_fall_when_a_consumer_catches_up(
         finally:
             stop.set()
             thread.join(15)
-            kafka_io.close_quietly(consumer)
+            clients.close_quietly(consumer)
     last = seen[-1]
     assert last.lag == 0 and last.oldest_unconsumed_age_s == 0
     assert last.committed_total == last.end_offsets_total == replayer.summary.records_sent
@@ -167,9 +167,9 @@ def test_lag_and_oldest_age_grow_unconsumed_and_fall_when_a_consumer_catches_up(
 
 
 def test_a_restarted_meter_keeps_its_history_and_rates(kafka_broker, topic_name, tmp_path):
-    kafka_io.ensure_topic(kafka_broker.bootstrap, topic_name, 1)
+    clients.ensure_topic(kafka_broker.bootstrap, topic_name, 1)
     path = tmp_path / "history.sqlite"
-    producer = kafka_io.producer(kafka_broker.bootstrap)
+    producer = clients.producer(kafka_broker.bootstrap)
     try:
         with KafkaMeter(kafka_broker.bootstrap, topic_name, "g", path, window_s=0.5) as meter:
             first = meter.sample()  # no history: waits one window
@@ -191,7 +191,7 @@ def test_a_restarted_meter_keeps_its_history_and_rates(kafka_broker, topic_name,
             assert again.history is not None
             after = again.history.rows(topic_name, "g")
     finally:
-        kafka_io.close_quietly(producer)
+        clients.close_quietly(producer)
     assert slept == [], "the restarted meter should measure from its stored snapshot"
     assert after[: len(before)] == before and len(after) == len(before) + 1
     assert second.end_offsets_total - first.end_offsets_total == 300

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.errors import MetricUnavailable
-from autoscaler.sources.meter import KafkaMeter
-from autoscaler.sources.snapshot import Snapshot
+from autoscaler.kafka.meter import KafkaMeter
+from autoscaler.kafka.snapshot import Snapshot
+from common.errors import MetricUnavailable
 
 
 class FakeMeter(KafkaMeter):

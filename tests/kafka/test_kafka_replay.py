@@ -7,9 +7,9 @@ import json
 import pandas as pd
 import pytest
 
-from autoscaler.sources import kafka_io
-from autoscaler.sources.meter import KafkaMeter
-from autoscaler.sources.replay import interval_of, plan_steps, replay
+from autoscaler.kafka import clients
+from autoscaler.kafka.local.replay import interval_of, plan_steps, replay
+from autoscaler.kafka.meter import KafkaMeter
 
 
 def trace(rates: list[float], interval_s: int = 60) -> pd.Series:
@@ -60,7 +60,7 @@ def test_an_irregular_index_is_refused():
 def test_replay_sends_exactly_the_planned_records_with_the_factory_payload(
     kafka_broker, topic_name
 ):
-    kafka_io.ensure_topic(kafka_broker.bootstrap, topic_name, 2)
+    clients.ensure_topic(kafka_broker.bootstrap, topic_name, 2)
     seen: list[tuple[int, float]] = []
 
     def factory(seq: int, event_time: float) -> bytes:

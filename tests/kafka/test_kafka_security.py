@@ -1,7 +1,7 @@
 """Kafka TLS and SASL: the job's Secret references become the clients' settings.
 
 TLS is tested end to end: a real broker (tansu) behind a TLS listener
-(:mod:`tests.fakes.tls_proxy`, since tansu 0.6 cannot serve TLS itself here), reached by the
+(:mod:`tests.support.tls_proxy`, since tansu 0.6 cannot serve TLS itself here), reached by the
 meter, the producer and the admin client with the CA — and for mutual TLS the client
 certificate — read from a Secret laid out as files. A wrong CA, a plaintext client and a
 missing client certificate are refused. SASL cannot be tested against tansu 0.6 with memory
@@ -15,24 +15,20 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from autoscaler.config import parse_job
-from autoscaler.kafka_auth import LocalSecrets, SecretMissing, env_name, security_for
-from autoscaler.sources import kafka_io
-from autoscaler.sources.broker import free_port, resolve_binary
-from autoscaler.sources.meter import KafkaMeter
-from autoscaler.sources.security import KafkaSecurity
+from autoscaler.job.loading import parse_job
+from autoscaler.kafka import clients
+from autoscaler.kafka.credentials import LocalSecrets, SecretMissing, env_name, security_for
+from autoscaler.kafka.local.broker import free_port, resolve_binary
+from autoscaler.kafka.meter import KafkaMeter
+from autoscaler.kafka.security import KafkaSecurity
+from tests.support.tls_proxy import TlsProxy
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from tests.fakes.tls_proxy import TlsProxy  # noqa: E402
 
 OPENSSL = shutil.which("openssl")
 
@@ -180,12 +176,12 @@ def test_the_meter_measures_through_tls_with_the_secrets_ca_and_client_certifica
     sec = security_for(spec, "ml", LocalSecrets(secrets, env={}).read)
     assert sec is not None and sec.protocol == "SSL" and sec.cert_pem is not None
     topic = unique_name("tls")
-    assert kafka_io.ensure_topic(bootstrap, topic, 2, security=sec) == 2
-    producer = kafka_io.producer(bootstrap, security=sec)
+    assert clients.ensure_topic(bootstrap, topic, 2, security=sec) == 2
+    producer = clients.producer(bootstrap, security=sec)
     for i in range(40):
         producer.send(topic, b"x%d" % i, partition=i % 2)
     producer.flush(timeout=10)
-    kafka_io.close_quietly(producer)
+    clients.close_quietly(producer)
     meter = KafkaMeter(bootstrap, topic, unique_name("g"), window_s=0.5, security=sec)
     try:
         snap = meter.snapshot()
@@ -197,7 +193,7 @@ def test_the_meter_measures_through_tls_with_the_secrets_ca_and_client_certifica
 
 @pytest.mark.parametrize("case", ["wrong-ca", "no-client-certificate", "plaintext"])
 def test_clients_without_the_right_material_are_refused(pki, tls_broker, case, monkeypatch):
-    monkeypatch.setattr(kafka_io, "BOOTSTRAP_TIMEOUT_MS", 1_500)  # a refusal is certain
+    monkeypatch.setattr(clients, "BOOTSTRAP_TIMEOUT_MS", 1_500)  # a refusal is certain
     bootstrap, proxy = tls_broker
     failures = proxy.failures
     if case == "plaintext":
@@ -212,7 +208,7 @@ def test_clients_without_the_right_material_are_refused(pki, tls_broker, case, m
                 cert_pem=(pki / "client.crt").read_bytes(),
                 key_pem=(pki / "client.key").read_bytes(),
             )
-    with pytest.raises(kafka_io.BrokerUnavailable):
-        kafka_io.admin_client(bootstrap, security=sec)
+    with pytest.raises(clients.BrokerUnavailable):
+        clients.admin_client(bootstrap, security=sec)
     if case != "wrong-ca":  # the client gives up first when it rejects the server
         assert proxy.failures > failures

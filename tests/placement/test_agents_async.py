@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from autoscaler.cli import main as cli_main
+from kale.cli import main as cli_main
 from placement.agents import load_agent
 from placement.agents.async_transformer import AsyncTransformerAgent, AsyncTransformerSettings
 from placement.agents.online import SnapshotPublisher, weights_checksum

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from autoscaler.cli import main as cli_main
+from kale.cli import main as cli_main
 from placement.queue.priorities import queue_policy
 from placement.queue.rlscheduler import simulate
 from placement.workloads.generate import generate_nodes, generate_pods

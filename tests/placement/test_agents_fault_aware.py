@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from autoscaler.cli import main as cli_main
+from kale.cli import main as cli_main
 from placement.agents import load_agent
 from placement.agents.fault_aware import FaultAwareAgent, FaultAwareSettings
 from placement.cluster import Cluster
@@ -324,10 +324,10 @@ def test_kale_place_train_then_timed_and_simulate_with_the_agent(files, capsys):
 
 
 def test_kale_scheduler_places_with_the_saved_agent_where_the_simulator_does(tmp_path):
-    from autoscaler.scheduler.adapter import make_placer
-    from autoscaler.scheduler.faults import FaultCounts
-    from autoscaler.scheduler.objects import Demand, NodeInfo, PodInfo
-    from autoscaler.scheduler.view import ClusterView
+    from scheduler.adapter import make_placer
+    from scheduler.faults import FaultCounts
+    from scheduler.objects import Demand, NodeInfo, PodInfo
+    from scheduler.view import ClusterView
 
     path = tmp_path / "fault_aware.pt"
     _agent().save(path)

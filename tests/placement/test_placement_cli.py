@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from autoscaler.cli import main as cli_main
+from kale.cli import main as cli_main
 from placement.workloads.generate import generate_nodes, generate_pods
 from placement.workloads.openb import load_nodes, load_pods, write_nodes, write_pods
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autoscaler.cli.main import main
+from kale.cli.main import main
 
 CONTRACT = {"makespan_s", "mean_jct_s", "mean_wait_s", "mean_response_s", "bsld", "util",
             "restarts", "gpu_hours_lost", "failed"}  # fmt: skip

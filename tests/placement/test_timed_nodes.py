@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autoscaler.cli.main import main
+from kale.cli.main import main
 from placement.cluster import NodeSpec
 from placement.faults import FaultModel, FaultSettings
 from placement.frag import typical_pods

@@ -11,14 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from scheduler_fakes import FakeKubeApi, wait_for
-
-from autoscaler.scheduler.app import SchedulerApp, build
-from autoscaler.scheduler.config import parse_scheduler_config
-from autoscaler.scheduler.faults import FaultCounts
-from autoscaler.scheduler.objects import PodInfo
-from autoscaler.scheduler.placers import Choice, Placer
-from autoscaler.scheduler.view import ClusterView
+from scheduler.app import SchedulerApp, build
+from scheduler.config import parse_scheduler_config
+from scheduler.faults import FaultCounts
+from scheduler.objects import PodInfo
+from scheduler.placers import Choice, Placer
+from scheduler.view import ClusterView
+from tests.support.scheduler_fakes import FakeKubeApi, wait_for
 
 
 class Recording:

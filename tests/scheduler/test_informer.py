@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 
 import pytest
-from scheduler_fakes import FakeKubeApi, node_doc, pod_doc, wait_for
 
-from autoscaler.actuators.informer import Reflector, start
-from autoscaler.actuators.kube import RetryPolicy, connect
+from kube.client import RetryPolicy, connect
+from kube.informer import Reflector, start
+from tests.support.scheduler_fakes import FakeKubeApi, node_doc, pod_doc, wait_for
 
 
 class Cache:
@@ -154,7 +154,7 @@ def test_stop_ends_a_reflector_waiting_out_a_long_backoff(tmp_path):
 def test_the_scheduler_stops_while_its_requests_are_backing_off(tmp_path):
     from scheduler_harness import Running, config
 
-    from autoscaler.scheduler.app import build
+    from scheduler.app import build
 
     api = FakeKubeApi().start()
     cfg = config(api, tmp_path)

@@ -5,22 +5,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autoscaler.scheduler.adapter import (
-    PolicyPlacer,
-    check_policy_name,
-    make_placer,
-    node_spec,
-    placement_pod,
-)
-from autoscaler.scheduler.faults import FaultCounts
-from autoscaler.scheduler.objects import Demand, NodeInfo, PodInfo
-from autoscaler.scheduler.view import ClusterView
 from placement.cluster import Cluster
 from placement.errors import PlacementInputError
 from placement.frag import typical_pods
 from placement.placer import place, tie_order
 from placement.policies import POLICIES, PolicyContext, make_policy
 from placement.workloads.generate import generate_nodes, generate_pods
+from scheduler.adapter import (
+    PolicyPlacer,
+    check_policy_name,
+    make_placer,
+    node_spec,
+    placement_pod,
+)
+from scheduler.faults import FaultCounts
+from scheduler.objects import Demand, NodeInfo, PodInfo
+from scheduler.view import ClusterView
 
 NO_FAULTS = FaultCounts(3600.0)
 

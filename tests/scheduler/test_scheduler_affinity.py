@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from scheduler_fakes import node_doc, pod_doc
 
-from autoscaler.actuators.binding import BindOutcome
-from autoscaler.scheduler.affinity import allows, parse_node_affinity
-from autoscaler.scheduler.core import Scheduler, SchedulerSettings
-from autoscaler.scheduler.objects import Conventions, parse_pod
-from autoscaler.scheduler.placers import FirstFit
+from kube.binding import BindOutcome
+from scheduler.affinity import allows, parse_node_affinity
+from scheduler.core import Scheduler, SchedulerSettings
+from scheduler.objects import Conventions, parse_pod
+from scheduler.placers import FirstFit
+from tests.support.scheduler_fakes import node_doc, pod_doc
 
 
 def required(*terms: dict) -> dict:

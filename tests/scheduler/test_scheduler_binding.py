@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from scheduler_fakes import FakeKubeApi, node_doc, pod_doc, wait_for
 from scheduler_harness import Recording, events, gpus_of, node_of, start_scheduler
 
-from autoscaler.scheduler.placers import FirstFit
+from scheduler.placers import FirstFit
+from tests.support.scheduler_fakes import FakeKubeApi, node_doc, pod_doc, wait_for
 
 
 @pytest.fixture()

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from scheduler_fakes import ROOT
 
-from autoscaler.cli import main as cli_main
-from autoscaler.errors import UserError
-from autoscaler.scheduler.config import load_scheduler_config, parse_scheduler_config
+from common.errors import UserError
+from kale.cli import main as cli_main
+from scheduler.config import load_scheduler_config, parse_scheduler_config
+from tests.support.scheduler_fakes import ROOT
 
 
 def test_defaults_and_the_example():
@@ -76,7 +76,7 @@ def test_a_bad_workload_file_is_a_user_error(tmp_path, capsys):
 
 
 def test_the_default_names_are_the_schedulers_own_conventions():
-    from autoscaler.scheduler.objects import Conventions
+    from scheduler.objects import Conventions
 
     assert parse_scheduler_config({}).conventions() == Conventions()
 

@@ -4,12 +4,12 @@ bind; two replicas share one lease and only the leader binds."""
 from __future__ import annotations
 
 import pytest
-from scheduler_fakes import FakeKubeApi, node_doc, pod_doc, wait_for
 from scheduler_harness import node_of, start_scheduler
 
-from autoscaler.actuators.kube import RetryPolicy, connect
-from autoscaler.actuators.pods import PodBinder
-from autoscaler.scheduler.objects import Conventions, parse_pod
+from kube.client import RetryPolicy, connect
+from kube.pods import PodBinder
+from scheduler.objects import Conventions, parse_pod
+from tests.support.scheduler_fakes import FakeKubeApi, node_doc, pod_doc, wait_for
 
 
 @pytest.fixture()

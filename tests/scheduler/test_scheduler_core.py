@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from scheduler_fakes import node_doc, pod_doc
-
-from autoscaler.actuators.binding import BindOutcome
-from autoscaler.scheduler.core import Scheduler, SchedulerSettings
-from autoscaler.scheduler.placers import FirstFit
+from kube.binding import BindOutcome
+from scheduler.core import Scheduler, SchedulerSettings
+from scheduler.placers import FirstFit
+from tests.support.scheduler_fakes import node_doc, pod_doc
 
 
 class Clock:

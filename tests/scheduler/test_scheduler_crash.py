@@ -18,7 +18,8 @@ from collections import defaultdict
 
 import pytest
 import yaml
-from scheduler_fakes import ROOT, FakeKubeApi, node_doc, pod_doc, wait_for
+
+from tests.support.scheduler_fakes import ROOT, FakeKubeApi, node_doc, pod_doc, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +47,7 @@ def pods() -> list[dict]:
 def start(config: str, name: str, log: str) -> subprocess.Popen:
     env = dict(os.environ, POD_NAME=name, PYTHONPATH=str(ROOT))
     return subprocess.Popen(
-        [sys.executable, "-m", "autoscaler.cli.main", "scheduler", "--config", config],
+        [sys.executable, "-m", "kale.cli.main", "scheduler", "--config", config],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

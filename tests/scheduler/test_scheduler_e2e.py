@@ -4,23 +4,19 @@ creates (and deletes) the pods, and ``kale scheduler`` places every new pod with
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
-from scheduler_fakes import FakeKubeApi, node_doc, pod_doc, wait_for
 from scheduler_harness import events, start_scheduler
 
-from autoscaler.actuators.kube import RetryPolicy, connect
 from autoscaler.actuators.statefulset import StatefulSetActuator
 from autoscaler.controller.loop import Controller
-from autoscaler.resources import ResourceManager
+from autoscaler.policy.quota import ResourceManager
 from forecasting.registry import make_forecaster
+from kube.client import RetryPolicy, connect
 from placement.workloads.generate import generate_nodes, generate_pods
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
-from controller_fakes import T0, FakeClock, Objects, TraceMetrics, job_doc
+from tests.support.controller_fakes import T0, FakeClock, Objects, TraceMetrics, job_doc
+from tests.support.scheduler_fakes import FakeKubeApi, node_doc, pod_doc, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -80,10 +76,9 @@ def test_the_controller_resizes_and_kale_scheduler_places_every_new_pod_with_fgd
             retry=RetryPolicy(attempts=2, sleep=lambda s: None),
         )
         clock = FakeClock(T0 + 86400)
-        from controller_fakes import SYNC_MODEL
-
-        from autoscaler.actuators.crd_status import ElasticTrainingJobs
         from autoscaler.controller.cluster_jobs import ClusterJobs
+        from kube.custom_resources import ElasticTrainingJobs
+        from tests.support.controller_fakes import SYNC_MODEL
 
         crs = ElasticTrainingJobs(kube, namespaces=["ml"])
         controller = Controller(

@@ -6,21 +6,21 @@ import datetime as dt
 
 import pytest
 from kubernetes.client.exceptions import ApiException
-from scheduler_fakes import FakeKubeApi, node_doc, pod_doc, wait_for
 from scheduler_harness import gpus_of, node_of, start_scheduler
 
-from autoscaler.actuators.informer import Reflector, start
-from autoscaler.actuators.kube import RetryPolicy, connect
-from autoscaler.scheduler.faults import (
+from kube.client import RetryPolicy, connect
+from kube.informer import Reflector, start
+from scheduler.faults import (
     EventFaults,
     FaultSeries,
     count_faults,
     next_expiry,
     parse_fault_event,
 )
-from autoscaler.scheduler.objects import Conventions, parse_node
-from autoscaler.scheduler.view import ClusterView
-from tests.fakes.kube_objects import node_event_doc
+from scheduler.objects import Conventions, parse_node
+from scheduler.view import ClusterView
+from tests.support.kube_objects import node_event_doc
+from tests.support.scheduler_fakes import FakeKubeApi, node_doc, pod_doc, wait_for
 
 NOW = 1_767_225_600.0
 CONV = Conventions()

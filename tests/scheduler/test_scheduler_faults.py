@@ -7,12 +7,12 @@ import json
 import urllib.request
 
 import pytest
-from scheduler_fakes import FakeKubeApi, node_doc, pod_doc, wait_for
 from scheduler_harness import gpus_of, node_of, start_scheduler
 
-from autoscaler.scheduler.faults import count_faults
-from autoscaler.scheduler.objects import Conventions, parse_node
-from autoscaler.scheduler.view import ClusterView
+from scheduler.faults import count_faults
+from scheduler.objects import Conventions, parse_node
+from scheduler.view import ClusterView
+from tests.support.scheduler_fakes import FakeKubeApi, node_doc, pod_doc, wait_for
 
 NOW = 1_767_225_600.0
 
@@ -101,7 +101,7 @@ def test_the_metrics_server_answers_probes(tmp_path):
         run = start_scheduler(api, tmp_path, metrics={"port": 0, "address": "127.0.0.1"})
         assert run.app.server is None  # port 0 disables it
         run.stop()
-    from autoscaler.controller.metrics import Health, MetricsServer
+    from common.metrics_server import Health, MetricsServer
 
     server = MetricsServer(
         run.scheduler.metrics, Health(stale_after_s=60), address="127.0.0.1", port=0

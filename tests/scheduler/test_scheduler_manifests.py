@@ -8,10 +8,10 @@ import subprocess
 
 import pytest
 import yaml
-from scheduler_fakes import ROOT, FakeKubeApi, node_doc, pod_doc, wait_for
 from scheduler_harness import events, node_of, start_scheduler
 
-from autoscaler.scheduler.config import parse_scheduler_config
+from scheduler.config import parse_scheduler_config
+from tests.support.scheduler_fakes import ROOT, FakeKubeApi, node_doc, pod_doc, wait_for
 
 SCHEDULER = ROOT / "manifests" / "scheduler"
 PATH = re.compile(

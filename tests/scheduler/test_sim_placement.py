@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import yaml
 
-from autoscaler.cli import main as cli_main
 from autoscaler.sim.placement_replay import PlacementSettings, replay_workers
-from autoscaler.tracegen import generate_trace
-from autoscaler.traces import save_trace
+from autoscaler.sim.tracegen import generate_trace
+from autoscaler.sim.traces import save_trace
+from kale.cli import main as cli_main
 
 
 @pytest.fixture

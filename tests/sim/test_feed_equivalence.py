@@ -10,31 +10,27 @@ early refit of a young history, the forecast grid and the quantile choice all ta
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from autoscaler.actuators.base import Size
+from autoscaler.actuators.dryrun import DryRunActuator
+from autoscaler.controller.jobs import DirectoryJobs, Listing
+from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.metering import ArrivalHistory, Sample
+from autoscaler.job.loading import load_job
+from autoscaler.policy.kale import KaleSettings
+from autoscaler.policy.sizing import sizing_for
+from autoscaler.sim.engine import JobRun, simulate
+from autoscaler.sim.forecasting import source_factory
+from autoscaler.sim.policies import make_policy
+from tests.support.controller_fakes import T0, FakeClock, daily_rate, job_doc, write_job
+from throughput.model import ThroughputModel
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "controller"))
-
-from controller_fakes import T0, FakeClock, daily_rate, job_doc, write_job  # noqa: E402
-
-from autoscaler.actuators.base import Size  # noqa: E402
-from autoscaler.actuators.dryrun import DryRunActuator  # noqa: E402
-from autoscaler.config import load_job  # noqa: E402
-from autoscaler.controller.jobs import DirectoryJobs, Listing  # noqa: E402
-from autoscaler.controller.loop import Controller, ControllerSettings  # noqa: E402
-from autoscaler.controller.metering import ArrivalHistory, Sample  # noqa: E402
-from autoscaler.policy.kale import KaleSettings  # noqa: E402
-from autoscaler.policy.sizing import sizing_for  # noqa: E402
-from autoscaler.sim.engine import JobRun, simulate  # noqa: E402
-from autoscaler.sim.forecasting import source_factory  # noqa: E402
-from autoscaler.sim.policies import make_policy  # noqa: E402
-from throughput.model import ThroughputModel  # noqa: E402
-
 DT = 300.0  # 5-minute steps keep three days short: 864 steps, 576 of them decided
 WARM = 288
 REFORECAST = 6  # a new forecast every 30 min, sliced in between (both sides)

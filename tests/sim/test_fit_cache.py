@@ -71,7 +71,7 @@ def test_the_code_digest_follows_the_source_files(tmp_path):
 def test_every_real_fit_is_shown_and_a_cache_hit_is_not(tmp_path):
     import io
 
-    from autoscaler.terminal.progress import FitProgress
+    from kale.terminal.progress import FitProgress
 
     CountingNaive.fits = 0
     log = io.StringIO()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autoscaler.forecast_feed import FeedSettings, ForecastFeed, History, band, refresh
+from autoscaler.policy.feed import FeedSettings, ForecastFeed, History, band, refresh
 from forecasting.base import Forecast, future_index
 
 DT = 60.0

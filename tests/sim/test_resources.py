@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from autoscaler.policy.quota import Request, ResourceManager
 from autoscaler.policy.types import Decision, JobSizing
-from autoscaler.resources import Request, ResourceManager
 from autoscaler.sim.multi import JobInput, simulate_jobs
 
 

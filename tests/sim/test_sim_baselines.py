@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autoscaler.errors import UserError
 from autoscaler.policy.types import Decision, JobSizing, Observation
 from autoscaler.sim import policies as registry
 from autoscaler.sim.baselines import (
@@ -20,6 +19,7 @@ from autoscaler.sim.baselines import (
     default_lag_threshold,
 )
 from autoscaler.sim.engine import simulate
+from common.errors import UserError
 
 
 def make_sizing(f=lambda w: 100.0 * w, max_workers=20):

@@ -7,9 +7,9 @@ import json
 import pytest
 import yaml
 
-from autoscaler.cli import main as cli_main
-from autoscaler.tracegen import generate_trace
-from autoscaler.traces import save_trace
+from autoscaler.sim.tracegen import generate_trace
+from autoscaler.sim.traces import save_trace
+from kale.cli import main as cli_main
 
 METRICS = {
     "slo_violation_rate",
@@ -115,7 +115,7 @@ def test_json_has_every_metric_for_every_policy_and_the_lower_bound(files, capsy
 
 def test_scale_peak_puts_the_trace_maximum_at_k_times_the_peak_throughput(files, capsys):
     _, job, trace = files
-    from autoscaler.traces import load_trace
+    from autoscaler.sim.traces import load_trace
 
     top = float(load_trace(trace).series.max())
     code, out, _ = _run(

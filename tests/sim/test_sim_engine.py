@@ -214,7 +214,7 @@ def test_job_run_rejects_a_warm_up_covering_the_whole_trace():
 def test_every_baseline_runs_a_generated_week_and_static_never_resizes():
     # Behaviour only; how fast four weeks of minutes run is measured by benchmarks/simulate.py.
     from autoscaler.sim.runner import compare
-    from autoscaler.tracegen import generate_trace
+    from autoscaler.sim.tracegen import generate_trace
 
     sizing = make_sizing(
         lambda w: 1000.0 * w / (1 + 0.02 * w), max_workers=64, rescale_s=300, slo_s=600

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autoscaler.config import parse_job
-from autoscaler.errors import UserError
+from autoscaler.job.loading import parse_job
 from autoscaler.policy.sizing import sizing_for
 from autoscaler.sim.runner import resample, scale_to_peak, warmup_steps_for
+from common.errors import UserError
 
 
 def test_resample_interpolates_a_coarser_trace_onto_a_finer_grid():

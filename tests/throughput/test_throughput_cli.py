@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.cli.main import main
+from kale.cli.main import main
 
 KALE = Path(sys.executable).parent / "kale"
 # Only a guard against a hang: start-up (numpy, scipy) can take a minute on a loaded machine.

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from autoscaler.sources import kafka_io
+from autoscaler.kafka import clients
 from trainer.records import CTRTask
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -24,10 +24,10 @@ def produce_ctr(
     bootstrap: str, topic: str, n: int, *, partitions: int, seed: int = 0, start: int = 0
 ) -> dict[int, int]:
     """Produce ``n`` CTR samples round-robin over ``partitions``; records per partition."""
-    kafka_io.ensure_topic(bootstrap, topic, partitions)
+    clients.ensure_topic(bootstrap, topic, partitions)
     values = CTRTask(seed=0).records(n, np.random.default_rng(seed))
     counts = dict.fromkeys(range(partitions), 0)
-    producer = kafka_io.producer(bootstrap, linger_ms=20, batch_size=256 * 1024)
+    producer = clients.producer(bootstrap, linger_ms=20, batch_size=256 * 1024)
     try:
         for i, value in enumerate(values):
             p = (start + i) % partitions
@@ -35,17 +35,17 @@ def produce_ctr(
             counts[p] += 1
         producer.flush(timeout=30)
     finally:
-        kafka_io.close_quietly(producer)
+        clients.close_quietly(producer)
     return counts
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     """The group's committed offset per partition of ``topic``."""
-    admin = kafka_io.admin_client(bootstrap)
+    admin = clients.admin_client(bootstrap)
     try:
         offsets = admin.list_group_offsets({group: None}).get(group, {})
     finally:
-        kafka_io.close_quietly(admin)
+        clients.close_quietly(admin)
     return {tp.partition: int(m.offset) for tp, m in offsets.items() if tp.topic == topic}
 
 

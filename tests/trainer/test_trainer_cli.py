@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.cli.main import main
+from kale.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -109,7 +109,7 @@ def test_train_runs_until_sigterm_then_checkpoints_and_leaves_no_process(
         [
             sys.executable,
             "-m",
-            "autoscaler.cli.main",
+            "kale.cli.main",
             "train",
             "--job",
             str(job),

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from autoscaler.cli.main import main
+from kale.cli.main import main
 from throughput.profile import load_profile
 from trainer.rescale import load_rescale_measurement, read_rescale_json
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from autoscaler.errors import UserError
+from common.errors import UserError
 from trainer import checkpoint
 from trainer.config import batch_sizes, validate_shape
 from trainer.ledger import OffsetLedger

@@ -1,6 +1,0 @@
-"""``kale scheduler``: a secondary Kubernetes scheduler running ``placement``'s policies.
-
-No ``kubernetes`` import here: watches, bindings, Events and the Lease are in
-``autoscaler/actuators/``; the decision is a call into ``placement/`` (see
-:mod:`autoscaler.scheduler.adapter`). docs/scheduler.md has the whole picture.
-"""

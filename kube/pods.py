@@ -1,0 +1,220 @@
+"""Binding pods to nodes and recording their Events: the scheduler's two writes.
+
+* :class:`PodBinder` posts a ``Binding`` to the ``pods/<name>/binding`` subresource, as
+  kube-scheduler does. The Binding carries the pod's UID (so a pod deleted and re-created
+  under the same name is never bound by an old decision) and annotations — the API server
+  copies a Binding's annotations onto the pod, which is how the scheduler records the GPUs
+  it gave the pod without needing ``patch`` on pods. A 409 means the pod is already bound
+  (by an earlier try whose answer was lost, or by someone else): the binder reads the pod
+  and reports where it is, so nobody ever binds twice or accounts a pod twice.
+* :class:`PodEventRecorder` writes ``core/v1`` Events on pods (``FailedScheduling``,
+  ``Scheduled``) from a background thread, like client-go's broadcaster: a slow or failing
+  Event write never delays a binding, and a full buffer drops Events (they are a courtesy).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kube.binding import BindOutcome
+from kube.client import Kube
+from kube.errors import (
+    ActuatorError,
+    Conflict,
+    TargetGone,
+)
+from kube.events import event_body
+
+log = logging.getLogger(__name__)
+
+
+def _finish(resp: Any) -> None:
+    """Read the rest of a raw answer, then hand its connection back: a connection returned
+    with unread bytes would feed them to the next request as its answer."""
+    resp.read()
+    resp.release_conn()
+
+
+def _gpus(pod: dict[str, Any], annotation: str) -> tuple[int, ...] | None:
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(annotation)
+    try:
+        return tuple(int(g) for g in text.split(",") if g.strip()) if text is not None else None
+    except ValueError:
+        return None
+
+
+class PodBinder:
+    """Binds pods through ``pods/binding``; never raises for API failures."""
+
+    def __init__(
+        self, kube: Kube, *, gpus_annotation: str = "kale.dev/gpus", attempts: int = 5
+    ) -> None:
+        self.kube = kube
+        self.gpus_annotation = gpus_annotation
+        self.attempts = attempts
+
+    def _read(self, namespace: str, name: str) -> dict[str, Any]:
+        # the raw answer (``_preload_content=False``: no model objects), not a V1Pod
+        resp: Any = self.kube.call(
+            f"pod {namespace}/{name}",
+            self.kube.core.read_namespaced_pod,
+            name,
+            namespace,
+            _preload_content=False,
+        )
+        try:
+            pod: dict[str, Any] = json.loads(resp.data)
+            return pod
+        finally:
+            resp.release_conn()
+
+    def bind(self, pod: Any, node: str, annotations: dict[str, str]) -> BindOutcome:
+        """Bind ``pod`` (anything with ``namespace``, ``name``, ``uid``) to ``node``."""
+        ns, name, uid = pod.namespace, pod.name, pod.uid
+        metadata: dict[str, Any] = {"name": name, "namespace": ns, "annotations": annotations}
+        if uid and "/" not in uid:
+            metadata["uid"] = uid
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": metadata,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        what = f"binding {ns}/{name} to {node}"
+        for attempt in range(1, self.attempts + 1):
+            try:
+                resp = self.kube.call(
+                    what,
+                    self.kube.core.create_namespaced_pod_binding,
+                    name,
+                    ns,
+                    body,
+                    _preload_content=False,
+                )
+                _finish(resp)
+                return BindOutcome("bound", node, None)
+            except TargetGone:
+                return BindOutcome("gone", message=f"{ns}/{name} no longer exists")
+            except Conflict as exc:
+                try:
+                    current = self._read(ns, name)
+                except TargetGone:
+                    return BindOutcome("gone", message=f"{ns}/{name} no longer exists")
+                except ActuatorError as read_exc:
+                    return BindOutcome("failed", message=f"{exc}; then {read_exc}")
+                md = current.get("metadata") or {}
+                if "uid" in metadata and md.get("uid") != metadata["uid"]:
+                    return BindOutcome("gone", message=f"{ns}/{name} was replaced")
+                bound_to = (current.get("spec") or {}).get("nodeName")
+                if bound_to:
+                    return BindOutcome(
+                        "elsewhere", bound_to, _gpus(current, self.gpus_annotation), str(exc)
+                    )
+                if md.get("deletionTimestamp"):
+                    return BindOutcome("gone", message=f"{ns}/{name} is being deleted")
+                log.info("%s: conflict on an unbound pod (try %d), retrying", what, attempt)
+            except ActuatorError as exc:
+                return BindOutcome("failed", message=str(exc))
+        return BindOutcome("failed", message=f"{what}: still conflicting after {self.attempts}")
+
+
+class PodEventRecorder:
+    """``core/v1`` Events on pods, written from a background thread (``sync``: inline)."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        component: str = "kale",
+        instance: str | None = None,
+        clock: Callable[[], float] = time.time,
+        sync: bool = False,
+        buffer: int = 10_000,
+    ) -> None:
+        self.kube = kube
+        self.component = component
+        self.instance = instance or socket.gethostname()
+        self.clock = clock
+        self.sync = sync
+        self.failures = 0
+        self.dropped = 0
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=buffer)
+        self._thread: threading.Thread | None = None
+        self._abandon = threading.Event()
+        self._seq = 0
+
+    def pod_event(self, pod: Any, *, reason: str, message: str, type: str = "Normal") -> None:
+        self._seq += 1
+        involved = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": pod.name,
+            "namespace": pod.namespace,
+            "uid": pod.uid if "/" not in pod.uid else "",
+        }
+        body = event_body(
+            involved,
+            reason=reason,
+            message=message,
+            type=type,
+            now=self.clock(),
+            component=self.component,
+            instance=self.instance,
+            seq=self._seq,
+        )
+        if self.sync:
+            self._post(body)
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="kale-events", daemon=True)
+            self._thread.start()
+        try:
+            self._queue.put_nowait(body)
+        except queue.Full:
+            self.dropped += 1
+
+    def _post(self, body: dict[str, Any]) -> None:
+        ns = body["metadata"]["namespace"]
+        try:
+            resp = self.kube.call(
+                f"event {body['reason']} on {ns}/{body['involvedObject']['name']}",
+                self.kube.core.create_namespaced_event,
+                ns,
+                body,
+                _preload_content=False,
+            )
+            _finish(resp)
+        except ActuatorError as exc:
+            self.failures += 1
+            log.warning("could not record an event: %s", exc)
+
+    def _run(self) -> None:
+        while True:
+            body = self._queue.get()
+            if body is None:
+                return
+            if self._abandon.is_set():  # closing took too long: drop the rest
+                self.dropped += 1
+                continue
+            self._post(body)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Write what is buffered (up to ``timeout_s``; what is left then is dropped), stop."""
+        thread = self._thread
+        if thread is None:
+            return
+        self._queue.put(None)
+        thread.join(timeout=timeout_s)
+        if thread.is_alive():
+            self._abandon.set()
+            thread.join(timeout=timeout_s)
+        if thread.is_alive():
+            log.warning("the event writer did not stop; %d events dropped", self.dropped)
+        self._thread = None

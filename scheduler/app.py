@@ -227,7 +227,7 @@ def build(
     if cfg.metrics.port:
         try:
             app.server = MetricsServer(
-                metrics,  # type: ignore[arg-type]
+                metrics,
                 app.health,
                 address=cfg.metrics.address,
                 port=cfg.metrics.port,

@@ -35,7 +35,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from autoscaler.job.crd_rules import CROSS_FIELD, CelRule, duration_range, floor
 from autoscaler.job.schema import API_VERSION, DEPRECATED_API_VERSIONS, KIND, ElasticTrainingJob
 from autoscaler.job.status import JobStatus
-from common.durations import GRAMMAR, MAX_LENGTH
+from common.durations import GRAMMAR, MAX_LENGTH, duration_value
 
 GROUP = "kale.dev"
 PLURAL = "elastictrainingjobs"
@@ -54,7 +54,7 @@ class _KubeJsonSchema(GenerateJsonSchema):
 
     def function_before_schema(self, schema: Any) -> dict[str, Any]:
         fn = schema.get("function", {}).get("function")
-        if getattr(fn, "__name__", "") == "_duration":
+        if fn is duration_value:
             return {
                 "x-kubernetes-int-or-string": True,
                 "description": "A duration: 90s, 5m, 1h30m, or a number of seconds.",

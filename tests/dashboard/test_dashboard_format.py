@@ -17,7 +17,7 @@ import pytest
 
 from kale.terminal.formatting import format_number, format_percent
 
-APP_JS = Path(__file__).resolve().parents[2] / "autoscaler" / "dashboard" / "static" / "app.js"
+APP_JS = Path(__file__).resolve().parents[2] / "kale" / "dashboard" / "static" / "app.js"
 NODE = shutil.which("node") or shutil.which("nodejs")
 VALUES = [8030.0, 10400.0, 61390.0, 999.7, 999999.0, 1234567.0, 612.4, 12.345, 9.996, 2.5]
 VALUES += [0.5, 0.0123, 1.23e-7, 0.0, -61390.0, 25.0, 46.0, 3.0, 1e13]

@@ -3,7 +3,7 @@
 Why a module of its own: both files are read the same way — camelCase keys, unknown keys
 are errors, every problem one line ``FILE: field.path: reason`` (``FILE:LINE: reason`` when a
 YAML line is known), a missing file is an error, relative paths resolve against the file —
-and the controller and the scheduler used to carry a copy each of the code that says so.
+so the code that says so lives once, here, for the controller and the scheduler alike.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Reading one YAML document from a user's file, within bounds that make hostile files cheap.
 
 Why not ``yaml.safe_load``: it is safe from code execution but not from cost or ambiguity.
-A 1 MB flow list builds half a million nodes (34 s, 370 MB in pure Python), 500-deep nesting
+A 1 MB flow list builds half a million nodes (tens of seconds and hundreds of megabytes in
+pure Python; docs/decisions/0070-bounded-job-input-and-admission-policy.md), 500-deep nesting
 ends in ``RecursionError``, a "billion laughs" of anchors and aliases is small on disk but
 exponential for every later walk of the data (pydantic, ``json.dumps``), and a duplicated
 key silently keeps the last value. Here a file is refused, with its line number, *before*

@@ -3,7 +3,7 @@
 A leaf package (numpy/scipy only; never imports ``autoscaler``, torch or ``forecasting``):
 
 * :mod:`throughput.profile`  — profiling samples, CSV in and out with FILE:LINE errors;
-* :mod:`throughput.families` — the seed's PS step-time families (plus linear and Optimus);
+* :mod:`throughput.families` — the PS step-time families of docs/design.md, plus linear and Optimus;
 * :mod:`throughput.fit`      — NNLS + bounded least squares, k-fold family selection;
 * :mod:`throughput.model`    — the fitted model: f(w, p), its peak, JSON persistence;
 * :mod:`throughput.solver`   — smallest w with f(w, ceil(w/ratio)) > load;

@@ -34,6 +34,7 @@ from throughput.errors import FitError
 Design = Callable[[np.ndarray, np.ndarray, float], np.ndarray]
 
 SEED_FAMILIES = ("general", "fixed-ratio")
+"""The source document's families (docs/design.md), the ones ``auto`` chooses among."""
 COMPARISON_FAMILIES = ("linear", "optimus")
 FAMILY_NAMES = (*SEED_FAMILIES, *COMPARISON_FAMILIES)
 

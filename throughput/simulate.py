@@ -1,7 +1,7 @@
 """A physical simulation of a parameter-server CTR job, for profiles without a cluster.
 
 Tests, examples and docs need profiles whose ground truth is known. This module computes
-the seed's per-step time of one worker,
+the per-step time of one worker from the source document (docs/design.md),
 
     T = td + tf + tb + tu + to + tc
     td = m·s / (B·p)          pull sparse rows          tf = m·t_forward
@@ -50,7 +50,7 @@ class SimParams:
     t_forward_s: float = 40e-6
     """Forward time per sample on one GPU."""
     t_backward_s: float = 4e-3
-    """Backward time per mini-batch (the seed takes it as constant)."""
+    """Backward time per mini-batch (the source document takes it as constant)."""
     t_update_s_per_byte: float = 0.5e-9
     """PS optimizer time per byte of sparse rows (≈ 2 GB/s per PS)."""
     lambda_ps_s: float = 150e-6

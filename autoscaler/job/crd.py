@@ -294,7 +294,7 @@ def build_crd() -> dict[str, Any]:
                 "categories": ["kale"],
             },
             # Every served version has the same schema, so the API server converts between
-            # them by rewriting apiVersion alone (docs/decisions/0130-api-version.md).
+            # them by rewriting apiVersion alone (docs/decisions/0130-api-version-v1alpha1.md).
             "conversion": {"strategy": "None"},
             "versions": versions,
         },

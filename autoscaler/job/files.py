@@ -1,8 +1,8 @@
 """Reading the files a job refers to (its throughput model and rescale measurement), safely.
 
 Why more than ``is_file()``: a job chooses these paths, and the controller reads them with its
-own permissions. ``throughput.model: /etc/passwd`` used to pass because only existence was
-checked; a FIFO or ``/dev/zero`` would hang or fill memory on read. A referenced file must
+own permissions. ``throughput.model: /etc/passwd`` exists but is no model, and a FIFO or
+``/dev/zero`` would hang or fill memory on read. A referenced file must
 be a regular file of bounded size with the expected extension and format and, where the
 platform names a root (cluster mode: the mounted models directory), resolve — symlinks
 followed — inside that root.

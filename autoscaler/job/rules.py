@@ -31,8 +31,9 @@ class JobLimits:
     """Bounds a platform may tighten or relax (``policy.limits`` in the controller config)."""
 
     min_forecast_interval_s: float = 10.0
-    """``spec.forecast.interval`` floor: each step is a row of history per job, and 28 days of
-    1 ms steps made one tick take 39 s and 755 MB. A time-compressed demo lowers it."""
+    """``spec.forecast.interval`` floor: each step is a row of history per job, so a tiny
+    interval makes every tick's history enormous. A time-compressed demo lowers it
+    (docs/decisions/0070-bounded-job-input-and-admission-policy.md)."""
 
 
 DEFAULT_LIMITS = JobLimits()

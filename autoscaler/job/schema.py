@@ -39,7 +39,8 @@ from autoscaler.job.types import (
 )
 
 API_VERSION = "kale.dev/v1alpha1"
-"""The version Kale writes and the API server stores (docs/decisions/0130-api-version.md)."""
+"""The version Kale writes and the API server stores
+(docs/decisions/0130-api-version-v1alpha1.md)."""
 DEPRECATED_API_VERSIONS = ("kale.dev/v1",)
 """Still read (the same schema; the CRD serves it, deprecated), with a warning."""
 KIND = "ElasticTrainingJob"

@@ -32,7 +32,7 @@ BOOTSTRAP_TIMEOUT_MS = 5_000
 #: Upper bound on one request round trip (metadata, list offsets, fetch, commit).
 REQUEST_TIMEOUT_MS = 8_000
 #: Group membership settings that make a tansu group join take ~3 s instead of ~23 s
-#: (tansu waits session_timeout / 2 before completing a join; see ENVIRONMENT.md).
+#: (tansu waits session_timeout / 2 before completing a join; see docs/kafka.md).
 SESSION_TIMEOUT_MS = 6_000
 HEARTBEAT_INTERVAL_MS = 2_000
 
@@ -293,7 +293,7 @@ def probe_consumer(
         # A batch larger than the cap still comes back whole (KIP-74).
         max_partition_fetch_bytes=partition_fetch_bytes,
         fetch_max_bytes=partition_fetch_bytes * 4,
-        # kafka-python's CRC32C is pure Python (~2 ms per batch); localhost TCP is checked.
+        # kafka-python's CRC32C is pure Python and slow; localhost TCP is checked.
         check_crcs=False,
     )
 

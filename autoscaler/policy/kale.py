@@ -8,9 +8,10 @@ the backlog it leaves and its GPUs, within the job's resize budget (``maxPerHour
 cheapest feasible plan wins; only its first move, if it is due now, is acted on. With
 ``KaleSettings(planner="dp")`` the plan is instead the cheapest of every schedule of the
 horizon, from a dynamic program (:mod:`autoscaler.policy.mpc`, planner v3), and a feasible
-plan is followed while nothing it depends on changes; v2 stays the default (decision 0044).
+plan is followed while nothing it depends on changes; v2 stays the default
+(docs/decisions/0044-planner-v3.md).
 
-Safety, kept from the first planner:
+Safety rules, for both planners:
 
 * **reactive floor** — when the last observed rate exceeds the forecast made for it by more
   than the forecast's own spread, the forecast is wrong right now: the plan is made for
@@ -71,9 +72,8 @@ class KaleSettings:
     planner: str = "moves"
     """"moves": the search over one- and two-move plans (:mod:`autoscaler.policy.horizon`,
     planner v2); "dp": the dynamic program over the horizon (:mod:`autoscaler.policy.mpc`,
-    planner v3). "moves" stays the default: on the real (NASA) trace the program violated
-    the SLO more and resized more with the same forecaster, while saving ≤ 5 % GPU-hours on
-    generated traces (decision 0044)."""
+    planner v3). "moves" stays the default: the program saves GPU-hours on generated traces
+    but keeps the SLO worse and resizes more on a real one (docs/decisions/0044-planner-v3.md)."""
     buckets: int = 40
     """"dp": backlog lattice points per size."""
     max_sizes: int = 16
@@ -85,10 +85,8 @@ class KaleSettings:
     up_when_behind: bool = True
     """"dp": while the job serves less than the rate just observed, a scale-up the plan
     makes later is made now (a safety rule: waiting would bet the SLO's slack on the
-    forecast's timing). Off is cheaper when the forecast is right — on generated traces
-    (seeds 3, 4; seasonal naive) 3 % fewer GPU-hours and 1–2 fewer resizes a day at the same
-    violations, its oracle 1.01 instead of 1.08 × Σminw — but waits while under-provisioned
-    (decision 0044)."""
+    forecast's timing). Off is cheaper when the forecast is right, but waits while
+    under-provisioned (docs/decisions/0044-planner-v3.md)."""
     replan_every_steps: int = 10
     """"dp": a feasible plan is followed for at most this many steps while nothing it
     depends on changes (1: plan every step); see :meth:`KalePolicy._follow`."""

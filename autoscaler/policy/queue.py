@@ -4,8 +4,8 @@ FIFO means the unconsumed samples are always the most recent ones, so the whole 
 is one number, the backlog B: the oldest unconsumed sample is the one B samples back from the
 newest arrival. A plan is judged by whether, at the end of each step, B stays within what
 arrived during the last ``threshold`` seconds (then the oldest sample is younger than the
-threshold). Everything is vectorised: one candidate over a 60-step window costs ~20 µs, so
-the planner can afford dozens per decision.
+threshold). Everything is vectorised, so the planner can afford many candidates per
+decision.
 
 The step-level recursion (Lindley) ignores the order of arrivals and service inside a step,
 which the simulator models exactly; planning at step granularity is what the controller can

@@ -44,7 +44,7 @@ INF = math.inf
 
 @dataclass(frozen=True)
 class OptimalSettings:
-    """Tunables of the offline optimum (defaults: the issue's 1 % budget)."""
+    """Tunables of the offline optimum (by default 1 % of the steps may violate the SLO)."""
 
     violation_budget: float = 0.01
     """Share of evaluated steps allowed to end above the SLO."""
@@ -52,9 +52,9 @@ class OptimalSettings:
     """Labels of one size whose backlogs differ by less than this many steps of that size's
     service are merged (see the module docstring: the error does not accumulate)."""
     max_age_slo: float = 2.0
+    """Ages past this many SLOs are not kept (the bound clips them to it)."""
     max_labels: int = 64
     """Labels kept per size (the Pareto front is thinned past this)."""
-    """Ages past this many SLOs are not kept (the bound clips them to it)."""
     search_steps: int = 7
     """Bisection steps on λ."""
 

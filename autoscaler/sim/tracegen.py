@@ -1,10 +1,11 @@
 """Synthetic arrival-rate traces that look like user traffic.
 
-The shape follows what the seed observed in production: weekdays bottom out before dawn and
-peak in the evening; weekends rise from early morning and stay high; a slow trend; short
-bursts (campaigns, incidents); correlated and white noise. ``peak_trough`` sets the ratio of
-the mean daily profile's highest to lowest point (the same statistic ``kale trace info``
-reports), so a generated trace can be matched to the 5x–30x range the seed reports.
+The shape follows what the source document (docs/design.md) observed in production:
+weekdays bottom out before dawn and peak in the evening; weekends rise from early morning and
+stay high; a slow trend; short bursts (campaigns, incidents); correlated and white noise.
+``peak_trough`` sets the ratio of the mean daily profile's highest to lowest point (the same
+statistic ``kale trace info`` reports), so a generated trace can be matched to the 5x–30x
+range that document reports.
 """
 
 from __future__ import annotations

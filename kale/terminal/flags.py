@@ -2,8 +2,8 @@
 
 Validation happens at the boundary and reads the same everywhere: a bad flag is one
 ``kale: error: Invalid value for '--x': ...`` line and exit code 2. The callbacks are plain
-functions so a command declares ``callback=positive`` instead of writing its own check
-(three copies of these checks used to disagree on wording and on NaN).
+functions so a command declares ``callback=positive`` instead of writing its own check: one
+copy, so every command words a refusal alike and treats NaN alike.
 """
 
 from __future__ import annotations

@@ -30,7 +30,10 @@ GPUs of staying and serves less.
 from __future__ import annotations
 
 import math
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +43,9 @@ from autoscaler.policy.types import Decision, JobSizing, Observation
 from autoscaler.sim.engine import SimResult, simulate
 
 INF = math.inf
+
+OptimalProgress = Callable[[int, int], None]
+"""Hears ``(solved, total)`` recursions while the optimum is computed."""
 
 
 @dataclass(frozen=True)
@@ -217,8 +223,12 @@ def optimal(
     *,
     warmup_steps: int,
     settings: OptimalSettings | None = None,
+    on_progress: OptimalProgress | None = None,
 ) -> OptimalResult:
-    """The cheapest schedule within the budget (replayed by the engine) and its lower bound."""
+    """The cheapest schedule within the budget (replayed by the engine) and its lower bound.
+
+    ``on_progress(done, total)`` hears of every recursion solved (a run takes seconds).
+    """
     began = time.perf_counter()
     s = settings or OptimalSettings()
     rates = np.asarray(arrivals, dtype=float)
@@ -232,47 +242,70 @@ def optimal(
         res = simulate(policy, sizing, rates, warmup_steps=warmup_steps, name="optimal")
         return res, schedule, int(np.count_nonzero(res.delay > sizing.slo_s))
 
-    tried: list[dict[str, float]] = []
-    best: tuple[SimResult, np.ndarray, float] | None = None
-    fewest: tuple[int, SimResult, np.ndarray, float] | None = None
     # λ brackets: from "a violating step costs a fraction of a worker-step" to "more than
     # holding the peak size for a whole SLO".
     unit = float(p.gpw * p.dt)
     mid = float(np.median(p.sizes))
     lo0 = math.log(0.2 * unit)
     hi0 = math.log(unit * mid * max(4.0, 2 * sizing.slo_s / p.dt))
-    lo, hi = lo0, hi0
-    for step in range(s.search_steps):
-        lam = math.exp(hi if step == 0 else (lo + hi) / 2)
-        res, schedule, viol = run(lam)
-        tried.append({"lambda": lam, "gpu_hours": res.gpu_hours, "violations": viol})
-        if fewest is None or viol < fewest[0]:
-            fewest = (viol, res, schedule, lam)
-        if viol <= budget:
-            if best is None or res.gpu_hours < best[0].gpu_hours:
-                best = (res, schedule, lam)
-            hi = math.log(lam)
-        else:
-            lo = math.log(lam)
+    done = [0]
+    total = 2 * s.search_steps
+    lock = threading.Lock()
+
+    def solved() -> None:  # called from both searches' threads
+        with lock:
+            done[0] += 1
+            if on_progress is not None:
+                on_progress(done[0], total)
+
+    def lower_bound() -> tuple[float, list[dict[str, float]]]:
+        # max over λ of V_relaxed(λ) − λ·budget, a concave function whose slope is
+        # (violations of the relaxed optimum − budget): bisect on that sign.
+        bound, tried = 0.0, []
+        lo, hi = lo0, hi0
+        for _ in range(s.search_steps):
+            lb_lam = math.exp((lo + hi) / 2)
+            value, _, viol = _solve(p, lb_lam, relaxed=True)
+            solved()
+            lb = (value - lb_lam * budget) / 3600.0
+            tried.append(
+                {"lambda": lb_lam, "lower_bound_gpu_hours": lb, "relaxed_violations": viol}
+            )
+            bound = max(bound, lb)
+            if viol > budget:
+                lo = math.log(lb_lam)
+            else:
+                hi = math.log(lb_lam)
+        return bound, tried
+
+    # The bound's bisection is independent of the schedule's: the compiled recursion releases
+    # the GIL, so it runs on a second core meanwhile.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kale-optimal-bound") as pool:
+        bound_search = pool.submit(lower_bound)
+        tried: list[dict[str, float]] = []
+        best: tuple[SimResult, np.ndarray, float] | None = None
+        fewest: tuple[int, SimResult, np.ndarray, float] | None = None
+        lo, hi = lo0, hi0
+        for step in range(s.search_steps):
+            lam = math.exp(hi if step == 0 else (lo + hi) / 2)
+            res, schedule, viol = run(lam)
+            solved()
+            tried.append({"lambda": lam, "gpu_hours": res.gpu_hours, "violations": viol})
+            if fewest is None or viol < fewest[0]:
+                fewest = (viol, res, schedule, lam)
+            if viol <= budget:
+                if best is None or res.gpu_hours < best[0].gpu_hours:
+                    best = (res, schedule, lam)
+                hi = math.log(lam)
+            else:
+                lo = math.log(lam)
+        bound, bound_tried = bound_search.result()
+    tried += bound_tried
     if best is None:  # even the largest λ misses the budget: the fewest violations found
         assert fewest is not None
         _, res, schedule, lam = fewest
     else:
         res, schedule, lam = best
-    # The bound: max over λ of V_relaxed(λ) − λ·budget, a concave function whose slope is
-    # (violations of the relaxed optimum − budget): bisect on that sign.
-    bound = 0.0
-    lo, hi = lo0, hi0
-    for _ in range(s.search_steps):
-        lb_lam = math.exp((lo + hi) / 2)
-        value, _, viol = _solve(p, lb_lam, relaxed=True)
-        lb = (value - lb_lam * budget) / 3600.0
-        tried.append({"lambda": lb_lam, "lower_bound_gpu_hours": lb, "relaxed_violations": viol})
-        bound = max(bound, lb)
-        if viol > budget:
-            lo = math.log(lb_lam)
-        else:
-            hi = math.log(lb_lam)
     res.elapsed_s = time.perf_counter() - began
     return OptimalResult(
         schedule=schedule,

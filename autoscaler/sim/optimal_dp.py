@@ -9,7 +9,15 @@ the cheapest of a cell (``relaxed``: the least cost and the least backlog of the
 Pareto front; past ``L`` labels, the schedule search keeps ``L`` spread over the front and the
 bound merges neighbours (least cost, least backlog).
 
-numba compiles on first use (a few seconds) and caches the result next to this file.
+Resizes are most of the work (every label may go to every other size). A resize to a size
+pays its downtime at the larger of the two sizes, so the sources of a resize to size j are
+two fronts: the labels of the smaller sizes by cost, those of the larger sizes by cost plus
+their downtime; a label off its front is dominated (no less backlog, no less cost) and would
+be dropped by the merge, so it is never built. The fronts of "every size below j" and
+"every size above j" are grown one size at a time.
+
+numba compiles on first use (a few seconds) and caches the result next to this file; the
+functions release the GIL, so the schedule's search and the bound's run on two threads.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from numba import njit
 _TOL = 1e-9
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _merge(  # numba infers the types from the calls
     cB,
     cC,
@@ -89,7 +97,29 @@ def _merge(  # numba infers the types from the calls
     return L
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
+def _front(backlog, key, prev, lo, hi, first, stop, out, at):
+    """The front of ``prev[lo:hi]`` (source indices, by backlog, key strictly falling) and
+    the sources ``first .. stop − 1`` (by backlog): those whose key is below every key before
+    them, written to ``out[at:]``; returns where they end."""
+    best = np.inf
+    a = lo
+    s = first
+    while a < hi or s < stop:
+        if s >= stop or (a < hi and backlog[prev[a]] <= backlog[s]):
+            x = prev[a]
+            a += 1
+        else:
+            x = s
+            s += 1
+        if key[x] < best:
+            best = key[x]
+            out[at] = x
+            at += 1
+    return at
+
+
+@njit(cache=True, nogil=True)
 def solve(  # numba infers the types from the call
     rates,
     cap,
@@ -150,6 +180,13 @@ def solve(  # numba infers the types from the call
     sL = np.zeros(cap_n, dtype=np.int64)
     srcV = np.zeros(cap_n, dtype=np.int64)
     srcBase = np.zeros(cap_n)
+    keyAbove = np.zeros(cap_n)
+    first = np.zeros(W + 1, dtype=np.int64)
+    above = np.zeros(W * cap_n, dtype=np.int64)
+    above_at = np.zeros(W, dtype=np.int64)
+    above_end = np.zeros(W, dtype=np.int64)
+    below = np.zeros(cap_n, dtype=np.int64)
+    spare = np.zeros(cap_n, dtype=np.int64)
     newB = np.zeros((W, L))
     newC = np.full((W, L), np.inf)
     newN = np.zeros(W, dtype=np.int64)
@@ -161,9 +198,11 @@ def solve(  # numba infers the types from the call
     grown = np.zeros(max(1, m))
     dropped = 0
     for t in range(T):
-        # -- all labels of the step before, sorted by backlog (sources of resizes) ------------
+        # -- all labels of the step before: the sources of resizes ------------------------------
+        # Labels of one size lie together, sorted by backlog (as the merge leaves them).
         ns = 0
         for i in range(W):
+            first[i] = ns
             for q in range(curN[i]):
                 sB[ns] = curB[i, q]
                 sC[ns] = curC[i, q]
@@ -171,33 +210,65 @@ def solve(  # numba infers the types from the call
                 sI[ns] = i
                 sL[ns] = q
                 ns += 1
-        order = np.argsort(sB[:ns])
+        first[W] = ns
+        if m == 0 and t > 0:
+            order = np.argsort(sB[:ns])
         launch = m > 0 and t > 0 and t + m - 1 < T
         if launch:
             end = t + m - 1
             for q in range(full):
                 grown[q] = cum[t + q + 1] - cum[t]
             slot = end % ring
-            for o in range(ns):  # per source: violations while down, backlog when up
-                sb = sB[order[o]]
+            dcost = gpw * rescale_s
+            for s in range(ns):  # violating steps while down, and the cost so far
                 viol = 0
                 for q in range(full):
-                    if sb + grown[q] > allowed[t + q] + 1e-9:
+                    if sB[s] + grown[q] > allowed[t + q] + 1e-9:
                         viol += 1
-                srcV[o] = viol
-                srcBase[o] = sC[order[o]] + lam * viol
-            dcost = gpw * rescale_s
+                srcV[s] = viol
+                srcBase[s] = sC[s] + lam * viol
+                keyAbove[s] = srcBase[s] + dcost * sizes[sI[s]]
+            # A resize to size j from a smaller size pays its downtime at j's GPUs, from a
+            # larger one at its own. On each side a source with no less backlog and no less
+            # cost than another is dominated (the merge would drop it), so only two fronts
+            # are candidates: of the sizes below j by cost, of those above by cost + downtime.
+            above_end[W - 1] = 0
+            above_at[W - 1] = 0
+            for j in range(W - 2, -1, -1):
+                above_at[j] = above_end[j + 1]
+                above_end[j] = _front(
+                    sB,
+                    keyAbove,
+                    above,
+                    above_at[j + 1],
+                    above_end[j + 1],
+                    first[j + 1],
+                    first[j + 2],
+                    above,
+                    above_at[j],
+                )
+            below_n = 0
             for j in range(W):
+                if j > 0:
+                    below_n = _front(
+                        sB, srcBase, below, 0, below_n, first[j - 1], first[j], spare, 0
+                    )
+                    below[:below_n] = spare[:below_n]
                 n = 0
                 wj = sizes[j]
-                for o in range(ns):
-                    s = order[o]
-                    i = sI[s]
-                    if i == j:
-                        continue
+                a = 0
+                z = above_at[j]
+                while a < below_n or z < above_end[j]:
+                    if z >= above_end[j] or (a < below_n and sB[below[a]] <= sB[above[z]]):
+                        s = below[a]
+                        a += 1
+                        c = srcBase[s] + dcost * wj
+                    else:
+                        s = above[z]
+                        z += 1
+                        c = keyAbove[s]
                     b = sB[s]
-                    c = srcBase[o] + dcost * max(sizes[i], wj)
-                    vv = sV[s] + srcV[o]
+                    vv = sV[s] + srcV[s]
                     if up_last == 0.0:
                         nb = b + grown[full - 1]
                     else:
@@ -214,7 +285,7 @@ def solve(  # numba infers the types from the call
                             continue
                     cB[n] = nb
                     cC[n] = c
-                    cPar[n] = i * L + sL[s]
+                    cPar[n] = sI[s] * L + sL[s]
                     cRes[n] = True
                     cV[n] = vv
                     n += 1

@@ -16,7 +16,7 @@ import numpy as np
 from autoscaler.policy.types import JobSizing
 from autoscaler.sim.engine import SimResult, lower_bound_gpu_hours, simulate
 from autoscaler.sim.multi import JobInput, MultiResult, simulate_jobs
-from autoscaler.sim.optimal import OptimalResult, OptimalSettings, optimal
+from autoscaler.sim.optimal import OptimalProgress, OptimalResult, OptimalSettings, optimal
 from autoscaler.sim.policies import make_policy
 from common.errors import UserError
 
@@ -120,6 +120,7 @@ def compare(
     progress: Callable[[int], None] | None = None,
     optimal_settings: OptimalSettings | None = None,
     planner: str | None = None,
+    optimal_progress: OptimalProgress | None = None,
 ) -> Comparison:
     """Run each named policy over the same arrivals; metrics cover the post-warm-up steps.
 
@@ -127,14 +128,21 @@ def compare(
 
     The offline optimum (:mod:`autoscaler.sim.optimal`) is computed beside them unless
     ``optimal_settings`` is None and "optimal" is not among ``names``; each policy's
-    ``regret`` is its GPU-hours over the optimum's.
+    ``regret`` is its GPU-hours over the optimum's; ``optimal_progress(done, total)`` hears
+    of its progress (it takes seconds, with nothing else to show meanwhile).
     """
     arrivals = np.asarray(arrivals, dtype=float)
     cache: dict[str, Any] = {}
     best: OptimalResult | None = None
     listed = "optimal" in names
     if optimal_settings is not None or listed:
-        best = optimal(sizing, arrivals, warmup_steps=warmup_steps, settings=optimal_settings)
+        best = optimal(
+            sizing,
+            arrivals,
+            warmup_steps=warmup_steps,
+            settings=optimal_settings,
+            on_progress=optimal_progress,
+        )
     names = [n for n in names if n != "optimal"]
     policies = {
         name: make_policy(

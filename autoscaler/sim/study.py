@@ -23,7 +23,7 @@ from autoscaler.job.loading import LoadedJob, load_job
 from autoscaler.policy.types import JobSizing
 from autoscaler.sim.engine import lower_bound_workers
 from autoscaler.sim.flat import flat_trace_warning
-from autoscaler.sim.optimal import OptimalSettings
+from autoscaler.sim.optimal import OptimalProgress, OptimalSettings
 from autoscaler.sim.report import ReportSection
 from autoscaler.sim.runner import (
     compare,
@@ -170,6 +170,7 @@ def simulate_single(
     trace_loader: TraceLoader = load_trace,
     warn: Callable[[str], None] | None = None,
     on_fit: OnFit | None = None,
+    optimal_progress: OptimalProgress | None = None,
 ) -> Study:
     """Every policy of ``settings`` on one job and trace; ``warn`` hears of a flat comparison
     before the (long) simulation starts."""
@@ -195,6 +196,7 @@ def simulate_single(
         progress=progress(steps * len(settings.policies)) if progress else None,
         forecaster_factory=_forecaster_factory(loaded, start, dt, settings, on_fit),
         optimal_settings=OptimalSettings(violation_budget=settings.violation_budget),
+        optimal_progress=optimal_progress,
     )
     document: dict[str, Any] = {
         "policies": comp.metrics,

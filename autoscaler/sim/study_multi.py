@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ import pandas as pd
 from autoscaler.job.loading import LoadedJob, load_job
 from autoscaler.sim.engine import lower_bound_gpu_hours, lower_bound_workers
 from autoscaler.sim.flat import flat_trace_warning
-from autoscaler.sim.optimal import OptimalSettings, optimal
+from autoscaler.sim.optimal import OptimalProgress, OptimalSettings, optimal
 from autoscaler.sim.report import ReportSection
 from autoscaler.sim.runner import (
     MultiJob,
@@ -101,6 +102,7 @@ def simulate_multi(
     trace_loader: TraceLoader = load_trace,
     warn: Callable[[str], None] | None = None,
     on_fit: OnFit | None = None,
+    optimal_progress: OptimalProgress | None = None,
 ) -> Study:
     """Every policy of ``settings``, each run by all the jobs of ``jobs_dir`` under one quota."""
     _check(settings)
@@ -149,7 +151,14 @@ def simulate_multi(
         info[j.name]["lower_bound_gpu_hours"] = lbs[j.name]
     names = [n for n in settings.policies if n != "optimal"]
     budget = OptimalSettings(violation_budget=settings.violation_budget)
-    best = {j.name: optimal(j.sizing, j.arrivals, warmup_steps=warm, settings=budget) for j in jobs}
+    best = {}
+    for k, j in enumerate(jobs):  # progress counts the recursions of every job's optimum
+        report = None
+        if optimal_progress is not None:
+            report = partial(_overall, optimal_progress, k, len(jobs))
+        best[j.name] = optimal(
+            j.sizing, j.arrivals, warmup_steps=warm, settings=budget, on_progress=report
+        )
     for j in jobs:  # each job's optimum alone (the quota is not part of it)
         info[j.name]["optimal"] = optimal_metrics(best[j.name], lbs[j.name])
     runs = compare_multi(
@@ -201,3 +210,8 @@ def simulate_multi(
         tables=tables,
         notes=[f"quota {quota_gpus} GPUs; {quota_note}"],
     )
+
+
+def _overall(report: OptimalProgress, k: int, jobs: int, done: int, total: int) -> None:
+    """One job's optimum progress as a share of every job's."""
+    report(k * total + done, jobs * total)

@@ -10,6 +10,7 @@ computed by :mod:`autoscaler.sim.study`; this module maps flags and prints.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -52,6 +53,36 @@ class _Bar:
         self.bar = tqdm(total=total, desc="simulate", unit="step", file=sys.stderr, leave=False)
         update: Callable[[int], None] = self.bar.update
         return update
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class _OptimalProgress:
+    """The offline optimum's progress on stderr: a bar on a terminal, else a line at start and
+    one at the end (it takes seconds with nothing else moving)."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+        self.began = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None and self.began == 0.0:
+            self.began = time.monotonic()
+            if sys.stderr.isatty():
+                from tqdm import tqdm
+
+                self.bar = tqdm(
+                    total=total, desc="optimal", unit="solve", file=sys.stderr, leave=False
+                )
+            else:
+                click.echo(f"simulate: computing the offline optimum ({total} solves)", err=True)
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+        elif done == total:
+            took = time.monotonic() - self.began
+            click.echo(f"simulate: offline optimum done in {took:.1f} s", err=True)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -205,6 +236,7 @@ def simulate(
             raise UserError("--placement works with --job (one job), not --jobs")
     settings = SimSettings(policies=parse_names(policies), **options)
     bar = _Bar()
+    solves = _OptimalProgress()
     fits = FitProgress(None, label="simulate: forecaster fits")
 
     def on_fit(model: str, steps: int) -> AbstractContextManager[None]:
@@ -225,6 +257,7 @@ def simulate(
                 trace_loader=load_trace_cli,
                 warn=warn,
                 on_fit=on_fit,
+                optimal_progress=solves,
             )
         else:
             if quota_gpus is not None:
@@ -239,9 +272,11 @@ def simulate(
                 trace_loader=load_trace_cli,
                 warn=warn,
                 on_fit=on_fit,
+                optimal_progress=solves,
             )
     finally:
         fits.close()
+        solves.close()
         bar.close()
     if report:
         try:

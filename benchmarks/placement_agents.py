@@ -49,8 +49,8 @@ from placement.frag import typical_pods  # noqa: E402
 from placement.inflation import InflationSettings, arrival_list, parse_seeds, run_experiment  # noqa: E402
 from placement.placer import choose, place, tie_order  # noqa: E402
 from placement.policies import PolicyContext, make_policy  # noqa: E402
+from placement.protocol import ProtocolSettings, run_protocol, sequences  # noqa: E402
 from placement.queue.priorities import queue_policy  # noqa: E402
-from placement.queue.protocol import ProtocolSettings, run_protocol, sequences  # noqa: E402
 from placement.queue.rlscheduler import simulate  # noqa: E402
 from placement.timed_experiment import TimedConfig, run_timed  # noqa: E402
 from placement.workloads.batch import batch_jobs_from_swf  # noqa: E402
@@ -217,8 +217,8 @@ class ShortestFirst:
 def judge_model_sequences(jobs, processors, agent_name, *, ablation: bool) -> dict[str, object]:
     """Mean bounded slowdown with EASY on Lublin-model sequences no agent trained on."""
     from placement.agents.training import JUDGE_SEEDS, lublin_sequences, training_arrival_scale
+    from placement.protocol import RLSCHEDULER_STARTS
     from placement.queue.metrics import summarise
-    from placement.queue.protocol import RLSCHEDULER_STARTS
 
     scale = training_arrival_scale(jobs, processors, RLSCHEDULER_STARTS)
     model = lublin_sequences(JUDGE_SEEDS, processors, scale)

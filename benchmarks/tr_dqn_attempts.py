@@ -45,9 +45,9 @@ from placement.agents.training import (  # noqa: E402
     train_agent,
     training_arrival_scale,
 )
+from placement.protocol import RLSCHEDULER_STARTS, ProtocolSettings, run_protocol  # noqa: E402
 from placement.queue.metrics import summarise  # noqa: E402
 from placement.queue.priorities import queue_policy  # noqa: E402
-from placement.queue.protocol import RLSCHEDULER_STARTS, ProtocolSettings, run_protocol  # noqa: E402
 from placement.queue.rlscheduler import simulate  # noqa: E402
 from placement.workloads.batch import batch_jobs_from_swf  # noqa: E402
 from placement.workloads.swf import load_swf  # noqa: E402

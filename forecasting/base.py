@@ -10,6 +10,7 @@ model behave the same at the edges.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import time
@@ -251,8 +252,6 @@ class Forecaster(ABC):
 
     @classmethod
     def from_payload(cls, payload: Payload) -> Forecaster:
-        from forecasting.registry import forecaster_class
-
         meta = payload.meta
         model_cls = forecaster_class(meta["model"])
         model = model_cls(
@@ -292,3 +291,44 @@ class Forecaster(ABC):
         if cls is not Forecaster and not isinstance(model, cls):
             raise ForecastError(f"{path}: holds a {model.name} model, not {cls.name}")
         return model
+
+
+IMPLEMENTATIONS: dict[str, str] = {
+    "kale": "forecasting.transformer.forecaster:KaleForecaster",
+    "seasonal_naive": "forecasting.naive:SeasonalNaive",
+    "ets": "forecasting.ets:ETS",
+    "stl_ets": "forecasting.ets:STLETS",
+    "dlinear": "forecasting.dlinear:DLinear",
+    "fallback": "forecasting.fallback:FallbackForecaster",
+}
+"""Every model's name → ``module:class``, imported on first use.
+
+A saved file names its model, so loading one needs this table; the classes are named, not
+imported, because they build on this module and because ``kale`` needs torch, which the
+baselines (and everything that only uses them) must not pay for.
+"""
+
+
+def forecaster_class(name: str) -> type[Forecaster]:
+    """The class of model ``name`` (its module imported now)."""
+    try:
+        target = IMPLEMENTATIONS[name]
+    except KeyError:
+        known = ", ".join(IMPLEMENTATIONS)
+        raise ValueError(f"unknown model {name!r} (choose from {known})") from None
+    module, attr = target.split(":")
+    try:
+        loaded = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        root = (exc.name or "").split(".")[0]
+        if root != "torch":
+            raise
+        # The core install has no torch; say which install brings it, in one line.
+        raise ModuleNotFoundError(
+            f"torch is not installed; the {name!r} forecaster needs it: run "
+            "`pip install 'kale-autoscaler[transformer]'` (or pick seasonal_naive, ets, "
+            "stl_ets or dlinear)",
+            name=exc.name,
+        ) from None
+    cls: type[Forecaster] = getattr(loaded, attr)
+    return cls

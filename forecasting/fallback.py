@@ -16,11 +16,12 @@ import numpy as np
 import pandas as pd
 
 from forecasting.base import Forecaster, Payload
+from forecasting.registry import make_forecaster
 
 log = logging.getLogger(__name__)
 
 FALLBACK_MIN_HISTORY = pd.Timedelta(days=2)
-"""Below this the primary is not even tried (the issue's rule: less than two days)."""
+"""Below this the primary is not even tried (less than two days of history)."""
 
 
 class FallbackForecaster(Forecaster):
@@ -36,8 +37,6 @@ class FallbackForecaster(Forecaster):
         primary_kwargs: dict[str, Any] | None = None,
         **kw: Any,
     ) -> None:
-        from forecasting.registry import make_forecaster
-
         p_name = primary if isinstance(primary, str) else primary.name
         s_name = secondary if isinstance(secondary, str) else secondary.name
         pk = dict(primary_kwargs or {})

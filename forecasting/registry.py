@@ -1,54 +1,25 @@
-"""Model names → forecaster classes, so the CLI, backtests and saved files share one table.
+"""Building a forecaster by name, so the CLI, backtests and the controller share one set of
+flags: which names there are and which options each model takes.
 
-``kale`` is imported only when asked for: it is the one model that needs torch, and the
-baselines (and everything that only uses them) must not pay for importing it.
+The name → class table itself is :data:`forecasting.base.IMPLEMENTATIONS` (loading a saved
+file needs it too); ``kale`` is imported only when asked for: it is the one model that
+needs torch, and the baselines (and everything that only uses them) must not pay for it.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-from forecasting.base import Forecaster
+from forecasting.base import IMPLEMENTATIONS, Forecaster, forecaster_class
 
-_CLASSES: dict[str, str] = {
-    "kale": "forecasting.transformer.forecaster:KaleForecaster",
-    "seasonal_naive": "forecasting.naive:SeasonalNaive",
-    "ets": "forecasting.ets:ETS",
-    "stl_ets": "forecasting.ets:STLETS",
-    "dlinear": "forecasting.dlinear:DLinear",
-    "fallback": "forecasting.fallback:FallbackForecaster",
-}
+ALL_NAMES: tuple[str, ...] = tuple(IMPLEMENTATIONS)
+"""Every model, ``fallback`` (which wraps one of the others) last."""
 
-MODEL_NAMES: tuple[str, ...] = ("kale", "seasonal_naive", "ets", "stl_ets", "dlinear")
+MODEL_NAMES: tuple[str, ...] = tuple(n for n in ALL_NAMES if n != "fallback")
 """The forecasting models (``fallback`` wraps one of them and is listed separately)."""
-
-ALL_NAMES: tuple[str, ...] = (*MODEL_NAMES, "fallback")
 
 # Models that train for a fixed horizon and take it as a constructor argument.
 _HORIZON_AWARE = {"kale", "dlinear"}
-
-
-def forecaster_class(name: str) -> type[Forecaster]:
-    try:
-        target = _CLASSES[name]
-    except KeyError:
-        raise ValueError(f"unknown model {name!r} (choose from {', '.join(ALL_NAMES)})") from None
-    module, attr = target.split(":")
-    try:
-        loaded = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        root = (exc.name or "").split(".")[0]
-        if root != "torch":
-            raise
-        # The core install has no torch; say which install brings it, in one line.
-        raise ModuleNotFoundError(
-            f"torch is not installed; the {name!r} forecaster needs it: run "
-            "`pip install 'kale-autoscaler[transformer]'` (or pick seasonal_naive, ets, "
-            "stl_ets or dlinear)",
-            name=exc.name,
-        ) from None
-    return getattr(loaded, attr)
 
 
 def _applicable(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,10 @@ goes through :meth:`Kube.call`, which maps HTTP outcomes onto the controller's r
   :meth:`Kube.update` does;
 * 404 → :class:`TargetGone`; any other 4xx → :class:`TargetRejected` (escalate, no retry).
 
-The sleep and the random source are injectable, so tests of the error paths take no time.
+The loops are tenacity's; the pause is :meth:`RetryPolicy.pause` (the jitter draws from an
+injectable random source, and ``Retry-After`` can lengthen a pause, which tenacity's own
+waits do not do). The sleep and the random source are injectable, so tests of the error
+paths take no time.
 """
 
 from __future__ import annotations
@@ -22,12 +25,19 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    retry_if_exception_type,
+    stop_after_attempt,
+)
 
 from kube.errors import Conflict, TargetGone, TargetRejected, TargetUnavailable
 
@@ -72,6 +82,17 @@ def status_of(exc: BaseException) -> int | None:
     return int(exc.status) if isinstance(exc, ApiException) and exc.status else None
 
 
+def _transient(exc: BaseException) -> bool:
+    """Worth another try: throttled, the server unwell, or the connection failed."""
+    if isinstance(exc, ApiException):
+        return status_of(exc) in RETRY_STATUSES
+    return isinstance(exc, urllib3.exceptions.HTTPError | OSError)
+
+
+def no_pause(seconds: float) -> None:
+    """The sleep of retries that pause for nothing (a re-read is the remedy, not time)."""
+
+
 def _retry_after(exc: ApiException) -> float | None:
     headers = getattr(exc, "headers", None) or {}
     value = headers.get("Retry-After") if hasattr(headers, "get") else None
@@ -79,6 +100,14 @@ def _retry_after(exc: ApiException) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None
+
+
+def _failure(state: RetryCallState) -> BaseException:
+    """The exception the last try ended with (tenacity calls back only after a failure)."""
+    assert state.outcome is not None
+    exc = state.outcome.exception()
+    assert exc is not None
+    return exc
 
 
 def _message(exc: BaseException) -> str:
@@ -115,35 +144,58 @@ class Kube:
         ``what`` names the object for messages ("statefulset ml/ctr-worker scale").
         """
         kwargs.setdefault("_request_timeout", (min(5.0, self.timeout_s), self.timeout_s))
-        attempt = 0
-        while True:
-            attempt += 1
+        policy = self.retry
+
+        def attempt() -> T:
             try:
                 return fn(*args, **kwargs)
             except ApiException as exc:
                 status = status_of(exc)
+                if status in RETRY_STATUSES:
+                    raise  # tried again (below)
                 if status == 404:
                     raise TargetGone(f"{what}: not found") from exc
                 if status == 409:
                     raise Conflict(f"{what}: {_message(exc)}") from exc
-                if status not in RETRY_STATUSES:
-                    if status is None:  # status 0: TLS or a request the client could not send
-                        raise TargetUnavailable(f"{what}: {exc.reason}") from exc
-                    raise TargetRejected(f"{what}: {_message(exc)}") from exc
-                if attempt >= self.retry.attempts:
-                    raise TargetUnavailable(
-                        f"{what}: {_message(exc)} after {attempt} tries"
-                    ) from exc
-                pause = self.retry.pause(attempt, _retry_after(exc))
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                if attempt >= self.retry.attempts:
-                    raise TargetUnavailable(
-                        f"{what}: cannot reach the API server at {self.host} "
-                        f"({_message(exc)}) after {attempt} tries"
-                    ) from exc
-                pause = self.retry.pause(attempt)
-            log.debug("kubernetes: %s failed (try %d), retrying in %.2fs", what, attempt, pause)
-            self.retry.sleep(pause)
+                if status is None:  # status 0: TLS or a request the client could not send
+                    raise TargetUnavailable(f"{what}: {exc.reason}") from exc
+                raise TargetRejected(f"{what}: {_message(exc)}") from exc
+
+        def wait(state: RetryCallState) -> float:
+            if state.attempt_number >= policy.attempts:
+                return 0.0  # giving up: no pause, and no draw from the jitter's random source
+            exc = _failure(state)
+            retry_after = _retry_after(exc) if isinstance(exc, ApiException) else None
+            return policy.pause(state.attempt_number, retry_after)
+
+        def give_up(state: RetryCallState) -> NoReturn:
+            exc, tries = _failure(state), state.attempt_number
+            if isinstance(exc, ApiException):
+                raise TargetUnavailable(f"{what}: {_message(exc)} after {tries} tries") from exc
+            raise TargetUnavailable(
+                f"{what}: cannot reach the API server at {self.host} "
+                f"({_message(exc)}) after {tries} tries"
+            ) from exc
+
+        def note(state: RetryCallState) -> None:
+            pause = state.next_action.sleep if state.next_action else 0.0
+            log.debug(
+                "kubernetes: %s failed (try %d), retrying in %.2fs",
+                what,
+                state.attempt_number,
+                pause,
+            )
+
+        retrying = Retrying(
+            stop=stop_after_attempt(policy.attempts),
+            retry=retry_if_exception(_transient),
+            wait=wait,
+            sleep=policy.sleep,
+            before_sleep=note,
+            retry_error_callback=give_up,
+        )
+        result: T = retrying(attempt)
+        return result
 
     def call_json(
         self, what: str, fn: Callable[..., object], *args: Any, **kwargs: Any
@@ -178,14 +230,18 @@ class Kube:
         ``write`` receives the freshly read object (carrying its ``resourceVersion``) and
         returns what the write returned; it may be called several times.
         """
-        for attempt in range(1, self.retry.conflict_attempts + 1):
-            current = read()
-            try:
+        for attempt in Retrying(
+            stop=stop_after_attempt(self.retry.conflict_attempts),
+            retry=retry_if_exception_type(Conflict),
+            sleep=no_pause,
+            before_sleep=lambda _: log.info(
+                "kubernetes: %s changed under us (409), re-reading", what
+            ),
+            reraise=True,
+        ):
+            current = read()  # outside the attempt: a failing read is not a conflict to retry
+            with attempt:
                 return write(current)
-            except Conflict:
-                if attempt == self.retry.conflict_attempts:
-                    raise
-                log.info("kubernetes: %s changed under us (409), re-reading", what)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def close(self) -> None:

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import urllib3
 from kubernetes.client.exceptions import ApiException
+from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from kube.client import Kube, RetryPolicy, status_of
 from kube.errors import ActuatorError
@@ -44,6 +45,22 @@ Sink = Callable[[str, Any], None]
 
 class Expired(Exception):
     """The resume point is older than the server's history: re-list (HTTP 410 Gone)."""
+
+
+class _Stopped(Exception):
+    """:meth:`Reflector.stop` was called during a failure or its pause: :meth:`Reflector.run`
+    returns."""
+
+
+_FAILURES = (
+    ActuatorError,
+    ApiException,
+    urllib3.exceptions.HTTPError,
+    OSError,
+    ValueError,  # a malformed answer (JSON): the thread must not die of it
+    KeyError,
+)
+"""What a pass may fail with and be tried again after a pause."""
 
 
 @dataclass
@@ -195,35 +212,51 @@ class Reflector:
                 return
 
     def run(self) -> None:
-        """List, then watch until :meth:`stop`; re-watch on ends, re-list on 410."""
-        failures = 0
+        """List, then watch until :meth:`stop`; re-watch on ends, re-list on 410.
+
+        A failure backs off before the next try (tenacity, pausing by
+        :meth:`RetryPolicy.pause` of the failures in a row, counted up to ten) however long
+        the API server stays away; a stop ends the pause at once.
+        """
+        retrying = Retrying(
+            retry=retry_if_exception_type(_FAILURES),
+            wait=lambda state: self.retry.pause(min(state.attempt_number, 10)),
+            sleep=self._pause,
+            before_sleep=self._failed,
+        )
+        try:
+            while not self.stop_event.is_set():
+                retrying(self._follow)  # a pass that ends well starts the count again
+        except _Stopped:
+            return
+
+    def _follow(self) -> None:
+        """(Re-)list when there is no resume point, then watch once; a 410 re-lists at once."""
         while not self.stop_event.is_set():
             try:
                 if self.resource_version is None:
                     self.relist()
                 self.watch_once()
-                failures = 0
+                return
             except Expired as exc:
                 self.stats.expired += 1
                 log.info("watch %s: %s; re-listing", self.resource, exc)
                 self.resource_version = None
-            except (
-                ActuatorError,
-                ApiException,
-                urllib3.exceptions.HTTPError,
-                OSError,
-                ValueError,  # a malformed answer (JSON): the thread must not die of it
-                KeyError,
-            ) as exc:
+            except _FAILURES:
                 if self.stop_event.is_set():
-                    return
-                failures += 1
-                self.stats.errors += 1
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                pause = self.retry.pause(min(failures, 10))
-                log.warning("watch %s failed (%s); again in %.1fs", self.resource, exc, pause)
-                if self.stop_event.wait(pause):
-                    return
+                    raise _Stopped from None
+                raise
+
+    def _failed(self, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        pause = state.next_action.sleep if state.next_action else 0.0
+        self.stats.errors += 1
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        log.warning("watch %s failed (%s); again in %.1fs", self.resource, exc, pause)
+
+    def _pause(self, seconds: float) -> None:
+        if self.stop_event.wait(seconds):
+            raise _Stopped
 
     def stop(self) -> None:
         """End :meth:`run` soon: the open watch is closed under it."""

@@ -23,8 +23,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
+
 from kube.binding import BindOutcome
-from kube.client import Kube
+from kube.client import Kube, no_pause
 from kube.errors import (
     ActuatorError,
     Conflict,
@@ -88,41 +90,61 @@ class PodBinder:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         what = f"binding {ns}/{name} to {node}"
-        for attempt in range(1, self.attempts + 1):
+        for attempt in Retrying(
+            stop=stop_after_attempt(self.attempts),
+            retry=retry_if_exception_type(_StillUnbound),
+            sleep=no_pause,
+            before_sleep=lambda state: log.info(
+                "%s: conflict on an unbound pod (try %d), retrying", what, state.attempt_number
+            ),
+            retry_error_callback=lambda _: None,  # gave up: the outcome below
+        ):
+            with attempt:
+                return self._bind_once(what, node, metadata, body)
+        return BindOutcome("failed", message=f"{what}: still conflicting after {self.attempts}")
+
+    def _bind_once(
+        self, what: str, node: str, metadata: dict[str, Any], body: dict[str, Any]
+    ) -> BindOutcome:
+        """One try; :class:`_StillUnbound` when it conflicted with a pod still unbound."""
+        ns, name = metadata["namespace"], metadata["name"]
+        try:
+            resp = self.kube.call(
+                what,
+                self.kube.core.create_namespaced_pod_binding,
+                name,
+                ns,
+                body,
+                _preload_content=False,
+            )
+            _finish(resp)
+            return BindOutcome("bound", node, None)
+        except TargetGone:
+            return BindOutcome("gone", message=f"{ns}/{name} no longer exists")
+        except Conflict as exc:
             try:
-                resp = self.kube.call(
-                    what,
-                    self.kube.core.create_namespaced_pod_binding,
-                    name,
-                    ns,
-                    body,
-                    _preload_content=False,
-                )
-                _finish(resp)
-                return BindOutcome("bound", node, None)
+                current = self._read(ns, name)
             except TargetGone:
                 return BindOutcome("gone", message=f"{ns}/{name} no longer exists")
-            except Conflict as exc:
-                try:
-                    current = self._read(ns, name)
-                except TargetGone:
-                    return BindOutcome("gone", message=f"{ns}/{name} no longer exists")
-                except ActuatorError as read_exc:
-                    return BindOutcome("failed", message=f"{exc}; then {read_exc}")
-                md = current.get("metadata") or {}
-                if "uid" in metadata and md.get("uid") != metadata["uid"]:
-                    return BindOutcome("gone", message=f"{ns}/{name} was replaced")
-                bound_to = (current.get("spec") or {}).get("nodeName")
-                if bound_to:
-                    return BindOutcome(
-                        "elsewhere", bound_to, _gpus(current, self.gpus_annotation), str(exc)
-                    )
-                if md.get("deletionTimestamp"):
-                    return BindOutcome("gone", message=f"{ns}/{name} is being deleted")
-                log.info("%s: conflict on an unbound pod (try %d), retrying", what, attempt)
-            except ActuatorError as exc:
-                return BindOutcome("failed", message=str(exc))
-        return BindOutcome("failed", message=f"{what}: still conflicting after {self.attempts}")
+            except ActuatorError as read_exc:
+                return BindOutcome("failed", message=f"{exc}; then {read_exc}")
+            md = current.get("metadata") or {}
+            if "uid" in metadata and md.get("uid") != metadata["uid"]:
+                return BindOutcome("gone", message=f"{ns}/{name} was replaced")
+            bound_to = (current.get("spec") or {}).get("nodeName")
+            if bound_to:
+                return BindOutcome(
+                    "elsewhere", bound_to, _gpus(current, self.gpus_annotation), str(exc)
+                )
+            if md.get("deletionTimestamp"):
+                return BindOutcome("gone", message=f"{ns}/{name} is being deleted")
+            raise _StillUnbound(what) from exc
+        except ActuatorError as exc:
+            return BindOutcome("failed", message=str(exc))
+
+
+class _StillUnbound(Exception):
+    """A Binding conflicted, yet the pod is not bound: a race worth another try."""
 
 
 class PodEventRecorder:

@@ -1,26 +1,16 @@
 """Kubernetes resource quantities (``"4"``, ``"200m"``, ``"24Gi"``, ``"1e9"``) as numbers.
 
-The ``kubernetes`` client has a parser, but only ``autoscaler/actuators/`` may import the
-client; the scheduler's model of the cluster is plain Python, so it parses here.
+The one place the scheduler reads quantities from: the ``kubernetes`` client's parser
+(:func:`kubernetes.utils.parse_quantity`), with the scheduler's rules around it — a float is
+read as written (``0.1`` is 0.1, not its binary approximation), a bool or an empty string is
+not a quantity, and every failure is one :class:`QuantityError` naming the value.
 """
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-}
+from kubernetes.utils import parse_quantity as _kubernetes_quantity
 
 
 class QuantityError(ValueError):
@@ -33,15 +23,11 @@ def parse_quantity(value: object) -> Decimal:
         return Decimal(str(value))
     if not isinstance(value, str) or not value.strip():
         raise QuantityError(f"not a quantity: {value!r}")
-    text = value.strip()
     try:
-        if text[-2:] in _BINARY:
-            return Decimal(text[:-2]) * _BINARY[text[-2:]]
-        if text[-1:] in _DECIMAL and not text[-1:].isdigit():
-            return Decimal(text[:-1]) * _DECIMAL[text[-1:]]
-        return Decimal(text)  # plain number, or an exponent such as 1e9 / 1E3
-    except InvalidOperation:
+        quantity: Decimal = _kubernetes_quantity(value.strip())
+    except ValueError:
         raise QuantityError(f"not a quantity: {value!r}") from None
+    return quantity
 
 
 def cpu_milli(value: object) -> int:

@@ -1,9 +1,9 @@
-"""Fault patterns: which GPUs of a cluster fail how often (seed 000's setting, varied).
+"""Fault patterns: which GPUs of a cluster fail how often (``fault_aware``'s setting, varied).
 
-Seed 000 places jobs knowing that GPUs differ in how often they fail. ``--faults default``
-(:mod:`placement.faults`) is one such cluster: 5 % flaky GPUs at 50× the base rate. A
-*pattern* generalises it so that an agent can be trained on some clusters and judged on
-others it never saw:
+The fault-aware agent places jobs knowing that GPUs differ in how often they fail.
+``--faults default`` (:mod:`placement.faults`) is one such cluster: 5 % flaky GPUs at 50× the
+base rate. A *pattern* generalises it so that an agent can be trained on some clusters and
+judged on others it never saw:
 
 * every GPU fails at ``base_rate`` per hour;
 * a seeded ``flaky_share`` of the GPUs fail at ``flaky_rate`` instead (a bad card);

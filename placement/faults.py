@@ -1,7 +1,8 @@
-"""GPU faults for timed runs (seed 000's setting): every GPU fails at its own rate.
+"""GPU faults for timed runs (the fault-aware agent's setting): every GPU fails at its own rate.
 
 Large training clusters do not fail uniformly: most GPUs almost never fail, and a minority
-of flaky ones cause most interruptions, which is why seed 000 makes placement fault-aware.
+of flaky ones cause most interruptions, which is why the fault-aware agent
+makes placement fault-aware.
 Here each unit (GPU, or processor for an SWF log) fails as a Poisson process with its own
 rate; a failed unit is out of service for ``repair_s``; every job holding it is killed, keeps
 the work up to its last checkpoint (every ``checkpoint_s`` of its run), and re-enters the

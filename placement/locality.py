@@ -1,9 +1,10 @@
-"""Data locality on a GPU cluster: seed 003's hybrid memory pool, mapped onto nodes and racks.
+"""Data locality on a GPU cluster: a hybrid memory pool (``async_transformer``'s setting),
+mapped onto nodes and racks.
 
-Seed 003 schedules tasks on a multi-engine system over a *hybrid memory pool*: each node
-has fast local memory, memory on other nodes of its rack is slower, memory elsewhere slower
-still, and a task served from fast memory finishes sooner. Reading a task's data into a
-node's fast memory may *evict* other data (written back to the pool), which costs time too.
+The ``async_transformer`` document schedules tasks on a multi-engine system over a *hybrid memory
+pool*: each node has fast local memory, memory on other nodes of its rack is slower, memory
+elsewhere slower still, and a task served from fast memory finishes sooner. Reading a task's data
+into a node's fast memory may *evict* other data (written back to the pool), which costs time too.
 Its reward is the access latency (and the eviction penalty).
 
 On this cluster the same structure is the *data a job reads*:

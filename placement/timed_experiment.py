@@ -3,7 +3,7 @@
 Two kinds of input:
 
 * an SWF log (``swf``): rigid jobs on the log's processors. With ``protocol`` the log is cut
-  into RLScheduler's ten test sequences (:mod:`placement.queue.protocol`); without, the whole
+  into RLScheduler's ten test sequences (:mod:`placement.protocol`); without, the whole
   log runs once through the timed simulator.
 * an openb trace (``nodes`` + ``pods``): every pod arrives at its creation time, runs for
   deletion − scheduled time, and is placed on GPU nodes by a node policy
@@ -26,10 +26,10 @@ from placement.errors import PlacementInputError
 from placement.faults import FaultModel, FaultSettings, default_fault_model, load_fault_table
 from placement.locality import LocalityNodePool, LocalitySettings
 from placement.pool import ProcessorPool, ResourcePool
+from placement.protocol import PROTOCOLS, ProtocolSettings, run_protocol
 from placement.queue.base import QueuePolicy
 from placement.queue.metrics import TAU_S, bounded_slowdown
 from placement.queue.priorities import parse_queue_policies
-from placement.queue.protocol import PROTOCOLS, ProtocolSettings, run_protocol
 from placement.timed import TimedRun, simulate_timed
 from placement.workloads.batch import (
     BatchJobs,

@@ -84,6 +84,7 @@ class SchedulingQueue:
         return None
 
     def _backoff_s(self, attempts: int) -> float:
+        # Hand-written, not tenacity: no loop waits here; a pod's backoff is a time in a queue.
         return min(self.max_s, self.initial_s * 2 ** max(0, attempts - 1))
 
     def unschedulable(self, uid: str, *, now: float, version: int) -> None:

@@ -18,7 +18,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from trainer.config import TrainerConfig, batch_sizes
-from trainer.spawn import NodeConfig, run_node
+from trainer.spawn import NodeConfig
 
 Event = dict[str, Any]
 
@@ -137,6 +137,17 @@ def node_configs(
         )
         for j in range(workers)
     ]
+
+
+def run_node(cfg: NodeConfig, conn: Connection) -> None:
+    """A child's entry point: run a PS or a worker (:mod:`trainer.node`).
+
+    A trampoline, so that the supervisor names the target without importing torch: the
+    forkserver has :mod:`trainer.node` preloaded, so the import here costs nothing there.
+    """
+    from trainer.node import main
+
+    main(cfg, conn)
 
 
 def fork_children(configs: list[NodeConfig], *, into: list[ChildNode]) -> None:

@@ -291,6 +291,7 @@ def run_profile(
                     report("resize", timing.as_dict())
                 row = _measure(trainer, settings, mode)
                 guess = max(row.throughput, best["rate"])
+                # A plain loop, not tenacity: nothing failed; it measures again with more backlog.
                 for _retry in range(2):
                     if not row.stream_bound:
                         break

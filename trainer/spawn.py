@@ -1,15 +1,13 @@
-"""What the supervisor hands a child process, and the child's entry point (torch-free).
+"""What the supervisor hands a child process (torch-free).
 
-Why this module exists: the supervisor pickles a :class:`NodeConfig` and a function reference
-to the forkserver; if either lived in :mod:`trainer.node`, the supervisor would have to import
-torch just to name them. :func:`run_node` is a trampoline: the forkserver has
-:mod:`trainer.node` preloaded, so the import inside costs nothing there.
+Why this module exists: the supervisor pickles a :class:`NodeConfig` to the forkserver and
+the child (:mod:`trainer.node`) reads it; were it in :mod:`trainer.node`, the supervisor would
+have to import torch just to name it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from typing import Any
 
 
@@ -53,10 +51,3 @@ class NodeConfig:
     @property
     def world(self) -> int:
         return self.ps + self.workers
-
-
-def run_node(cfg: NodeConfig, conn: Connection) -> None:
-    """Child process entry point: run a PS or a worker (see :mod:`trainer.node`)."""
-    from trainer.node import main
-
-    main(cfg, conn)

@@ -17,12 +17,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError, TopicAlreadyExistsError
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from autoscaler.kafka.security import KafkaSecurity, client_settings
 from common.errors import MetricUnavailable
@@ -256,14 +256,15 @@ def ensure_topic(
                 timeout_ms=REQUEST_TIMEOUT_MS,
             )
         # The new topic may take a moment to appear in metadata; wait for it, bounded.
-        deadline = time.monotonic() + REQUEST_TIMEOUT_MS / 1000
-        while True:
-            try:
+        for attempt in Retrying(
+            stop=stop_after_delay(REQUEST_TIMEOUT_MS / 1000),
+            wait=wait_fixed(0.1),
+            retry=retry_if_exception_type(TopicMissing),
+            reraise=True,
+        ):
+            with attempt:
                 return topic_partitions(admin, bootstrap, topic)
-            except TopicMissing:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        raise AssertionError("unreachable")  # pragma: no cover
     finally:
         close_quietly(admin)
 

@@ -17,14 +17,25 @@ them together):
 6. The profile is re-estimated on the whole history for forecasting.
 
 A history too short for the network's windows is forecast by the backbone alone, with its
-band from cross-validated errors. Predicting reads only the last ``geometry.need`` steps plus
-two days, looks the profile up and runs one forward pass; the same pass scores the forecasts
-of the last two days and widens the band when they missed
-(:func:`~forecasting.calibration.recent_band_factor`). Saving: :mod:`.saving`.
+band from cross-validated errors.
+
+Predicting reads only the last ``geometry.need`` steps plus two days, looks the profile up
+and runs one batched forward pass: the pass that forecasts from the end of the context also
+forecasts from up to 48 origins of the two days before it, so the band can be judged on what
+has already happened (:func:`~forecasting.calibration.recent_band_factor`) at no extra pass,
+and widened when those forecasts missed. A forecast takes milliseconds however long the
+history is.
+
+Saving keeps what predicting needs and nothing else: the geometry, the profile table, the
+backbone's weights, the log offset and scales, the kept share and band factors, and the
+networks' weights (``weights.pt``; none when the backbone forecasts alone, which saves its
+``band`` instead). The training data is not kept: a loaded model predicts exactly as the
+fitted one did and can be refitted on its saved context.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import time
@@ -34,11 +45,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from forecasting.backbone import BackboneFit, Geometry, fit_level_model
-from forecasting.base import Forecaster, Payload
+from forecasting.backbone import BackboneFit, Geometry, backbone, fit_level_model
+from forecasting.base import Forecaster, InsufficientHistoryError, Payload
 from forecasting.calibration import (
+    RECENT_BAND_DAYS,
+    RECENT_BAND_MAX,
+    RECENT_BAND_ORIGINS,
     backbone_band,
     calibrate_band,
+    recent_band_factor,
+    recent_scores,
 )
 from forecasting.decomposition import SeasonalProfile
 from forecasting.decomposition.history import (
@@ -47,20 +63,23 @@ from forecasting.decomposition.history import (
     summarise,
     whole_history_profile,
 )
-from forecasting.transformer.features import calendar
-from forecasting.transformer.predict import forecast_z
+from forecasting.transformer.features import build_inputs, calendar
+from forecasting.transformer.model import build_net
 from forecasting.transformer.prepare import FitData, prepare
-from forecasting.transformer.saving import dump_state, restore_state
 from forecasting.transformer.train import (
     TrainSettings,
     network_quantiles,
     resolve_device,
+    to_tensors,
     torch_settings,
     train_networks,
     window_batches,
 )
 
 log = logging.getLogger(__name__)
+
+_FLOATS = ("offset", "scale", "season_mu", "season_sd", "alpha")
+"""The fitted scalars, saved and restored by name."""
 
 
 class KaleForecaster(Forecaster):
@@ -289,7 +308,7 @@ class KaleForecaster(Forecaster):
             **calib.report,
         )
 
-    # ---- predict (forecasting/transformer/predict.py)
+    # ---- predict
     def _predict(
         self, context: pd.Series, horizon: int
     ) -> tuple[np.ndarray, dict[float, np.ndarray]]:
@@ -299,7 +318,7 @@ class KaleForecaster(Forecaster):
         with torch_settings(1):  # one small forward pass: more threads only add overhead
             while sum(len(c) for c in chunks) < horizon:
                 k = len(chunks)
-                season, rel, report = forecast_z(self, ctx, score_recent=k == 0)
+                season, rel, report = self._forecast_z(ctx, score_recent=k == 0)
                 if k == 0:
                     widen_recent = float(report["band_widening"])
                     self.last_predict = report
@@ -320,9 +339,126 @@ class KaleForecaster(Forecaster):
         out = np.concatenate(chunks)[:horizon]
         return out[:, 1], {0.1: out[:, 0], 0.5: out[:, 1], 0.9: out[:, 2]}
 
-    # ---- persistence (forecasting/transformer/saving.py)
+    def _quantiles_z(
+        self, tail: pd.Series, origins: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Forecast from several origins (positions in ``tail``) in one batch.
+
+        Returns the season over the tail and ``out_len`` steps past it, the tail's ``z``,
+        and ``(len(origins), H, 3)`` p10/p50/p90 of ``z − season`` after each origin.
+        """
+        geom, net = self.geom, self.net
+        assert geom is not None and self.weights is not None
+        assert net is not None or self.band is not None
+        steps0 = int(self.step_index(tail.index[:1])[0])
+        steps = steps0 + np.arange(len(tail) + geom.out_len)
+        season = self.profile.at(steps)
+        z = np.log(tail.to_numpy() + self.offset)
+        d = z - season[: len(tail)]
+        ref, bb = backbone(d, geom, origins, self.weights)
+        ref, bb = ref / self.scale, bb / self.scale
+        if net is None:
+            assert self.band is not None
+            mid = bb
+            lo, hi = mid + self.band[None, :, 0], mid + self.band[None, :, 1]
+        else:
+            dn, sn = self.normalised(d, season)
+            cal = self.calendar_features(steps)
+            inputs = build_inputs(dn=dn, sn=sn, cal=cal, origins=origins, ref=ref, bb=bb, geom=geom)
+            with torch.no_grad():
+                q = (
+                    net(*to_tensors(inputs, self.device))[:, : self.horizon]
+                    .cpu()
+                    .numpy()
+                    .astype(float)
+                )
+            mid = bb + self.alpha * q[..., 1]
+            lo = mid - self.k_lo * (q[..., 1] - q[..., 0])
+            hi = mid + self.k_hi * (q[..., 2] - q[..., 1])
+        return season, z, np.stack([lo, mid, hi], axis=-1) * self.scale
+
+    def _forecast_z(
+        self, context: pd.Series, *, score_recent: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        """(future steps' season, (H, 3) quantiles of z − season, recent-error report).
+
+        With ``score_recent``, the same batch also forecasts from up to
+        ``recent_band_origins`` origins over the last ``recent_band_days`` and scores what of
+        those forecasts has already happened (see :func:`recent_band_factor`).
+        """
+        geom = self.geom
+        assert geom is not None
+        if len(context) < geom.need:
+            raise InsufficientHistoryError(
+                f"kale: predict needs {geom.need} steps of history, got {len(context)}"
+            )
+        back, stride = 0, 1
+        if score_recent:
+            days = float(self.params.get("recent_band_days", RECENT_BAND_DAYS))
+            wanted = round(days * 86400.0 / float(self.interval_s or 60))
+            back = max(0, min(wanted, len(context) - geom.need))
+            origins_wanted = int(self.params.get("recent_band_origins", RECENT_BAND_ORIGINS))
+            stride = max(1, wanted // origins_wanted)
+        tail = context.iloc[-(geom.need + back) :]
+        end = len(tail)
+        past = np.arange(end - stride, geom.need - 1, -stride) if back else np.zeros(0, int)
+        origins = np.concatenate([[end], past]).astype(int)
+        season, z, rel = self._quantiles_z(tail, origins)
+        report: dict[str, Any] = {"band_widening": 1.0, "recent_errors_scored": 0}
+        if len(past):
+            report = recent_band_factor(
+                recent_scores(z, season, rel[1:], past, end, self.horizon),
+                float(self.params.get("recent_band_max", RECENT_BAND_MAX)),
+            )
+        return season[end : end + self.horizon], rel[0], report
+
+    # ---- persistence (the base class writes the file itself)
     def _dump(self) -> Payload:
-        return dump_state(self)
+        assert self.geom is not None and self.weights is not None
+        blobs: dict[str, bytes] = {}
+        if self.net is not None:
+            buf = io.BytesIO()
+            torch.save({k: v.detach().cpu() for k, v in self.net.state_dict().items()}, buf)
+            blobs["weights.pt"] = buf.getvalue()
+        meta = {
+            "geometry": self.geom.to_dict(),
+            "net": self.net_config if self.net is not None else None,
+            "offset": self.offset,
+            "scale": self.scale,
+            "season_mu": self.season_mu,
+            "season_sd": self.season_sd,
+            "alpha": self.alpha,
+            "profile_anchor": self.profile.anchor,
+        }
+        arrays = {
+            "profile": self.profile.table,
+            "backbone": self.weights,
+            "k_lo": self.k_lo,
+            "k_hi": self.k_hi,
+        }
+        if self.band is not None:
+            arrays["band"] = self.band
+        return Payload(meta=meta, arrays=arrays, blobs=blobs)
 
     def _restore(self, payload: Payload) -> None:
-        restore_state(self, payload)
+        """The fitted state from what :meth:`_dump` wrote (on the CPU)."""
+        m = payload.meta
+        self.geom = Geometry.from_dict(m["geometry"])
+        self.net_config = dict(m["net"] or {})
+        for key in _FLOATS:
+            setattr(self, key, float(m[key]))
+        self.k_lo, self.k_hi = payload.arrays["k_lo"], payload.arrays["k_hi"]
+        self.profile = SeasonalProfile(payload.arrays["profile"], int(m["profile_anchor"]))
+        self.weights = payload.arrays["backbone"]
+        self.band = payload.arrays.get("band")
+        self.device = "cpu"
+        if m["net"] is None:
+            self.net = None
+            return
+        net = build_net(self.net_config)
+        state = torch.load(
+            io.BytesIO(payload.blobs["weights.pt"]), map_location="cpu", weights_only=True
+        )
+        net.load_state_dict(state)
+        net.eval()
+        self.net = net

@@ -8,19 +8,24 @@ is the ``Host`` header, which carries the attacker's name. So only the loopback 
 literal address the server was bound to, and names the operator configured
 (``kale dashboard --allow-host``) are answered; any other host gets ``421 Misdirected
 Request`` before a route runs.
+
+The check itself is Starlette's ``TrustedHostMiddleware``; this module says which names it
+allows and answers a refusal with 421 rather than Starlette's ``400 Invalid host header``.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
+
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
-Scope = dict[str, Any]
-Channel = Callable[..., Awaitable[Any]]
-ASGIApp = Callable[[Scope, Channel, Channel], Awaitable[None]]
+MISDIRECTED = b"misdirected request: this dashboard does not answer for that host\n"
+_ALLOWED = "kale.host_allowed"
+"""Set in a request's scope once Starlette let it through (its answers pass untouched)."""
 
 
 def host_name(header: str) -> str:
@@ -47,29 +52,49 @@ def allowed_hosts(bound: str | None = None, extra: Iterable[str] = ()) -> frozen
     return frozenset(names)
 
 
-class HostCheck:
-    """ASGI middleware: 421 for HTTP requests whose Host is not in ``allowed``."""
+class HostCheck(TrustedHostMiddleware):
+    """Starlette's Host check over ``allowed`` (names as :func:`allowed_hosts` gives them).
+
+    A refused request gets ``421 Misdirected Request`` (RFC 9110: this server does not
+    answer for that name) with :data:`MISDIRECTED`, not Starlette's 400; a name is never
+    a wildcard and never redirects to its ``www.`` form.
+    """
 
     def __init__(self, app: ASGIApp, *, allowed: frozenset[str]) -> None:
-        self.app = app
-        self.allowed = allowed
+        async def allowed_app(scope: Scope, receive: Receive, send: Send) -> None:
+            scope[_ALLOWED] = True
+            await app(scope, receive, send)
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope.get("type") in ("http", "websocket"):
-            headers = dict(scope.get("headers") or [])
-            host = host_name(headers.get(b"host", b"").decode("latin-1"))
-            if host not in self.allowed:
-                body = b"misdirected request: this dashboard does not answer for that host\n"
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 421,
-                        "headers": [
-                            (b"content-type", b"text/plain; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode()),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
+        super().__init__(allowed_app, allowed_hosts=_patterns(allowed), www_redirect=False)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def answer(message: Message) -> None:
+            if scope.get(_ALLOWED):
+                await send(message)
+            elif message["type"] == "http.response.start":
+                headers = [
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-length", str(len(MISDIRECTED)).encode()),
+                ]
+                await send({"type": "http.response.start", "status": 421, "headers": headers})
+            elif message["type"] == "http.response.body":
+                await send({"type": "http.response.body", "body": MISDIRECTED})
+            else:
+                await send(message)
+
+        await super().__call__(scope, receive, answer)
+
+
+def _patterns(allowed: frozenset[str]) -> list[str]:
+    """``allowed`` as Starlette compares a Host: IPv6 in brackets, a name also with the
+    trailing dot of a fully qualified name; a name with ``*`` is left out (Starlette would
+    read it as a wildcard, and no DNS name has one)."""
+    out: set[str] = set()
+    for name in allowed:
+        if "*" in name:
+            continue
+        if ":" in name:
+            out.add(f"[{name}]")
+        else:
+            out |= {name, f"{name}."}
+    return sorted(out)

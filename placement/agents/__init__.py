@@ -1,10 +1,10 @@
 """Learned schedulers (the only torch in ``placement``), behind the heuristics' interfaces.
 
-* ``balance_dqn`` (seed 001) — a node score plugin (:class:`~placement.policies.ScorePolicy`);
-* ``tr_dqn`` (seed 004) — a queue policy (:class:`~placement.queue.base.QueuePolicy`, with
+* ``balance_dqn`` — a node score plugin (:class:`~placement.policies.ScorePolicy`);
+* ``tr_dqn`` — a queue policy (:class:`~placement.queue.base.QueuePolicy`, with
   ``pick_backfill``);
-* ``fault_aware`` (seed 000) — a fault-aware node score plugin (``uses_faults``);
-* ``async_transformer`` (seed 003) — a node score plugin that can keep learning online on a
+* ``fault_aware`` — a fault-aware node score plugin (``uses_faults``);
+* ``async_transformer`` — a node score plugin that can keep learning online on a
   second thread (``uses_locality`` where the simulator models data caches).
 
 A saved agent is one ``.pt`` file; ``agent:PATH`` works wherever a policy name goes

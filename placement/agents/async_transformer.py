@@ -1,4 +1,4 @@
-"""``async_transformer`` (seed 003): node placement that learns online without blocking.
+"""``async_transformer``: node placement that learns online without blocking.
 
 The document's scheduler, on a GPU cluster with data locality (``placement.locality``):
 
@@ -16,8 +16,9 @@ The document's scheduler, on a GPU cluster with data locality (``placement.local
   ``latency_norm_s``) with a negative sign, plus ``rho`` × the GPU utilisation after the
   placement.
 
-The agent acts through ``AsyncTransformerPolicy``, a node score plugin
-(``placement.agents.async_transformer_policy``).
+The agent acts through :class:`AsyncTransformerPolicy`, a node score plugin: the one chosen
+candidate becomes scores the placer ranks, and each placement's data access comes back to
+the agent as the document's reward.
 
 ``synchronous=True`` runs the training steps inline at the same decision counts: the run
 is then deterministic (tests, reproducible training). The default threaded mode is not:
@@ -37,7 +38,6 @@ import numpy as np
 import torch
 
 from placement.agents.async_transformer_net import NAME, AsyncTransformerSettings, F, QNet
-from placement.agents.async_transformer_policy import AsyncTransformerPolicy
 from placement.agents.common import (
     TrainingCurve,
     configure,
@@ -48,12 +48,12 @@ from placement.agents.common import (
     settings_from_dict,
 )
 from placement.agents.online import ExperienceBuffer, SnapshotPublisher, TrainerThread
-from placement.cluster import NodeSpec
+from placement.cluster import Cluster, NodeSpec
 from placement.env.locality_env import draw_sequence, run_sequence, split_pods
-from placement.env.locality_features import Candidates
-from placement.locality import Access
+from placement.env.locality_features import Candidates, candidate_tokens
+from placement.locality import Access, DataCaches
 from placement.pod import Pod
-from placement.policies.base import PolicyContext
+from placement.policies.base import PolicyContext, ScorePolicy
 
 EPISODE_SEED_BASE = 300_000
 
@@ -319,3 +319,46 @@ class AsyncTransformerAgent:
     @classmethod
     def load(cls, path: str | Path, *, device: str = "cpu") -> AsyncTransformerAgent:
         return cls.from_payload(load_checkpoint(path), path=str(path), device=device)
+
+
+class AsyncTransformerPolicy(ScorePolicy):
+    """The agent as a node score plugin: the chosen candidate scores highest, the other
+    candidates by their Q rank, every other feasible node 0."""
+
+    name = NAME
+    uses_locality = True
+
+    def __init__(
+        self,
+        agent: AsyncTransformerAgent,
+        context: PolicyContext | None = None,
+        *,
+        explore: bool = False,
+        learn: bool = False,
+    ) -> None:
+        self.agent, self.explore, self.learn = agent, explore, learn
+        self.caches: DataCaches | None = None
+        self._cluster: Cluster | None = None
+
+    def observe_locality(self, caches: DataCaches) -> None:
+        self.caches = caches
+
+    def observe_access(self, pod: Pod, node: int, access: Access) -> None:
+        if self.learn and self._cluster is not None:
+            c = self._cluster
+            util = c.allocated_gpu_milli / max(c.total_gpu_milli, 1)
+            self.agent.observe_reward(self.agent.reward(access, util))
+
+    def score(self, pod: Pod, cluster: Cluster, nodes: np.ndarray) -> np.ndarray:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        self._cluster = cluster
+        cands = candidate_tokens(pod, cluster, nodes, self.caches, slots=self.agent.settings.slots)
+        index, q = self.agent.decide(cands, explore=self.explore, learn=self.learn)
+        self.agent.latency_s.append(time.perf_counter() - wall)
+        self.agent.cpu_s.append(time.thread_time() - cpu)
+        order = np.argsort(nodes, kind="stable")
+        position = order[np.searchsorted(nodes[order], cands.nodes)]
+        scores = np.zeros(len(nodes), np.int64)
+        scores[position] = np.unique(q, return_inverse=True)[1].reshape(-1) + 1
+        scores[position[index]] = scores.max() + 1
+        return scores

@@ -1,11 +1,11 @@
-"""``async_transformer`` (seed 003): the agent's settings and its network.
+"""``async_transformer``: the agent's settings and its network.
 
 * **Network** — two stacked standard transformer encoders and a linear head. Its input is
   the small observation vector of ``placement.env.locality_features`` (eight features) for
   each slot of the preset action set (candidate nodes); the encoders attend across the
   candidates and the head gives each one a Q value (the document's output layer, one
   neuron per action). The document's width is 512 with 4 heads; the default here is 64
-  with 4 heads (decision 0156 measures both against the 5 ms budget).
+  with 4 heads (docs/decisions/0156-async-transformer-network-and-action-slots.md).
 
 The agent that acts and learns with it is ``placement.agents.async_transformer``.
 """
@@ -36,7 +36,8 @@ class AsyncTransformerSettings:
     ffn: int = 128
     dropout: float = 0.25
     slots: int = 8
-    """Size of the preset action set (candidate nodes per decision; decision 0158)."""
+    """Size of the preset action set (candidate nodes per decision;
+    docs/decisions/0158-async-transformer-action-slots-and-training.md)."""
     gamma: float = 0.9
     lr: float = 1e-3
     epsilon: float = 0.05

@@ -1,4 +1,4 @@
-"""``balance_dqn`` (seed 001): DQN node placement rewarded for uniform, unsaturated nodes.
+"""``balance_dqn``: DQN node placement rewarded for uniform, unsaturated nodes.
 
 The document's value network has two parts: a *proposing* network that reads the state and
 the task and gives a probability per node (its "actor vector"), and a *scoring* network

@@ -4,7 +4,8 @@
   ``torch.use_deterministic_algorithms(True)``, so a CPU run with the same seed is
   bit-for-bit repeatable; returns the ``torch.device`` (``cpu`` or ``cuda``).
 * :class:`ReplayBuffer` — fixed-capacity ring of named numpy fields; the oldest
-  transitions are overwritten first (seed 000's "replay stack that drops its oldest").
+  transitions are overwritten first (the fault-aware document's "replay stack that drops
+  its oldest").
 * :class:`EpsilonSchedule` — ε-greedy exploration decaying geometrically per step.
 * :func:`sync_target` — copy the online network's weights into its target network.
 * :func:`gradient_step` — zero, backpropagate, clip the gradient norm, step: every agent's

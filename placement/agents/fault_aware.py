@@ -1,4 +1,4 @@
-"""``fault_aware`` (seed 000): actor-critic placement of GPU jobs on GPUs that fail.
+"""``fault_aware``: actor-critic placement of GPU jobs on GPUs that fail.
 
 The document's agent, rebuilt for a cluster of any size:
 
@@ -15,17 +15,34 @@ The document's agent, rebuilt for a cluster of any size:
   the last batch produced (the document's dynamic batch).
 * **Reward** (``placement.env.fault_batch``): the batch's makespan ``T_rl`` against the
   best of ``K`` random placements of the same batch; optionally also the GPU-hours lost
-  to failures against the random placements' (``lost_weight``; decision 0152).
+  to failures against the random placements' (``lost_weight``;
+  docs/decisions/0152-fault-aware-reward-and-two-attempts.md).
 
 Learning is advantage actor-critic on the replayed samples; because a replayed sample was
 drawn by an older policy, the actor's step uses the clipped probability ratio of PPO
 (``clip``), which keeps old samples from pushing the policy further than they justify.
+Training runs in two parts:
+
+1. **Warm start** (``imitation_batches``/``imitation_steps``): training batches are run
+   under BestFit while a teacher records, for every first pick, the candidate unit rows the
+   agent would see and which units lie on a node BestFit scores best; the actor is fitted to
+   put its probability on those units (cross-entropy against the set). The document starts
+   from random weights; docs/decisions/0152-fault-aware-reward-and-two-attempts.md records
+   why the shipped agent does not.
+2. **Actor-critic** (the document's loop): per batch, run it with the sampling policy, run
+   ``K`` random placements of the same batch, reward every decision with the makespan term
+   ``(T_random − T_rl) / T_random`` — and, with ``lost_weight``, minus the GPU-hours that
+   decision's own job lost when a GPU it was given failed (``TimedRun.kills``: a failure
+   kills exactly the jobs holding the unit, so the loss is that placement's) — push the
+   decisions onto the replay stack and update on as many samples as the batch produced.
 
 CPU-only pods hold no GPU and no GPU failure can kill them: they are placed by BestFit.
 """
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,16 +64,26 @@ from placement.agents.common import (
     settings_from_dict,
 )
 from placement.cluster import Cluster, NodeSpec
-from placement.env.fault_batch import FaultBatchEnv, FaultBatchSettings
+from placement.env.fault_batch import (
+    FaultBatch,
+    FaultBatchEnv,
+    FaultBatchSettings,
+    RandomUnitPolicy,
+    makespan_reward,
+    run_batch,
+)
 from placement.env.locality_env import split_pods
 from placement.env.unit_features import JOB_FEATURES, UNIT_FEATURES, UnitRows, unit_rows
 from placement.pod import Pod
 from placement.policies.base import PolicyContext, ScorePolicy
 from placement.policies.simple import BestFitPolicy
+from placement.timed import TimedRun
 
 NAME = "fault_aware"
 EPISODE_SEED_BASE = 200_000
 """Training batch seeds start here; judged batches use other seeds (the benchmark's)."""
+IMITATION_SEED_BASE = 250_000
+"""The warm start's batch seeds start here."""
 U, J = len(UNIT_FEATURES), len(JOB_FEATURES)
 _PROJECTION = np.random.default_rng(0x5EED).standard_normal(U) * np.pi
 
@@ -133,6 +160,51 @@ class Decision:
     """The pod (job) placed."""
     start: int = 0
     """Which start of that job (0 first, 1 after its first restart, …)."""
+
+
+def decision_rewards(
+    record: list[Decision],
+    run: TimedRun,
+    batch: FaultBatch,
+    *,
+    shared: float,
+    weight: float,
+    norm_gpu_h: float,
+) -> list[float]:
+    """Each decision's reward: the batch's ``shared`` term minus ``weight`` × the GPU-hours
+    its job's run segment lost to a failure (÷ ``norm_gpu_h``)."""
+    index = {p.name: i for i, p in enumerate(batch.pods)}
+    lost: dict[tuple[int, int], float] = {}
+    for job, epoch, hours in run.kills:
+        lost[(job, epoch)] = lost.get((job, epoch), 0.0) + hours
+    rewards = []
+    for d in record:
+        penalty = lost.get((index.get(d.pod, -1), d.start), 0.0) if weight else 0.0
+        rewards.append(shared - weight * penalty / norm_gpu_h)
+    return rewards
+
+
+class _BestFitTeacher(BestFitPolicy):
+    """BestFit that records, per GPU pod, the agent's view and BestFit's best units."""
+
+    uses_faults = True
+
+    def __init__(self, context: PolicyContext, out: list[tuple[np.ndarray, ...]]) -> None:
+        super().__init__(context)
+        self.out = out
+        self.gpu_faults: np.ndarray | None = None
+
+    def observe_faults(self, node_faults: np.ndarray, gpu_faults: np.ndarray) -> None:
+        self.gpu_faults = np.asarray(gpu_faults, np.int64)
+
+    def score(self, pod: Pod, cluster: Cluster, nodes: np.ndarray) -> np.ndarray:
+        scores = super().score(pod, cluster, nodes)
+        if pod.num_gpu:
+            units = unit_rows(pod, cluster, nodes, gpu_faults=self.gpu_faults)
+            best = set(nodes[scores == scores.max()].tolist())
+            target = np.fromiter((n in best for n in units.node.tolist()), bool, len(units.node))
+            self.out.append((units.rows, units.job, target))
+        return scores
 
 
 class FaultAwareAgent:
@@ -246,10 +318,97 @@ class FaultAwareAgent:
         *,
         on_episode: Callable[[dict[str, float]], None] | None = None,
     ) -> TrainingCurve:
-        """Warm start (if set), then ``episodes`` batches of actor-critic learning."""
-        from placement.agents.fault_aware_learning import train_fault_aware
+        """Warm start (if set), then ``episodes`` batches of actor-critic learning (module
+        docstring)."""
+        s = self.settings
+        started = time.perf_counter()
+        imitation = self._imitate(env)
+        stack = self._stack()
+        for episode in range(episodes):
+            batch = env.draw(EPISODE_SEED_BASE + 1000 * s.seed + episode)
+            record: list[Decision] = []
+            mine = run_batch(
+                batch,
+                functools.partial(self.policy, explore=True, record=record),
+                settings=env.settings,
+            )
+            refs = [
+                run_batch(batch, RandomUnitPolicy, settings=env.settings, policy_seed=1 + k)
+                for k in range(env.settings.random_placements)
+            ]
+            shared = makespan_reward(mine.makespan_s, min(r.makespan_s for r in refs))
+            rewards = decision_rewards(
+                record,
+                mine.run,
+                batch,
+                shared=shared,
+                weight=s.lost_weight,
+                norm_gpu_h=s.lost_norm_gpu_h,
+            )
+            self.push(stack, record, rewards)
+            losses = [
+                self.learn(stack.sample(max(len(record), 1), self.rng))
+                for _ in range(s.updates_per_episode if len(stack) else 0)
+            ]
+            row = {
+                "episode": episode,
+                "return": float(np.mean(rewards)) if rewards else shared,
+                "makespan_reward": shared,
+                "loss": float(np.mean(losses)) if losses else float("nan"),
+                "makespan_h": mine.makespan_s / 3600.0,
+                "random_best_h": min(r.makespan_s for r in refs) / 3600.0,
+                "gpu_hours_lost": mine.gpu_hours_lost,
+                "random_lost": float(np.mean([r.gpu_hours_lost for r in refs])),
+                "restarts": mine.restarts,
+                "decisions": len(record),
+                "seconds": time.perf_counter() - started,
+            }
+            if episode == 0 and imitation:
+                row["imitation_loss_first"] = imitation[0]
+                row["imitation_loss_last"] = float(np.mean(imitation[-50:]))
+            self.curve.add(**row)
+            if on_episode is not None:
+                on_episode(row)
+        self.curve.seconds += time.perf_counter() - started
+        return self.curve
 
-        return train_fault_aware(self, env, episodes, on_episode=on_episode)
+    def _imitate(self, env: FaultBatchEnv) -> list[float]:
+        """The warm start (module docstring); returns the imitation loss per step."""
+        s = self.settings
+        if not (s.imitation_batches and s.imitation_steps):
+            return []
+        views: list[tuple[np.ndarray, ...]] = []
+        for b in range(s.imitation_batches):
+            batch = env.draw(IMITATION_SEED_BASE + 1000 * s.seed + b)
+            run_batch(batch, lambda ctx: _BestFitTeacher(ctx, views), settings=env.settings)
+        k = s.candidates
+        rows = np.zeros((len(views), k, views[0][0].shape[1] if views else 1), np.float32)
+        mask = np.zeros((len(views), k), bool)
+        target = np.zeros((len(views), k), bool)
+        job = np.zeros((len(views), views[0][1].shape[0] if views else 1), np.float32)
+        for i, (r, j, t) in enumerate(views):
+            keep = np.arange(len(r))
+            if len(keep) > k:  # the best units first (up to half), then others at random
+                good, bad = np.flatnonzero(t), np.flatnonzero(~t)
+                good = self.rng.permutation(good)[: k // 2]
+                keep = np.concatenate([good, self.rng.permutation(bad)[: k - len(good)]])
+            n = len(keep)
+            rows[i, :n], mask[i, :n], target[i, :n] = r[keep], True, t[keep]
+            job[i] = j
+        tensors = [torch.from_numpy(a).to(self.device) for a in (rows, mask, target, job)]
+        optimizer = torch.optim.Adam(self.actor.parameters(), lr=s.lr * 3)
+        losses = []
+        for _ in range(s.imitation_steps):
+            pick = torch.from_numpy(self.rng.integers(len(views), size=64)).to(self.device)
+            rows_b, mask_b, best_b, job_b = (x[pick] for x in tensors)
+            out: torch.Tensor = self.actor(rows_b, job_b)
+            logits = out.masked_fill(~mask_b, -1e9)
+            loss = (
+                torch.logsumexp(logits, -1) - torch.logsumexp(logits.masked_fill(~best_b, -1e9), -1)
+            ).mean()
+            gradient_step(optimizer, loss, self.actor.parameters(), max_norm=1.0)
+            losses.append(float(loss.detach()))
+        return losses
 
     @classmethod
     def training_env(

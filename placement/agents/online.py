@@ -1,4 +1,4 @@
-"""Seed 003's dual-thread machinery: decide with one network while another trains.
+"""``async_transformer``'s dual-thread machinery: decide with one network while another trains.
 
 * :class:`SnapshotPublisher` — the inference network as immutable *snapshots*. The trainer
   publishes a fresh copy of its weights (a new module, never written again) and swaps the

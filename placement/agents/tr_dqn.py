@@ -1,4 +1,4 @@
-"""``tr_dqn`` (seed 004, TR-DQN): a two-level DQN that orders a batch queue and backfills it.
+"""``tr_dqn`` (TR-DQN): a two-level DQN that orders a batch queue and backfills it.
 
 The queue is reordered by the rank ``w1·length + w2·wait + w3·deadline`` and the agent
 reads a window of the ``w`` first jobs plus the machine's availability profile
@@ -17,10 +17,12 @@ Training is DQN: ε-greedy with ε decaying geometrically, a replay buffer, a ta
 per level copied every ``target_sync`` updates, and the loss ``(r + γ max Q_target(s′, ·)
 − Q(s, a))²`` — the next state is a level-1 or a level-2 decision, and its max is taken with
 that level's target network. Rewards are the environment's (``wait`` or ``util``).
-Optional, all off by default (decision 0126): a warm start from demonstrations of a rule
-with a large-margin term, n-step returns, double-DQN targets (the online network picks the
-next action, the target network values it), and keeping the weights that scored best on
-validation sequences (``placement.agents.tr_dqn_warm``).
+Optional, all off by default: a warm start from demonstrations of a rule with a
+large-margin term, n-step returns, double-DQN targets (the online network picks the next
+action, the target network values it), and keeping the weights that scored best on
+validation sequences (``placement.agents.tr_dqn_warm``;
+docs/decisions/0126-tr-dqn-warm-start-and-why-it-does-not-move.md). The agent decides as a
+queue policy through :class:`TRDQNPolicy`.
 """
 
 from __future__ import annotations
@@ -46,22 +48,27 @@ from placement.agents.common import (
     sync_target,
 )
 from placement.agents.tr_dqn_net import NAME, LevelNet, TRDQNSettings
-from placement.agents.tr_dqn_policy import TRDQNPolicy
 from placement.agents.tr_dqn_warm import (
     NStepWriter,
-    demonstrate,
+    demo_fields,
     margin_loss,
+    shortest_first,
 )
 from placement.env.queue_env import QueueEnv, QueueObservation
 from placement.env.queue_features import (
     HORIZONS_S,
     ROW_WIDTH,
+    backfill_input,
+    head_input,
+    rank,
 )
+from placement.errors import PlacementInputError
+from placement.queue.base import QueueView
 
 EPISODE_SEED_BASE = 200_000
 DEMO_SEED_BASE = 300_000
 
-__all__ = ["NAME", "TRDQN", "LevelNet", "TRDQNSettings"]
+__all__ = ["NAME", "TRDQN", "LevelNet", "TRDQNPolicy", "TRDQNSettings"]
 
 
 class TRDQN:
@@ -251,8 +258,33 @@ class TRDQN:
         }
 
     def demonstrate(self, env: QueueEnv, rng: np.random.Generator) -> ReplayBuffer | None:
-        """Episodes of the shortest-first rule as demonstrations (None: no warm start)."""
-        return demonstrate(self, env, rng, seed_base=DEMO_SEED_BASE + 1000 * self.settings.seed)
+        """The demonstration buffer (None: no warm start): episodes of
+        :func:`~placement.agents.tr_dqn_warm.shortest_first` on ``env``, as n-step transitions
+        with the margin term's fields."""
+        s, imitation = self.settings, self.settings.imitation
+        if imitation.episodes <= 0:
+            return None
+        longest = max(len(seq) for seq in env.sequences)
+        buffer = self._buffer(demo=True, capacity=imitation.episodes * longest)
+        writer = NStepWriter(buffer, s.n_step, s.gamma)
+        seed_base = DEMO_SEED_BASE + 1000 * s.seed
+        for episode in range(imitation.episodes):
+            obs, _ = env.reset(seed=seed_base + episode)
+            while obs is not None:
+                action = shortest_first(obs)
+                extra = demo_fields(
+                    obs,
+                    action,
+                    window=s.env.window,
+                    candidates=s.candidates,
+                    rows2=self.rows2,
+                    rng=rng,
+                )
+                nxt, reward, done, _, _ = env.step(action)
+                fields = {**self._transition(obs, action), **extra}
+                writer.add(fields, reward, self._next_fields(nxt, rng), done)
+                obs = nxt
+        return buffer
 
     def evaluate(self, env: QueueEnv) -> float:
         """Mean bounded slowdown of the greedy policy over every sequence of ``env``."""
@@ -365,3 +397,37 @@ class TRDQN:
     @classmethod
     def load(cls, path: str | Path, *, device: str = "cpu") -> TRDQN:
         return cls.from_payload(load_checkpoint(path), path=str(path), device=device)
+
+
+class TRDQNPolicy:
+    """The agent as a queue policy (``agent:PATH`` in ``kale place timed --queue``).
+
+    ``keys`` puts level 1's pick first (then the rank); ``pick_backfill`` is level 2. Both
+    need the simulator to pass the machine state in the view (``QueueView.machine``).
+    """
+
+    def __init__(self, agent: TRDQN, name: str = "tr_dqn") -> None:
+        self.agent, self.name = agent, name
+        self.env = agent.settings.env
+
+    def _machine(self, view: QueueView) -> Any:
+        if view.machine is None:
+            raise PlacementInputError(
+                f"{self.name}: this simulator does not give queue policies the machine state"
+            )
+        return view.machine
+
+    def keys(self, view: QueueView) -> tuple[np.ndarray, ...]:
+        machine = self._machine(view)
+        grid, mask, positions = head_input(view, machine, self.env.rank, self.env.window)
+        slot = self.agent.greedy(QueueObservation(1, grid, mask, positions))
+        first = np.ones(len(view), np.int64)
+        first[positions[slot]] = 0
+        return (first, rank(view, self.env.rank))
+
+    def pick_backfill(self, view: QueueView, candidates: np.ndarray, shadow_s: float) -> int:
+        grid = backfill_input(
+            view, candidates, self._machine(view), self.env.rank, shadow_s=shadow_s
+        )
+        mask = np.ones(len(candidates), bool)
+        return self.agent.greedy(QueueObservation(2, grid, mask, candidates))

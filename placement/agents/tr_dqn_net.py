@@ -1,4 +1,4 @@
-"""``tr_dqn`` (seed 004): the agent's settings and its network.
+"""``tr_dqn``: the agent's settings and its network.
 
 Each level's network is "a convolution layer, two fully connected layers and an output
 layer", as the document says: :class:`LevelNet` reads a ``[rows, 3]`` grid of
@@ -33,7 +33,7 @@ class TRDQNSettings:
     """Widths of the two fully connected layers."""
     lr: float = 5e-4
     gamma: float = 0.7
-    """Discount per decision (0.7 learned fastest on the training windows; decision 0125)."""
+    """Discount per decision (docs/decisions/0125-training-and-judging-apart.md)."""
     batch: int = 64
     replay: int = 30_000
     warmup: int = 500

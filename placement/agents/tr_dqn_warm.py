@@ -1,10 +1,9 @@
 """``tr_dqn``'s warm start and multi-step targets: learning from a rule before learning alone.
 
-Decision 0125 found that DQN alone, in 20 minutes of CPU, does not find what a fixed rule
-of its own action space does (shortest estimate first at both levels beats SJF+EASY on the
-training windows); the per-decision differences between actions are small beside the noise
-of bootstrapped targets. Two standard remedies, both keeping the document's TD loss as the
-learning rule:
+DQN alone does not find what a fixed rule of its own action space does
+(docs/decisions/0125-training-and-judging-apart.md): the per-decision differences between
+actions are small beside the noise of bootstrapped targets. Two standard remedies, both
+keeping the document's TD loss as the learning rule:
 
 * **warm start by demonstration** (DQfD, Hester et al., AAAI'18): episodes of the rule
   fill a demonstration buffer; the networks first train on it alone with the TD loss plus a
@@ -16,22 +15,21 @@ learning rule:
 
 The rule here is :func:`shortest_first` — the first slot of the ranked window at level 1
 (with the default rank, the shortest estimate: SJF) and the shortest candidate at level 2.
+The agent (:meth:`placement.agents.tr_dqn.TRDQN.demonstrate`) runs the demonstrations with
+these pieces.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
 from placement.agents.common import ReplayBuffer
-from placement.env.queue_env import QueueEnv, QueueObservation
-
-if TYPE_CHECKING:
-    from placement.agents.tr_dqn import TRDQN
+from placement.env.queue_env import QueueObservation
 
 LOG_ESTIMATE = (0, 1)
 """Where a job block keeps its log estimate: first row, second column."""
@@ -149,33 +147,3 @@ def margin_loss(
         return best - q.gather(1, action.unsqueeze(1)).squeeze(1)
 
     return torch.where(level == 1, term(q1, mask1, a1), term(q2, mask2, a2)).mean()
-
-
-def demonstrate(
-    agent: TRDQN, env: QueueEnv, rng: np.random.Generator, *, seed_base: int
-) -> ReplayBuffer | None:
-    """``agent``'s demonstration buffer: episodes of :func:`shortest_first` on ``env``
-    (episode seeds from ``seed_base``), as n-step transitions with the margin's fields."""
-    s, imitation = agent.settings, agent.settings.imitation
-    if imitation.episodes <= 0:
-        return None
-    longest = max(len(seq) for seq in env.sequences)
-    buffer = agent._buffer(demo=True, capacity=imitation.episodes * longest)
-    writer = NStepWriter(buffer, s.n_step, s.gamma)
-    for episode in range(imitation.episodes):
-        obs, _ = env.reset(seed=seed_base + episode)
-        while obs is not None:
-            action = shortest_first(obs)
-            extra = demo_fields(
-                obs,
-                action,
-                window=s.env.window,
-                candidates=s.candidates,
-                rows2=agent.rows2,
-                rng=rng,
-            )
-            nxt, reward, done, _, _ = env.step(action)
-            fields = {**agent._transition(obs, action), **extra}
-            writer.add(fields, reward, agent._next_fields(nxt, rng), done)
-            obs = nxt
-    return buffer

@@ -21,7 +21,7 @@ from placement.env.node_env import NodePlacementEnv
 from placement.env.queue_env import QueueEnv, free_blocks, training_sequences
 from placement.errors import PlacementInputError
 from placement.pod import Pod
-from placement.queue.protocol import RLSCHEDULER_STARTS, SEQUENCE_LENGTH
+from placement.protocol import RLSCHEDULER_STARTS, SEQUENCE_LENGTH
 from placement.workloads.batch import BatchJobs
 
 

@@ -6,7 +6,8 @@ is a few lines if a library ever needs one. The package itself is not used becau
 here needs it: no algorithm library consumes the environments, and their observations are
 not fixed-shape spaces — a node-level observation has one row per node of *this* cluster
 (1,213 for openb, any other count elsewhere) and a queue-level one a variable number of
-backfill candidates — which gymnasium can only describe loosely (decision 0120).
+backfill candidates — which gymnasium can only describe loosely
+(docs/decisions/0120-agent-environments-without-gymnasium.md).
 
 Every observation carries its own feasibility ``mask``: an agent may only pick an index
 where it is true, and ``step`` refuses anything else with :class:`InvalidActionError`.

@@ -1,4 +1,4 @@
-"""Seed 000's episode: place a batch of GPU jobs on a cluster whose GPUs fail, measure makespan.
+"""``fault_aware``'s episode: place a batch of GPU jobs on GPUs that fail, measure makespan.
 
 A *batch* is what a scheduler sees in one period: jobs (each ``n`` GPUs for an error-free
 run time ``t``) submitted together, a cluster whose GPUs fail at their own rates (a
@@ -55,7 +55,8 @@ class FaultBatchSettings:
     cluster). A range: each batch draws a load ρ in it and its jobs arrive uniformly over
     ``work / (GPUs · ρ)`` seconds (a scheduling period's submissions as they come in)."""
     multi_gpu_share: float | None = 0.1
-    """Share of jobs drawn from the multi-GPU pods (seed 000's distributed jobs are what
+    """Share of jobs drawn from the multi-GPU pods (the fault-aware
+    document's distributed jobs are what
     faults hurt most); None keeps the pod list's own mix."""
     min_run_s: float = 600.0
     max_run_s: float = 24 * 3600.0
@@ -221,7 +222,8 @@ def run_batch(
 
 
 class RandomUnitPolicy(ScorePolicy):
-    """Seed 000's random placement: a uniformly random feasible node and random fitting GPUs."""
+    """The fault-aware document's random placement: a uniformly random feasible node and
+    random fitting GPUs."""
 
     name = "random-units"
 

@@ -1,5 +1,5 @@
-"""Seed 003's episodes: windows of the openb trace, run through the timed simulator with data
-locality (``placement.locality``), on a share of the nodes and with compressed arrivals.
+"""``async_transformer``'s episodes: windows of the openb trace, run through the timed simulator
+with data locality (``placement.locality``), on a share of the nodes and with compressed arrivals.
 
 The document's agent learns *online*: each task request is a decision, its reward arrives
 when the data is served, and the training thread learns from the experience while the

@@ -1,4 +1,4 @@
-"""What seed 003's agent sees: a small observation vector per candidate node.
+"""What ``async_transformer`` sees: a small observation vector per candidate node.
 
 The document's observation has six features (eight inputs): system utilisation, the task's
 arithmetic work, its data size, its data type, the free fast memory of each node, and the

@@ -1,4 +1,4 @@
-"""Node-level environment: place each arriving pod on a node (seed 001's problem).
+"""Node-level environment: place each arriving pod on a node (``balance_dqn``'s problem).
 
 An episode replays one seed of an arrival process on a fresh cluster:
 
@@ -12,15 +12,15 @@ training episodes cheaper and vary the state, and the encoding does not care abo
 A decision is asked only when it matters: a pod that fits nowhere fails (counted, never
 retried) and a pod with one feasible node takes it, as in ``placement.placer.choose``. The
 action is a node index allowed by ``observation.mask``; the pod takes that node's default
-GPUs. The reward is seed 001's weighted sum, written as the change the action makes (so
-that per-step rewards telescope to the episode's final state)::
+GPUs. The reward is ``balance_dqn``'s weighted sum, written as the change the action makes
+(so that per-step rewards telescope to the episode's final state)::
 
     r = α · NΔφ  −  β · Δstranded / 1000  −  κ · (GPU milli of pods that failed since) / 1000
 
 with φ the cluster's resource uniformity (the mean over nodes of a per-node term, so N·Δφ
 is the chosen node's change) and "stranded" the chosen node's GPU milli that no typical pod
-can use (``placement.env.node_features``; decision 0121 says how the document's formulas,
-lost from its text, were rebuilt).
+can use (``placement.env.node_features``; how the document's formulas, lost from its text,
+were rebuilt: docs/decisions/0121-balance-dqn-networks-and-reward.md).
 """
 
 from __future__ import annotations

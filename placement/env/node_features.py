@@ -13,8 +13,8 @@ GPUs), because what a placement leaves behind is what decides whether later pods
 * fully free and partly used GPUs after;
 * *stranded* GPU milli before and after: free milli no typical pod can use — all of it
   when the node's free CPU is below the tolerance ``τ_cpu``, else the free milli of GPUs
-  with less than ``τ_gpu`` free (seed 001's "saturation" with its tolerance ``τ_m``);
-* the change of the node's resource *uniformity* if the pod lands there (seed 001's ``φ =
+  with less than ``τ_gpu`` free (``balance_dqn``'s "saturation" with its tolerance ``τ_m``);
+* the change of the node's resource *uniformity* if the pod lands there (``balance_dqn``'s ``φ =
   avg(μ ⊙ 1/(σ + ξ))`` with μ, σ the vectors over nodes of each node's mean and spread of
   its CPU, memory and GPU utilisation: a node scores high when it is well used and used
   evenly across its resources; only the chosen node's term changes).
@@ -70,7 +70,7 @@ CLUSTER_FEATURES: tuple[str, ...] = ("cpu_used", "mem_used", "gpu_used", "unifor
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Seed 001's ``τ_m``: the least a node must keep free to host a typical pod."""
+    """``balance_dqn``'s ``τ_m``: the least a node must keep free to host a typical pod."""
 
     cpu_milli: float = 4_000.0
     gpu_milli: float = 500.0
@@ -136,7 +136,7 @@ def utilisation(cluster: Cluster, nodes: np.ndarray | None = None) -> np.ndarray
 
 
 def node_uniformity(util: np.ndarray) -> np.ndarray:
-    """Seed 001's per-node term μ_i/(σ_i + ξ) over each row of an [n, 3] utilisation array."""
+    """``balance_dqn``'s per-node term μ_i/(σ_i + ξ) over each row of an [n, 3] utilisation."""
     a, b, c = util[:, 0], util[:, 1], util[:, 2]
     mean = (a + b + c) / 3.0
     spread = np.sqrt(((a - mean) ** 2 + (b - mean) ** 2 + (c - mean) ** 2) / 3.0)
@@ -145,7 +145,7 @@ def node_uniformity(util: np.ndarray) -> np.ndarray:
 
 
 def uniformity(util: np.ndarray) -> float:
-    """Seed 001's φ: the mean over nodes of :func:`node_uniformity`."""
+    """``balance_dqn``'s φ: the mean over nodes of :func:`node_uniformity`."""
     return float(node_uniformity(util).mean())
 
 

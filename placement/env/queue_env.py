@@ -1,4 +1,4 @@
-"""Queue-level environment: pick which queued job starts or is reserved next (seed 004).
+"""Queue-level environment: pick which queued job starts or is reserved next (``tr_dqn``).
 
 An episode is one sequence of batch jobs on an empty machine of interchangeable units,
 run by the RLScheduler simulator's own state machine (``placement.queue.rlscheduler``), so
@@ -12,7 +12,8 @@ what an agent learns here is exactly what it is judged by:
   time, which eligible job backfills (it fits now and ends strictly before the reservation);
   a level-2 observation has one input per candidate.
 
-Rewards (``reward`` setting; the document's two, decision 0124):
+Rewards (``reward`` setting; the document's two,
+docs/decisions/0124-tr-dqn-rewards.md):
 
 * ``wait`` — fast response and short waits: minus the bounded-slowdown the waiting jobs
   accumulate until the next decision, Σ Δt / max(estimate, τ) / 1000; over an episode it

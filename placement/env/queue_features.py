@@ -1,4 +1,4 @@
-"""What a queue-level agent sees (seed 004, TR-DQN): a ranked window of jobs and the machine.
+"""What a queue-level agent sees (``tr_dqn``, TR-DQN): a ranked window of jobs and the machine.
 
 * **Rank** (the document's ``rank_n = w1·l_n + w2·t_n + w3·s_n``): the queue is reordered by
   a weighted sum of each job's length (run-time estimate), its wait so far and its deadline
@@ -13,7 +13,8 @@
 * **Machine**: ``p`` availability rows ``[log horizon, free share then, 1]`` — the share of
   processors free now and after the running jobs that end (by their estimates) within
   each horizon. The document encodes every node; this profile carries the same facts for
-  interchangeable processors in a size that does not grow with the machine (decision 0123).
+  interchangeable processors in a size that does not grow with the machine
+(docs/decisions/0123-tr-dqn-state-and-levels.md).
 """
 
 from __future__ import annotations

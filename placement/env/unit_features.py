@@ -1,4 +1,4 @@
-"""What seed 000's agent sees: one feature row per GPU it could pick, and the job.
+"""What ``fault_aware`` sees: one feature row per GPU it could pick, and the job.
 
 The document's state is ``(n, t, s)``: the GPUs the job needs, its error-free run time, and
 the use state of every computing unit. One row per *unit* (GPU) instead of one input per

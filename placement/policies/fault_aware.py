@@ -1,12 +1,12 @@
 """Fault-aware placement: a policy that also reads each node's and GPU's recent fault count.
 
 A GPU that failed recently (an Xid error, a node condition) is likelier to fail again, and a
-distributed job loses every worker's progress since its last checkpoint when one of its
-GPUs dies. Seed 000 learns to avoid such units; until that agent exists, ``fault-bestfit``
-is the heuristic a user would pick: nodes with fewer recent faults first, BestFit among
-equals (the penalty per fault exceeds BestFit's whole range, so a node with a recent fault
-is used only when no node with fewer faults fits), and on the chosen node the GPUs with
-the fewest recent faults.
+distributed job loses every worker's progress since its last checkpoint when one of its GPUs dies.
+The learned ``fault_aware`` agent (``placement.agents``) learns to avoid such units;
+``fault-bestfit`` is the heuristic a user would pick: nodes with fewer recent faults first, BestFit
+among equals (the penalty per fault exceeds BestFit's whole range, so a node with a recent fault is
+used only when no node with fewer faults fits), and on the chosen node the GPUs with the fewest
+recent faults.
 
 The capability is explicit: a policy with ``uses_faults = True`` gets
 :meth:`FaultAware.observe_faults` before it scores; the simulator and the Kubernetes

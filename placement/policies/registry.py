@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from typing import Any
 
 from placement.errors import PlacementInputError
 from placement.policies.base import PolicyContext, ScorePolicy
@@ -28,6 +30,10 @@ PUBLISHED = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
 NEEDS_TYPICAL = frozenset({"fgd"})
 AGENT_PREFIX = "agent:"
 """``agent:PATH`` names a saved learned agent (``placement.agents``) instead of a heuristic."""
+AGENT_LOADER = "placement.agents:node_policy"
+"""What turns ``agent:PATH`` into a policy, as ``module:function``: named, not imported,
+because the agents build on this package's interfaces (and bring torch, which the heuristics
+must not load)."""
 
 
 def _check_agent_name(name: str) -> None:
@@ -56,11 +62,15 @@ def make_policy(name: str, context: PolicyContext | None = None) -> ScorePolicy:
     ``agent:PATH`` loads a saved node-level agent (torch is imported only then)."""
     if name.startswith(AGENT_PREFIX):
         _check_agent_name(name)
-        from placement.agents import node_policy
-
-        agent: ScorePolicy = node_policy(name[len(AGENT_PREFIX) :], context or PolicyContext())
+        agent: ScorePolicy = _agent_loader()(name[len(AGENT_PREFIX) :], context or PolicyContext())
         return agent
     factory = POLICIES.get(name)
     if factory is None:
         raise PlacementInputError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
     return factory(context or PolicyContext())
+
+
+def _agent_loader() -> Callable[..., Any]:
+    module, attr = AGENT_LOADER.split(":")
+    loader: Callable[..., Any] = getattr(importlib.import_module(module), attr)
+    return loader

@@ -21,6 +21,7 @@ is kept (one-processor jobs that have waited go first under UNICEP).
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,6 +97,10 @@ QUEUE_POLICIES: dict[str, QueuePolicy] = {
 }
 """Every queue policy by its CLI name."""
 
+AGENT_LOADER = "placement.agents:queue_policy"
+"""What turns ``agent:PATH`` into a queue policy, as ``module:function``: named, not imported,
+because the agents build on this package's interfaces (and bring torch)."""
+
 
 def queue_policy(name: str) -> QueuePolicy:
     """The policy called ``name``; an unknown name is a user error listing the known ones.
@@ -105,9 +110,10 @@ def queue_policy(name: str) -> QueuePolicy:
         path = name.strip()[len("agent:") :].strip()
         if not path:
             raise PlacementInputError(f"{name!r}: give the agent file after 'agent:'")
-        from placement.agents import queue_policy as load_queue_agent
-
-        return load_queue_agent(path, label=name.strip())  # type: ignore[no-any-return]
+        module, attr = AGENT_LOADER.split(":")
+        load_queue_agent = getattr(importlib.import_module(module), attr)
+        policy: QueuePolicy = load_queue_agent(path, label=name.strip())
+        return policy
     try:
         return QUEUE_POLICIES[name.strip().lower()]
     except KeyError:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from placement.errors import PlacementInputError
+from placement.protocol import ProtocolSettings, run_protocol, sequences
 from placement.queue.metrics import bounded_slowdown, summarise, true_utilisation
 from placement.queue.priorities import QUEUE_POLICIES
-from placement.queue.protocol import ProtocolSettings, run_protocol, sequences
 from placement.queue.rlscheduler import simulate
 from placement.timed import simulate_batch
 from placement.workloads.batch import BatchJobs, batch_jobs_from_swf, nodes_needed

@@ -23,9 +23,18 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from types import TracebackType
+from typing import NoReturn
+
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_fixed,
+)
 
 from autoscaler.kafka import clients
 
@@ -33,6 +42,10 @@ from autoscaler.kafka import clients
 START_TIMEOUT_S = 30.0
 #: How long tansu gets to exit after SIGTERM before it is SIGKILLed.
 STOP_TIMEOUT_S = 5.0
+
+
+class _NotReady(Exception):
+    """tansu does not answer a metadata request yet: ask again shortly."""
 
 
 class BrokerStartError(RuntimeError):
@@ -138,25 +151,27 @@ class EmbeddedBroker:
             os.close(fd)
             self.log_path = Path(name)
         # A port picked by the OS can be taken between our probe and tansu's bind: retry.
-        attempts = 1 if self.requested_port is not None else 3
-        last_error = ""
-        for _ in range(attempts):
-            port = self.requested_port if self.requested_port is not None else free_port()
-            # A tansu that cannot bind its port panics, but only after a moment, and a broker
-            # already on that port would answer our readiness check meanwhile: check first.
-            if not port_is_free(self.host, port):
-                last_error = f"port {port} on {self.host} is already in use"
-                continue
-            self._spawn(binary, port)
-            try:
-                self._wait_ready(port)
-            except BrokerStartError as exc:
-                last_error = str(exc)
-                self.stop()
-                continue
-            self.port = port
-            return self
-        raise BrokerStartError(last_error)
+        for attempt in Retrying(
+            stop=stop_after_attempt(1 if self.requested_port is not None else 3),
+            retry=retry_if_exception_type(BrokerStartError),
+            reraise=True,
+        ):
+            with attempt:
+                port = self.requested_port if self.requested_port is not None else free_port()
+                # A tansu that cannot bind its port panics, but only after a moment, and a
+                # broker already on that port would answer our readiness check meanwhile:
+                # check first.
+                if not port_is_free(self.host, port):
+                    raise BrokerStartError(f"port {port} on {self.host} is already in use")
+                self._spawn(binary, port)
+                try:
+                    self._wait_ready(port)
+                except BrokerStartError:
+                    self.stop()
+                    raise
+                self.port = port
+                return self
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def stop(self) -> None:
         """Stop tansu (SIGINT, then SIGTERM, then SIGKILL, each bounded); idempotent.
@@ -225,10 +240,11 @@ class EmbeddedBroker:
         atexit.register(self.stop)
 
     def _wait_ready(self, port: int) -> None:
-        deadline = time.monotonic() + self.start_timeout_s
         bootstrap = f"{self.host}:{port}"
         last = "no answer yet"
-        while time.monotonic() < deadline:
+
+        def probe() -> None:
+            nonlocal last
             assert self._proc is not None
             if self._proc.poll() is not None:
                 raise BrokerStartError(
@@ -250,11 +266,20 @@ class EmbeddedBroker:
                         last = str(exc)
                     finally:
                         clients.close_quietly(admin)
-            time.sleep(0.05)
-        raise BrokerStartError(
-            f"tansu did not answer on {bootstrap} within {self.start_timeout_s:g}s ({last}); "
-            f"log: {self.log_path}"
-        )
+            raise _NotReady
+
+        def give_up(_: RetryCallState) -> NoReturn:
+            raise BrokerStartError(
+                f"tansu did not answer on {bootstrap} within {self.start_timeout_s:g}s ({last}); "
+                f"log: {self.log_path}"
+            )
+
+        Retrying(
+            stop=stop_after_delay(self.start_timeout_s),
+            wait=wait_fixed(0.05),
+            retry=retry_if_exception_type(_NotReady),
+            retry_error_callback=give_up,
+        )(probe)
 
     def _port_open(self, port: int) -> bool:
         try:

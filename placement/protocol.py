@@ -23,6 +23,7 @@ from placement.errors import PlacementInputError
 from placement.queue.base import QueuePolicy
 from placement.queue.metrics import summarise
 from placement.queue.rlscheduler import ScheduleRun, simulate
+from placement.timed import simulate_batch
 from placement.workloads.batch import BatchJobs
 
 RLSCHEDULER_STARTS: tuple[int, ...] = (1981, 2756, 4299, 8850, 3316, 2714, 5228, 7762, 4022, 7085)
@@ -63,8 +64,6 @@ def _engine(name: str) -> Engine:
     if name == "rlscheduler":
         return simulate
     if name == "kale":
-        from placement.timed import simulate_batch
-
         return simulate_batch
     raise PlacementInputError(f"unknown protocol {name!r} (known: {', '.join(PROTOCOLS)})")
 

@@ -42,8 +42,8 @@ from autoscaler.policy.types import Decision
 from kube.errors import ActuatorError, TargetGone, TargetRejected
 
 if TYPE_CHECKING:  # the loop imports this module
-    from autoscaler.controller.loop import ControllerSettings
     from autoscaler.controller.metrics import ControllerMetrics
+    from autoscaler.controller.settings import ControllerSettings
     from autoscaler.controller.sinks import EventSink, StatusSink
     from autoscaler.controller.state import StateStore
     from autoscaler.controller.timeline import TimelineStore

@@ -14,7 +14,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autoscaler.actuators.base import Actuator
 from autoscaler.actuators.dryrun import DryRunActuator
@@ -24,6 +24,7 @@ from autoscaler.controller.jobs import InvalidJob, JobEntry, JobsSource, Listing
 from autoscaler.controller.metering import MetricSource
 from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.runtime import JobRuntime
+from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.sinks import EventSink, StatusSink
 from autoscaler.controller.state import JobState, StateStore
 from autoscaler.controller.status import Conditions
@@ -31,9 +32,6 @@ from autoscaler.policy.quota import ResourceManager
 from autoscaler.policy.types import JobSizing
 from common.errors import KaleError
 from kube.errors import ActuatorError
-
-if TYPE_CHECKING:  # the loop imports this module
-    from autoscaler.controller.loop import ControllerSettings
 
 # One logger for the whole tick, whatever module a stage lives in.
 log = logging.getLogger("autoscaler.controller.loop")

@@ -20,8 +20,8 @@ running it twice, or after a restart, converges to the same state):
 
 The stages live in mixins, one module each: :mod:`~autoscaler.controller.job_sync` (1),
 :mod:`~autoscaler.controller.observing` (2), :mod:`~autoscaler.controller.planning` (3, 4)
-and :mod:`~autoscaler.controller.acting` (5); this module holds the settings, the wiring and
-the order of the stages.
+and :mod:`~autoscaler.controller.acting` (5); this module holds the wiring and the order of
+the stages (the settings are :mod:`~autoscaler.controller.settings`).
 
 Every stage runs every job under a guard (:mod:`autoscaler.controller.isolation`): an
 exception of any type marks that job and the tick goes on with the others.
@@ -34,7 +34,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from autoscaler.actuators.base import Actuator
@@ -48,53 +47,17 @@ from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.observing import ObservingStages
 from autoscaler.controller.planning import PlanningStages
 from autoscaler.controller.runtime import JobRuntime
+from autoscaler.controller.settings import Clock, ControllerSettings
 from autoscaler.controller.sinks import EventSink, NullSink, StatusSink
 from autoscaler.controller.state import MemoryStateStore, SavedState, StateStore
 from autoscaler.controller.status import JobReport
 from autoscaler.controller.timeline import TimelineStore
 from autoscaler.controller.workers import DaemonPool
-from autoscaler.policy.kale import KaleSettings
 from autoscaler.policy.quota import ResourceManager
 from autoscaler.policy.types import JobSizing
 from common.errors import KaleError
 
 log = logging.getLogger(__name__)
-
-Clock = Callable[[], float]
-
-
-@dataclass
-class ControllerSettings:
-    """How the loop runs (the job files say what each job wants)."""
-
-    interval_s: float = 60.0
-    """Time between ticks (the runner's business; here only for messages)."""
-    history_s: float = 28 * 86400.0
-    """Arrival history handed to the forecaster."""
-    reforecast_s: float | None = None
-    """Reuse a forecast this long; None: a new forecast whenever the history grew."""
-    dry_run: bool = False
-    """Read real sizes, apply nothing (every actuator is wrapped in :class:`DryRunActuator`)."""
-    observe_threads: int = 1
-    """Jobs measured in parallel (1: one after another inside the tick, no deadline — what
-    fake-clock tests want; the real controller uses ``meter.threads``)."""
-    observe_deadline_s: float | None = None
-    """Longest a tick waits for measurements and target reads (None: until all are done).
-    A job whose measurement is still running holds its size and is measured again later."""
-    act_threads: int = 1
-    """Target reads, resize writes and status writes of different jobs run in parallel on
-    this many threads (1: one after another inside the tick, no deadline)."""
-    act_deadline_s: float | None = None
-    """Longest a tick waits for resize and status writes (None: until all are done)."""
-    identity: str = ""
-    """This replica's name, written to the status."""
-    planner: KaleSettings | None = None
-    """Planner tunables (``horizon_steps`` is always set from each job's forecast horizon)."""
-    forecast_model: str | None = None
-    """The model the forecaster factory uses for every job (None: each job's own)."""
-    fit_threads: int = 0
-    """Background threads for forecaster fits, shared by all jobs (0: fit inside the tick,
-    which keeps a test's ticks deterministic; the real controller uses 1 or more)."""
 
 
 class Controller(JobSyncStages, ObservingStages, PlanningStages, ActingStages):

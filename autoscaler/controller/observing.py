@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autoscaler.controller.isolation import MAX_HISTORY_STEPS, safe_text
 from autoscaler.controller.metering import (
@@ -26,12 +26,10 @@ from autoscaler.controller.metering import (
 )
 from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.runtime import JobRuntime, Observed
+from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.workers import DaemonPool, wait_until
 from common.errors import MetricUnavailable
 from kube.errors import ActuatorError
-
-if TYPE_CHECKING:  # the loop imports this module
-    from autoscaler.controller.loop import ControllerSettings
 
 # One logger for the whole tick, whatever module a stage lives in.
 log = logging.getLogger("autoscaler.controller.loop")

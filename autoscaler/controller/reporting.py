@@ -31,8 +31,8 @@ from autoscaler.controller.status import (
 from kube.errors import ActuatorError, TargetGone
 
 if TYPE_CHECKING:  # the loop imports this module (through acting)
-    from autoscaler.controller.loop import ControllerSettings
     from autoscaler.controller.metrics import ControllerMetrics
+    from autoscaler.controller.settings import ControllerSettings
     from autoscaler.controller.sinks import EventSink, StatusSink
     from autoscaler.controller.timeline import TimelineStore
 

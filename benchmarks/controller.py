@@ -47,9 +47,10 @@ import yaml
 from autoscaler.actuators.base import Size
 from autoscaler.actuators.dryrun import DryRunActuator
 from autoscaler.controller.jobs import DirectoryJobs, StaticJobs
-from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.loop import Controller
 from autoscaler.controller.metering import ArrivalHistory, Sample
 from autoscaler.controller.runner import settle_heap
+from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.state import SqliteStateStore
 from autoscaler.job.loading import LoadedJob, parse_job
 from autoscaler.policy.kale import KaleSettings

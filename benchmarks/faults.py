@@ -46,8 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "faults"))
 
-from autoscaler.controller.loop import ControllerSettings  # noqa: E402
 from autoscaler.controller.metering import KafkaMetricSource  # noqa: E402
+from autoscaler.controller.settings import ControllerSettings  # noqa: E402
 from autoscaler.kafka import clients  # noqa: E402
 from autoscaler.kafka.history import HistoryStore  # noqa: E402
 from autoscaler.kafka.local.broker import EmbeddedBroker  # noqa: E402

@@ -24,10 +24,11 @@ from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.config import ControllerConfig
 from autoscaler.controller.factories import forecaster_factory
 from autoscaler.controller.jobs import DirectoryJobs, JobEntry, JobsSource
-from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.loop import Controller
 from autoscaler.controller.metering import KafkaMetricSource
 from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.runner import Runner
+from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.sinks import FileStatusSink, LogEventSink, NullSink
 from autoscaler.controller.state import SqliteStateStore
 from autoscaler.controller.timeline import TimelineStore

@@ -8,7 +8,8 @@ seconds to a minute, and a loop that waited for it would stop deciding for every
 meanwhile; the old model keeps serving until the new one is ready, and before the first fit
 is done an *interim* model — seasonal naive, which needs no training — serves, so a new job is
 never planned blind), failures turned into "no forecast" with the reason kept for the job's
-status, and the status summary.
+status, and the status summary; and the planner's source (:class:`GivenForecast`), through
+which the window made here reaches the planner as the value of each decision.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any, TypedDict
+
+import numpy as np
 
 from autoscaler.controller.metering import ArrivalHistory
 from autoscaler.controller.timefmt import iso
@@ -233,3 +237,39 @@ class ForecastCache:
             out["peak"] = float(w.high.max())
             out["horizonSeconds"] = len(w) * self.interval_s
         return out
+
+
+class GivenForecast:
+    """The planner's :class:`~autoscaler.policy.forecasts.ForecastSource` in the controller:
+    the window the plan stage made for the decision at hand.
+
+    The controller makes each job's forecast itself, before the planner runs (fits in the
+    background, failures counted, the window also shown in the status), so the planner's
+    source does not forecast: :meth:`given` hands it the window for one decision step, and
+    :meth:`window` answers for that step only, cut to the horizon asked for — outside a
+    ``given`` block, or for another step, there is no forecast.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        """Names the forecast when the window does not (``ForecastWindow.source`` empty)."""
+        self._step: int | None = None
+        self._window: ForecastWindow | None = None
+
+    def given(self, step: int, window: ForecastWindow | None) -> GivenForecast:
+        """The decision at ``step`` is made on ``window`` (None: no forecast), until the
+        ``with`` block this is used in ends."""
+        self._step, self._window = step, window
+        return self
+
+    def __enter__(self) -> GivenForecast:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._step, self._window = None, None
+
+    def window(self, step: int, past: np.ndarray, horizon: int) -> ForecastWindow | None:
+        w = self._window
+        if step != self._step or w is None or len(w) < horizon:
+            return None
+        return replace(w.head(horizon), source=w.source or self.name)

@@ -1,7 +1,7 @@
 """The per-job gauge values of one tick, from what the loop saw and decided.
 
 Kept apart from :mod:`autoscaler.controller.metrics` (which only knows Prometheus) and from
-the act stage (which only calls :func:`job_gauges`): the two recommendations an operator
+the report stage (which only calls :func:`job_gauges`): the two recommendations an operator
 compares with the planner's (AHPA's proactive/reactive split) are computed here with the
 job's own throughput table, so they mean "workers needed", not a guess.
 
@@ -20,9 +20,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the act stage imports this module
+if TYPE_CHECKING:  # the report stage imports this module
     from autoscaler.controller.runtime import JobRuntime
     from autoscaler.controller.status import JobReport
+    from autoscaler.job.overrides import Override
+    from autoscaler.policy.forecasts import ForecastWindow
 
 
 def lead_index(window_len: int, interval_s: float, lead_s: float) -> int:
@@ -30,9 +32,12 @@ def lead_index(window_len: int, interval_s: float, lead_s: float) -> int:
     return max(0, min(window_len - 1, math.ceil(lead_s / interval_s)))
 
 
-def job_gauges(rt: JobRuntime, rep: JobReport) -> dict[str, float | None]:
-    """Every per-job value for :meth:`ControllerMetrics.set_job`."""
-    sz, w, s = rt.sizing, rt.window, rep.sample
+def job_gauges(
+    rt: JobRuntime, rep: JobReport, window: ForecastWindow | None, override: Override | None
+) -> dict[str, float | None]:
+    """Every per-job value for :meth:`ControllerMetrics.set_job`: ``window`` is the forecast
+    the decision was made on, ``override`` the pause or pin in force."""
+    sz, w, s = rt.sizing, window, rep.sample
     out: dict[str, float | None] = {
         "arrival_samples_per_second": s.arrival_rate if s else None,
         "consumption_samples_per_second": s.consumption_rate if s else None,
@@ -46,7 +51,7 @@ def job_gauges(rt: JobRuntime, rep: JobReport) -> dict[str, float | None]:
         "max_workers": sz.max_workers,
         "slo_max_delay_seconds": sz.slo_s,
         "rescale_duration_seconds": sz.rescale_s,
-        "paused": 1.0 if getattr(rt, "override", None) is not None else 0.0,
+        "paused": 1.0 if override is not None else 0.0,
         "recommended_final": rep.planned.workers if rep.planned else None,
         "recommended_reactive": None,
         "recommended_proactive": None,

@@ -152,9 +152,10 @@ def _label_value(prefix: str, rest: str) -> str:
 
 class JobGauges:
     """The per-job gauges, kept as plain numbers and turned into metric families when
-    scraped: with 10,000 jobs a tick sets ~250,000 values, and a ``Gauge`` child's lock and
-    checks cost ~3 µs per set, a dict assignment ~0.1 µs. None is kept as NaN (unknown this
-    tick, never a false 0)."""
+    scraped: a tick sets about two dozen values per job, and a dict assignment costs a
+    small fraction of a ``Gauge`` child's lock and checks (see
+    docs/decisions/0135-metrics-names-and-unknown-values.md). None is kept as NaN (unknown
+    this tick, never a false 0)."""
 
     def __init__(self) -> None:
         self.values: dict[str, dict[str, float]] = {}

@@ -19,7 +19,8 @@ from autoscaler.controller.app import LazyKube, actuator_factory, meter_factory
 from autoscaler.controller.config import ControllerConfig
 from autoscaler.controller.factories import forecaster_factory
 from autoscaler.controller.jobs import JobEntry, StaticJobs
-from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.loop import Controller
+from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.status import JobReport
 from autoscaler.job.loading import LoadedJob
 from common.errors import UserError

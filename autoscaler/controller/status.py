@@ -137,6 +137,11 @@ def resize_message(
     return "; ".join(parts)
 
 
+def size_text(v: Any) -> str:
+    """A ``[workers, ps]`` pair as a size (``?`` when it is not one: a damaged marker)."""
+    return str(Size(*v)) if isinstance(v, list | tuple) and len(v) == 2 else "?"
+
+
 def selector_of(actuator: Any) -> str | None:
     """The worker pods' label selector an actuator knows (a dry run asks its reader)."""
     for part in (actuator, getattr(actuator, "reader", None)):

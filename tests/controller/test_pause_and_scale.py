@@ -13,7 +13,8 @@ from kubernetes.client.exceptions import ApiException
 
 from autoscaler.actuators.statefulset import StatefulSetActuator
 from autoscaler.controller.cluster_jobs import ClusterJobs
-from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.loop import Controller
+from autoscaler.controller.settings import ControllerSettings
 from autoscaler.job.loading import parse_job
 from autoscaler.job.overrides import PAUSED, PAUSED_REPLICAS
 from forecasting.registry import make_forecaster

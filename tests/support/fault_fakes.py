@@ -16,7 +16,8 @@ from autoscaler.actuators.base import Size
 from autoscaler.actuators.dryrun import DryRunActuator
 from autoscaler.controller.factories import ModelCache, job_sizing
 from autoscaler.controller.jobs import DirectoryJobs
-from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.loop import Controller
+from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.sinks import FileStatusSink, LogEventSink
 from autoscaler.policy.quota import ResourceManager
 from forecasting.registry import make_forecaster

@@ -2,9 +2,9 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/faults.py                       # every scenario (~1-2 min)
-    .venv/bin/python benchmarks/faults.py --only api_429 --only kill9_mid_tick
-    .venv/bin/python benchmarks/faults.py --json-out faults.json
+    .venv/bin/python -m benchmarks.faults                       # every scenario (~1-2 min)
+    .venv/bin/python -m benchmarks.faults --only api_429 --only kill9_mid_tick
+    .venv/bin/python -m benchmarks.faults --json-out faults.json
 
 Each scenario runs the real controller — against the real embedded broker (tansu, private,
 restarted and SIGSTOPped here), the fake Kubernetes API server (real REST paths, through the
@@ -42,16 +42,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "faults"))
-
-from autoscaler.controller.loop import ControllerSettings  # noqa: E402
-from autoscaler.controller.metering import KafkaMetricSource  # noqa: E402
-from autoscaler.kafka import clients  # noqa: E402
-from autoscaler.kafka.history import HistoryStore  # noqa: E402
-from autoscaler.kafka.local.broker import EmbeddedBroker  # noqa: E402
-from tests.support.fault_fakes import (  # noqa: E402
+from autoscaler.controller.loop import ControllerSettings
+from autoscaler.controller.metering import KafkaMetricSource
+from autoscaler.kafka import clients
+from autoscaler.kafka.history import HistoryStore
+from autoscaler.kafka.local.broker import EmbeddedBroker
+from benchmarks.paths import ROOT
+from tests.support.fault_fakes import (
     T0,
     ClusterRig,
     FakeKubeApi,

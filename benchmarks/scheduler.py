@@ -1,6 +1,6 @@
 """Replay openb pod arrivals against the fake API server with ``kale scheduler`` placing them.
 
-    python benchmarks/scheduler.py --nodes N.csv --pods P.csv --count 5000 --policy fgd --json
+    python -m benchmarks.scheduler --nodes N.csv --pods P.csv --count 5000 --policy fgd --json
 
 The cluster is the node list, served by the fake API server (``tests/fakes``) as Nodes; the
 arrivals are the inflation experiment's order for ``--seed`` (the pod list sorted by name,
@@ -28,21 +28,19 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import numpy as np
+import yaml
+from tqdm import tqdm
 
-import numpy as np  # noqa: E402
-import yaml  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-from placement.cluster import Cluster  # noqa: E402
-from placement.frag import typical_pods  # noqa: E402
-from placement.inflation import arrival_list  # noqa: E402
-from placement.placer import place, tie_order  # noqa: E402
-from placement.policies import PolicyContext, make_policy  # noqa: E402
-from placement.workloads.openb import load_nodes, load_pods  # noqa: E402
-from tests.support.kube_api import FakeKubeApi  # noqa: E402
-from tests.support.kube_core import node_doc, pod_doc  # noqa: E402
+from benchmarks.paths import ROOT
+from placement.cluster import Cluster
+from placement.frag import typical_pods
+from placement.inflation import arrival_list
+from placement.placer import place, tie_order
+from placement.policies import PolicyContext, make_policy
+from placement.workloads.openb import load_nodes, load_pods
+from tests.support.kube_api import FakeKubeApi
+from tests.support.kube_core import node_doc, pod_doc
 
 
 def simulate(nodes, arrivals, pods, policy: str, seed: int) -> tuple[float, list[str | None]]:

@@ -72,8 +72,8 @@ def nasa_traces(path: Path) -> dict[str, tuple[str, Callable[[], pd.Series]]]:
     }
 
 
-# Generated traces by their generator arguments (``forecast_oracle.py`` rebuilds the same
-# traces part by part, so they are kept as data, not only as loaders).
+# Generated traces by their generator arguments (``experiments/forecast_oracle.py`` rebuilds
+# the same traces part by part, so they are kept as data, not only as loaders).
 GENERATED: dict[str, tuple[str, dict[str, float]]] = {
     "gen_1m_s1": (
         "generated, 1 min, 28 d, peak/trough 20",

@@ -2,8 +2,8 @@
 
 Run from the repository root::
 
-    nice .venv/bin/python -m benchmarks.tr_dqn_attempts --baselines
-    nice .venv/bin/python -m benchmarks.tr_dqn_attempts --attempt warm_dqfd --out a1.pt
+    nice .venv/bin/python -m experiments.tr_dqn_attempts --baselines
+    nice .venv/bin/python -m experiments.tr_dqn_attempts --attempt warm_dqfd --out a1.pt
 
 Each attempt trains tr_dqn (seed 0 unless ``--seed``) on the Lublin log's windows outside
 RLScheduler's ten test sequences plus Lublin-model sequences (``placement.workloads.lublin``,

@@ -2,9 +2,9 @@
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.forecast_oracle --seeds 11-40          # 90 fresh traces
-    .venv/bin/python -m benchmarks.forecast_oracle --seeds 11-16 \\
-        --compare seeds.json          # next to kale (from forecast.py --seeds 11-16 --json-out)
+    .venv/bin/python -m experiments.forecast_oracle --seeds 11-40          # 90 fresh traces
+    .venv/bin/python -m experiments.forecast_oracle --seeds 11-16 \\
+        --compare seeds.json          # next to kale (benchmarks.forecast --seeds 11-16 --json-out)
 
 The forecasting issue's targets are per trace and per test week: MASE ≤ 0.8× seasonal naive
 and p90 coverage within 0.85–0.95 on 7 folds of 60 steps. How much of a miss is the model's
@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         default=84,
         help="also score the oracle on this many origins; 0 to skip",
     )
-    ap.add_argument("--compare", help="forecast.py --json-out results: add kale's numbers")
+    ap.add_argument("--compare", help="benchmarks.forecast --json-out results: add kale's numbers")
     ap.add_argument("--json-out", help="also write the results here")
     args = ap.parse_args(argv)
     names = [t for t in args.traces.split(",") if t]

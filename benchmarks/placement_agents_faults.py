@@ -7,9 +7,9 @@ Run from the repository root::
     nice .venv/bin/python -m benchmarks.placement_agents_faults --batches 4 --json-out f.json
 
 ``--train`` retrains ``examples/placement/agents/fault_aware.pt`` with :data:`SHIPPED` on
-the shared data only: batches drawn from the first 70 % of the openb
-pod list (by creation time), on random 8–16-node shares of the node list, under fault
-patterns drawn from a range, with batch seeds from 200,000 up. Nothing judged is trained on:
+the shared data only: batches drawn from the first 70 % of the openb pod list (by creation
+time), on random 8–16-node shares of the node list, under fault patterns drawn from a range,
+with batch seeds from 200,000 up. Nothing judged is trained on:
 
 * **batches** come from the last 30 % of the pod list, with seeds from 900,000 up, on
   clusters of the training size and on 64–128-node clusters the agent never saw;

@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kale-installed
 
-.PHONY: install browser promtool demo test typecheck lint lint-images images release clean
+.PHONY: install browser promtool demo test test-fast typecheck lint lint-images images release clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -71,13 +71,24 @@ TYPED := kale scheduler trainer autoscaler kube forecasting throughput placement
 demo: install
 	$(BIN)/kale demo
 
-# The quick gates first (lint, format, import contracts, types), then the tests.
+# The quick gates first (lint, format, import contracts, types), then every test; the 20
+# slowest are listed at the end.
 test: install browser promtool
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy $(TYPED)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=20
+
+# The same gates, then the tests that need no broker, no browser and no training and are
+# not slow (the markers in pyproject.toml): under two minutes on two cores.
+FAST := not kafka and not browser and not training and not slow
+test-fast: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy $(TYPED)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "$(FAST)"
 
 typecheck: install
 	$(BIN)/mypy $(TYPED)

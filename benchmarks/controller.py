@@ -2,10 +2,10 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/controller.py                 # 1000 jobs, 20 measured ticks
-    .venv/bin/python benchmarks/controller.py --jobs 200 --ticks 5 --check
-    .venv/bin/python benchmarks/controller.py --jobs 10000 --ticks 5 --json-out tick.json
-    .venv/bin/python benchmarks/controller.py --jobs 5000 --source directory   # job files
+    .venv/bin/python -m benchmarks.controller                 # 1000 jobs, 20 measured ticks
+    .venv/bin/python -m benchmarks.controller --jobs 200 --ticks 5 --check
+    .venv/bin/python -m benchmarks.controller --jobs 10000 --ticks 5 --json-out tick.json
+    .venv/bin/python -m benchmarks.controller --jobs 5000 --source directory   # job files
 
 ``--source directory`` writes one job file per job into a temporary directory and lists
 them through the controller's :class:`DirectoryJobs` (local-mode admission, as
@@ -39,8 +39,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import numpy as np
 import yaml
 
@@ -56,9 +54,9 @@ from autoscaler.job.loading import LoadedJob, parse_job
 from autoscaler.policy.kale import KaleSettings
 from autoscaler.policy.quota import ResourceManager
 from autoscaler.policy.sizing import sizing_for
+from benchmarks.paths import ROOT
 from throughput.model import ThroughputModel
 
-ROOT = Path(__file__).resolve().parents[1]
 MODEL_PATH = ROOT / "examples" / "models" / "ctr-sync.json"
 DAY = 86400.0
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z

@@ -8,7 +8,7 @@ numbers, deep nesting, long strings, duplicate keys, bad unicode, binary garbage
 aliases and billion-laughs bombs — and runs ``kale validate`` on each in its own process
 under an address-space limit, measuring exit code, traceback, seconds and peak RSS.
 
-    python benchmarks/hostile_jobs.py --count 1000 --json-out out/hostile.json
+    python -m benchmarks.hostile_jobs --count 1000 --json-out out/hostile.json
 
 Cases named ``cluster-*`` run with ``--config`` of a cluster-mode controller.yaml (the
 platform's default policy). "s" is the CPU time of the process (user + system, from
@@ -37,7 +37,8 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.paths import ROOT
+
 BASE: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "ctr-sync.yaml").read_text())
 BASE["spec"]["throughput"]["model"] = "model.json"
 MEMORY_LIMIT = 1024 * 1024 * 1024  # address space per run: a runaway dies, it cannot swap

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from kale.cli.main import main
 
 
+@pytest.mark.slow  # eight days of every policy, and the report
 def test_the_offline_demo_compares_every_policy_and_writes_a_report(tmp_path, capsys):
     out = tmp_path / "demo"
     rc = main(

@@ -294,6 +294,7 @@ def test_a_short_peak_is_planned_as_up_then_down_together():
     assert up > 4 and down < up and up_s < 20 * DT < down_s
 
 
+@pytest.mark.slow  # two 900-step simulations of the planner
 def test_the_hourly_resize_budget_is_never_exceeded():
     import dataclasses
 

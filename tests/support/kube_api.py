@@ -19,15 +19,22 @@ AlreadyExists on duplicate create, NotFound as a ``Status`` object, JSON patch, 
 and (as a merge patch) strategic merge patch. Failures are injectable per method and path
 (any status, with ``Retry-After``), every request is logged, and :meth:`FakeKubeApi.kubeconfig`
 writes a kubeconfig the official client loads.
+
+``python -m tests.support.kube_api --kubeconfig PATH`` serves it as a process of its own
+until SIGTERM or SIGINT, for programs that talk to an API server only through a kubeconfig
+(``benchmarks/scheduler.py``); PATH appears once the server listens.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import copy
 import datetime as dt
 import json
+import os
 import re
+import signal
 import socket
 import sys
 import threading
@@ -1084,3 +1091,33 @@ class Objects:
             "metadata": {"name": name, "namespace": self.namespace},
             "spec": {"tfReplicaSpecs": {"Worker": spec(workers), "PS": spec(ps)}},
         }
+
+
+def serve(argv: list[str] | None = None) -> int:
+    """Serve an empty fake API server until SIGTERM or SIGINT (the module's entry point)."""
+    ap = argparse.ArgumentParser(description="The fake Kubernetes API server, as a process.")
+    ap.add_argument(
+        "--kubeconfig", type=Path, required=True, help="written once the server listens"
+    )
+    ap.add_argument(
+        "--bookmark-interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="idle seconds between BOOKMARK events on a watch",
+    )
+    args = ap.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with FakeKubeApi() as api:
+        api.core.bookmark_interval_s = args.bookmark_interval
+        partial = args.kubeconfig.with_name(args.kubeconfig.name + ".part")
+        api.kubeconfig(partial)
+        os.replace(partial, args.kubeconfig)  # a reader never sees half a file
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

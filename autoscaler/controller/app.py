@@ -319,12 +319,24 @@ def build(
             act_threads=cfg.tick.write_threads,
             act_deadline_s=deadlines.act_s,
             identity=me,
+            shards=cfg.shards,
             forecast_model=cfg.forecasting.model,
             planner=options.planner,
         ),
     )
     le = cfg.leader_election
-    elector = le.elector(kube.get(), identity=me, clock=clock) if le.enabled else None
+    elector: Any = None
+    if le.enabled and cfg.shards > 1:
+        elector = le.shard_elector(
+            kube.get(),
+            identity=me,
+            clock=clock,
+            shards=cfg.shards,
+            max_held=cfg.max_shards_per_replica,
+        )
+        controller.ownership = elector
+    elif le.enabled:
+        elector = le.elector(kube.get(), identity=me, clock=clock)
     health = Health(stale_after_s=max(3 * cfg.interval, 60.0), clock=clock)
     server = None
     if cfg.metrics.port:

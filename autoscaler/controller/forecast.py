@@ -14,7 +14,11 @@ which the window made here reaches the planner as the value of each decision.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
+import math
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
@@ -24,7 +28,6 @@ import numpy as np
 
 from autoscaler.controller.metering import ArrivalHistory
 from autoscaler.controller.timefmt import iso
-from autoscaler.controller.workers import DaemonPool
 from autoscaler.policy.feed import FeedSettings, ForecastFeed, History, refresh
 from autoscaler.policy.forecasts import ForecastWindow
 
@@ -46,15 +49,77 @@ class ForecastSummary(TypedDict, total=False):
     horizonSeconds: float
 
 
-class FitPool(DaemonPool):
-    """A few daemon threads that run forecaster fits, shared by every job of a controller.
+class FitPool:
+    """A few daemon threads that run forecaster fits, shared by every job of a replica,
+    the stalest forecast first.
 
-    Daemon threads (see :class:`DaemonPool`): a fit cannot be interrupted, and a controller
-    that is stopping must not wait a minute for a model nobody will use.
+    Fits wait in a priority queue keyed by when the serving model was fitted (never: first),
+    so when fits pile up — a replica taking over a dead one's shards, thousands of jobs due
+    on the same day — the jobs planning on the oldest models get new ones first, not the
+    ones that happened to ask first. Daemon threads: a fit cannot be interrupted, and a
+    controller that is stopping must not wait a minute for a model nobody will use.
     """
 
     def __init__(self, threads: int = 1) -> None:
-        super().__init__(threads, name="kale-fit")
+        if threads < 1:
+            raise ValueError("a pool needs at least one thread")
+        self.threads = threads
+        self._heap: list[tuple[float, int, Future[Any], Callable[[], Any]]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._started: list[threading.Thread] = []
+        self._idle = 0
+        self._closed = False
+
+    def submit(self, fn: Callable[[], Any], *, fitted_at: float | None = None) -> Future[Any]:
+        """Run ``fn()`` when its turn comes: the oldest ``fitted_at`` first (None, a job
+        with no model yet, before all), in the order submitted among equals."""
+        fut: Future[Any] = Future()
+        with self._cond:
+            if self._closed:
+                fut.set_exception(RuntimeError("the fit pool is closed"))
+                return fut
+            key = -math.inf if fitted_at is None else fitted_at
+            heapq.heappush(self._heap, (key, next(self._seq), fut, fn))
+            if self._idle == 0 and len(self._started) < self.threads:
+                t = threading.Thread(
+                    target=self._work, name=f"kale-fit-{len(self._started)}", daemon=True
+                )
+                self._started.append(t)
+                t.start()
+            self._cond.notify()
+        return fut
+
+    def queued(self) -> int:
+        """Fits waiting for a thread (the backlog a replica exports)."""
+        with self._cond:
+            return sum(1 for *_, fut, _ in self._heap if not fut.cancelled())
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                self._idle += 1
+                while not self._heap and not self._closed:
+                    self._cond.wait()
+                self._idle -= 1
+                if not self._heap:
+                    return  # closed and drained
+                _, _, fut, fn = heapq.heappop(self._heap)
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn())
+            except BaseException as exc:  # the future carries it to whoever reads it
+                fut.set_exception(exc)
+
+    def close(self) -> None:
+        """Stop taking work; queued fits are cancelled, running ones finish unobserved."""
+        with self._cond:
+            self._closed = True
+            for _, _, fut, _ in self._heap:
+                fut.cancel()
+            self._heap.clear()
+            self._cond.notify_all()
 
 
 class ForecastCache:
@@ -169,7 +234,8 @@ class ForecastCache:
                 model.fit(series)
                 return model
 
-            self._pending, self._pending_at = self.pool.submit(fit), now
+            self._pending = self.pool.submit(fit, fitted_at=self.fitted_at)
+            self._pending_at = now
             self._pending_due, self._pending_len = due, len(series)
         if self.feed.in_force(step) is not None or self.interim is None:
             return

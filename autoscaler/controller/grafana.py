@@ -225,6 +225,8 @@ def panels() -> list[dict[str, Any]]:
             (0, 32, 12, 8),
             [
                 ("kale_leader", "{{pod}} leader"),
+                ("kale_shards_held", "{{pod}} shards held"),
+                ("kale_forecast_fits_queued", "{{pod}} fits queued"),
                 ("kale_jobs", "jobs {{state}}"),
             ],
         ),

@@ -24,6 +24,7 @@ from autoscaler.controller.metering import MetricSource
 from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.runtime import JobRuntime
 from autoscaler.controller.settings import ControllerSettings
+from autoscaler.controller.sharding import shard_of
 from autoscaler.controller.sinks import EventSink, StatusSink
 from autoscaler.controller.state import JobState, StateStore
 from autoscaler.controller.status import Conditions
@@ -76,15 +77,17 @@ class JobSync:
     event_sink: EventSink
     fits: FitPool | None
 
-    def sync(self, listing: Listing, now: float) -> None:
-        """Build the jobs listed (anew when their spec changed), forget the others."""
+    def sync(self, listing: Listing, now: float, elsewhere: set[str] | None = None) -> None:
+        """Build the jobs listed (anew when their spec changed), forget the others;
+        ``elsewhere``: jobs listed but in shards another replica holds."""
         valid = {e.key: e for e in listing.jobs}
         invalid = {i.key: i for i in listing.invalid if i.key not in valid}
         for key in list(self.runtimes):
             if key not in valid:
-                self.forget(
-                    key, why="no longer listed" if key not in invalid else "its spec became invalid"
-                )
+                why = "its spec became invalid" if key in invalid else "no longer listed"
+                if elsewhere and key in elsewhere:
+                    why = "its shard is held by another replica"
+                self.forget(key, why=why)
         for key, bad in invalid.items():
             if self.invalid.get(key) != bad.problems:
                 log.warning(
@@ -208,6 +211,10 @@ class JobSync:
             state=state,
             planner=self.settings.planner,
         )
+        if self.settings.shards > 1:
+            rt.shard = shard_of(entry.key, self.settings.shards)
+            if old is None:
+                self._owned_event(entry, rt.shard)
         if old is not None:
             for part, kept in ((old.meter, keep_meter), (old.actuator, keep_actuator)):
                 if not kept:
@@ -221,6 +228,25 @@ class JobSync:
             extra={"fields": {"event": "job_added", "job": entry.key}},
         )
         return rt
+
+    def _owned_event(self, entry: JobEntry, shard: int) -> None:
+        """An Event saying which replica plans the job now, and which did before."""
+        before = entry.status.get("controller") if isinstance(entry.status, dict) else None
+        me = self.settings.identity
+        message = f"planned by replica {me} (shard {shard} of {self.settings.shards})"
+        if isinstance(before, str) and before and before != me:
+            message += f", taken over from {before}"
+        try:
+            self.event_sink.emit(
+                namespace=entry.namespace,
+                name=entry.name,
+                uid=entry.uid,
+                reason="ShardOwned",
+                message=message,
+            )
+        except Exception as err:  # events are a courtesy
+            self.metrics.errors.labels(kind="event").inc()
+            log.warning("event for %s failed: %s", entry.key, safe_text(err))
 
     def _new_credentials(self, rt: JobRuntime, entry: JobEntry) -> JobEntry:
         """A rotated Secret: reconnect with the new credentials (a new meter), keeping the

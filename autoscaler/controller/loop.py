@@ -56,6 +56,7 @@ from autoscaler.controller.planning import approve, plan_job
 from autoscaler.controller.reporting import Report
 from autoscaler.controller.runtime import JobRuntime
 from autoscaler.controller.settings import Clock, ControllerSettings
+from autoscaler.controller.sharding import Ownership, owned_part
 from autoscaler.controller.sinks import EventSink, NullSink, StatusSink
 from autoscaler.controller.state import MemoryStateStore, SavedState, StateStore
 from autoscaler.controller.status import JobReport
@@ -77,7 +78,8 @@ class Controller:
       (fresh, unfitted); ``actuator_factory(entry) -> Actuator``;
     * ``sizing_factory(entry) -> JobSizing`` (default: from the job's throughput model);
     * ``resource_manager``: the GPU quota (None: unlimited);
-    * ``status_sink``, ``event_sink``, ``metrics``, ``state_store``; ``clock`` (epoch s).
+    * ``status_sink``, ``event_sink``, ``metrics``, ``state_store``; ``clock`` (epoch s);
+    * ``ownership``: the shards this replica holds, when jobs are spread over replicas.
 
     They stay attributes (replaceable between ticks); each tick hands the stages the ones
     they use.
@@ -99,6 +101,7 @@ class Controller:
         state_store: StateStore | None = None,
         settings: ControllerSettings | None = None,
         timeline: TimelineStore | None = None,
+        ownership: Ownership | None = None,
     ) -> None:
         self.jobs_source = jobs_source
         self.meter_factory = meter_factory
@@ -122,6 +125,8 @@ class Controller:
         self.settings = settings or ControllerSettings()
         self.timeline = timeline
         """Per-tick history (:class:`~autoscaler.controller.timeline.TimelineStore`) or None."""
+        self.ownership = ownership
+        """The shards this replica plans (None: every job; see :mod:`.sharding`)."""
         self.runtimes: dict[str, JobRuntime] = {}
         """The jobs managed now."""
         self.invalid: dict[str, list[str]] = {}
@@ -137,9 +142,9 @@ class Controller:
             DaemonPool(s.observe_threads, name="kale-observe") if s.observe_threads > 1 else None
         )
         self._act_pool = DaemonPool(s.act_threads, name="kale-act") if s.act_threads > 1 else None
-        self.metrics.quota_total.set(
-            -1 if resource_manager is None else resource_manager.quota_gpus
-        )
+        self._quota = None if resource_manager is None else resource_manager.quota_gpus
+        """The whole GPU quota; a replica holding some of the shards gets their share."""
+        self.metrics.quota_total.set(-1 if self._quota is None else self._quota)
 
     # -- the tick ------------------------------------------------------------------------
     def tick(self) -> list[JobReport]:
@@ -159,7 +164,17 @@ class Controller:
                 extra={"fields": {"event": "list_failed", "error": safe_text(exc)}},
             )
             return []
-        sync = self._sync(listing, now)
+        elsewhere: set[str] = set()
+        if self.ownership is not None:
+            held = self.ownership.held()
+            self.metrics.shards_held.set(len(held))
+            self.metrics.shards_total.set(self.ownership.shards)
+            listing, elsewhere = owned_part(listing, held, self.ownership.shards)
+            if self.resources is not None and self._quota is not None:
+                share = self._quota * len(held) // self.ownership.shards
+                self.resources.quota_gpus = share
+                self.metrics.quota_total.set(share)
+        sync = self._sync(listing, now, elsewhere)
         runtimes = list(self.runtimes.values())
         guard, events = Guard(self.metrics), TickEvents()
         found = {rt.key: rt.state.conditions for rt in runtimes}
@@ -179,6 +194,8 @@ class Controller:
         approvals = approve(
             self.resources, runtimes, observations, plans, tick, guard, self.metrics
         )
+        if self.ownership is not None:
+            runtimes = self._fenced(runtimes, sync)
         outcomes = act(runtimes, observations, plans, approvals, tick, guard, events)
         reports = report(runtimes, observations, plans, outcomes, found, tick, guard, events)
         self._save([rt for rt in runtimes if rt.key in self.runtimes])
@@ -186,12 +203,37 @@ class Controller:
         self.metrics.jobs.labels(state="invalid").set(len(self.invalid))
         if self.resources is not None:
             self.metrics.quota_used.set(sum(self.resources.held.values()))
+        if self._fits is not None:
+            self.metrics.fits_queued.set(self._fits.queued())
         self.metrics.tick_seconds.observe(time.perf_counter() - started)
         self.metrics.last_tick.set(now)
         return reports
 
     # -- the stages, with this controller's collaborators ---------------------------------
-    def _sync(self, listing: Listing, now: float) -> JobSync:
+    def _fenced(self, runtimes: list[JobRuntime], sync: JobSync) -> list[JobRuntime]:
+        """The jobs whose shard this replica still holds on the server; the others are
+        forgotten before anything is acted on (another replica owns them now)."""
+        assert self.ownership is not None
+        ok: dict[int, bool] = {}
+        kept = []
+        for rt in runtimes:
+            shard = rt.shard if rt.shard is not None else 0
+            if shard not in ok:
+                ok[shard] = self.ownership.fence(shard)
+                if not ok[shard]:
+                    self.metrics.errors.labels(kind="fence").inc()
+                    log.warning(
+                        "shard %d was lost before acting; its jobs are left to its new owner",
+                        shard,
+                        extra={"fields": {"event": "shard_lost", "shard": shard}},
+                    )
+            if ok[shard]:
+                kept.append(rt)
+            else:
+                sync.forget(rt.key, why=f"shard {shard} was lost before acting")
+        return kept
+
+    def _sync(self, listing: Listing, now: float, elsewhere: set[str] | None = None) -> JobSync:
         """The sync stage: the managed jobs in step with ``listing``."""
         sync = JobSync(
             runtimes=self.runtimes,
@@ -210,7 +252,7 @@ class Controller:
             fits=self._fits,
         )
         try:
-            sync.sync(listing, now)
+            sync.sync(listing, now, elsewhere or set())
         finally:
             self.invalid = sync.invalid
         return sync

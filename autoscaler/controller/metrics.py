@@ -231,7 +231,7 @@ class ControllerMetrics:
         self.errors = Counter(
             "kale_errors",
             "Failures by kind (metrics, forecast, planner, "
-            "actuator, status, event, list, build, quota, lease).",
+            "actuator, status, event, list, build, quota, lease, fence).",
             ["kind"],
             registry=r,
         )
@@ -245,6 +245,25 @@ class ControllerMetrics:
             "kale_jobs", "Jobs managed (valid) and rejected (invalid).", ["state"], registry=r
         )
         self.leader = Gauge("kale_leader", "1 while this replica holds the lease.", registry=r)
+        self.shards_held = Gauge(
+            "kale_shards_held",
+            "Shards whose Lease this replica holds (jobs spread over replicas).",
+            registry=r,
+        )
+        self.shards_total = Gauge(
+            "kale_shards", "Shards the jobs are spread over (1: not sharded).", registry=r
+        )
+        self.owner = Gauge(
+            "kale_job_owner_info",
+            "1 for each job this replica plans, labelled with the replica and the job's shard.",
+            [*JOB_LABELS, "replica", "shard"],
+            registry=r,
+        )
+        self.fits_queued = Gauge(
+            "kale_forecast_fits_queued",
+            "Forecaster fits waiting for a thread of this replica's fit pool (stalest first).",
+            registry=r,
+        )
         self.quota_total = Gauge(
             "kale_quota_gpus", "GPU quota shared by the jobs (-1: none).", registry=r
         )
@@ -261,6 +280,7 @@ class ControllerMetrics:
         )
         self.errors.labels(kind="metrics")  # the series exist from the start
         self._decided: dict[tuple[str, str], Any] = {}
+        self._owners: dict[str, tuple[str, ...]] = {}
         self._job_error_labels: dict[str, set[tuple[str, str, str, str]]] = {}
         self._lock = threading.Lock()
 
@@ -281,6 +301,18 @@ class ControllerMetrics:
         """
         self.job.set(job, values)
 
+    def owned(self, job: str, replica: str, shard: int | None) -> None:
+        """Say that ``replica`` plans ``job`` (in ``shard``; "" when jobs are not sharded)."""
+        labels = (*job_labels(job), replica, "" if shard is None else str(shard))
+        if self._owners.get(job) == labels:
+            return
+        old = self._owners.get(job)
+        if old is not None:
+            with contextlib.suppress(KeyError):
+                self.owner.remove(*old)
+        self._owners[job] = labels
+        self.owner.labels(*labels).set(1)
+
     def decided(self, job: str, action: str) -> None:
         """Count one decision (the labelled child is looked up once per job and action)."""
         child = self._decided.get((job, action))
@@ -291,6 +323,10 @@ class ControllerMetrics:
     def forget(self, job: str) -> None:
         """Drop every series of ``job`` (it is no longer managed)."""
         self.job.remove(job)
+        owner = self._owners.pop(job, None)
+        if owner is not None:
+            with contextlib.suppress(KeyError):
+                self.owner.remove(*owner)
         for key in [k for k in self._decided if k[0] == job]:
             del self._decided[key]
         labels = job_labels(job)

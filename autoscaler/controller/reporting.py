@@ -229,7 +229,11 @@ class Report:
         if self.writes_status:
             try:
                 status = build_status(
-                    report, state, generation=rt.entry.generation, identity=self.settings.identity
+                    report,
+                    state,
+                    generation=rt.entry.generation,
+                    identity=self.settings.identity,
+                    shard=rt.shard,
                 )
             except Exception:  # the minimum that tells a person what is wrong
                 status = {"conditions": state.conditions, "controller": self.settings.identity}
@@ -256,6 +260,7 @@ class Report:
         m.decided(rt.key, rep.action)
         s = rep.sample
         m.set_job(rt.key, **job_gauges(rt, rep, plan.window, plan.override))
+        m.owned(rt.key, self.settings.identity, rt.shard)
         st.saved_at = now
         status = None
         if self.writes_status:
@@ -265,6 +270,7 @@ class Report:
                 generation=rt.entry.generation,
                 identity=self.settings.identity,
                 selector=selector_of(rt.actuator),
+                shard=rt.shard,
             )
         level = logging.INFO if rep.resized or rep.error else logging.DEBUG
         if log.isEnabledFor(level):

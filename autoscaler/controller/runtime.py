@@ -72,6 +72,8 @@ class JobRuntime:
         self.last_observed: tuple[float, Sample, Size] | None = None
         """(time, sample, size) of the latest tick that measured both: what a progress line
         shows (``observed`` has neither while a tick cannot measure)."""
+        self.shard: int | None = None
+        """The job's shard when jobs are spread over replicas (None: they are not)."""
         self.logged_failures: set[tuple[str, str]] = set()
         """(stage, error) pairs already logged with a traceback (later ones log one line)."""
         # Work that outlives a tick.

@@ -43,6 +43,9 @@ class ControllerSettings:
     """Longest a tick waits for resize and status writes (None: until all are done)."""
     identity: str = ""
     """This replica's name, written to the status."""
+    shards: int = 1
+    """Shards the jobs are spread over (``controller.yaml``'s ``shards``); a job's shard is
+    written to its status and metrics when there is more than one."""
     planner: KaleSettings | None = None
     """Planner tunables (``horizon_steps`` is always set from each job's forecast horizon)."""
     forecast_model: str | None = None

@@ -158,6 +158,7 @@ def build_status(
     generation: int | None,
     identity: str,
     selector: str | None = None,
+    shard: int | None = None,
 ) -> dict[str, Any]:
     """The job's ``.status`` (keys with no value are left out).
 
@@ -193,5 +194,6 @@ def build_status(
         "conditions": conditions,
         "plannerState": jsonable(state.to_dict() | {"conditions": []}),
         "controller": identity or None,
+        "shard": shard,
     }
     return {k: v for k, v in status.items() if v is not None}

@@ -51,7 +51,9 @@ def rendered() -> dict[str, list[dict]]:
 
 
 def test_the_overlays_cover_the_common_choices():
-    assert {"watch-namespaces", "no-leader-election", "metrics", "history-pvc"} <= set(OVERLAYS)
+    assert {"watch-namespaces", "no-leader-election", "metrics", "history-pvc", "sharding"} <= set(
+        OVERLAYS
+    )
 
 
 @needs_kubectl
@@ -193,3 +195,24 @@ def test_the_alerts_query_only_exported_metrics_and_pass_promtool(tmp_path):
         check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@needs_kubectl
+def test_the_sharding_overlay_grants_exactly_the_leases_its_shards_use(rendered):
+    from autoscaler.controller.config import parse_controller_config
+
+    docs = rendered["sharding"]
+    data = next(
+        d
+        for d in docs
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("kale-controller-config")
+    )["data"]["controller.yaml"]
+    cfg = parse_controller_config(yaml.safe_load(data))
+    assert cfg.shards > 1 and cfg.leader_election.enabled
+    dep = one(docs, "Deployment", "kale-controller")
+    replicas = dep["spec"]["replicas"]
+    assert cfg.max_shards_per_replica is not None
+    assert cfg.max_shards_per_replica * (replicas - 1) >= cfg.shards  # one replica may die
+    role = one(docs, "Role", "kale-controller-leader-election")
+    names = {n for rule in role["rules"] for n in rule.get("resourceNames", [])}
+    assert names == {f"{cfg.leader_election.lease_name}-{k}" for k in range(cfg.shards)}

@@ -63,7 +63,7 @@ lint-images: install
 
 # manifests/release.yaml = `kubectl kustomize manifests` (a test checks they are equal).
 release:
-	$(BIN)/python tools/gen_release.py
+	$(BIN)/python -m tools.gen_release
 
 # Every package mypy checks (config: [tool.mypy] in pyproject.toml).
 TYPED := kale scheduler trainer autoscaler kube forecasting throughput placement common tools

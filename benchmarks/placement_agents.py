@@ -55,7 +55,8 @@ from placement.workloads.swf import load_swf
 
 OUT = ROOT / "examples" / "placement" / "agents"
 
-# The shipped agents' training (chosen on training seeds / windows only; decision 0125).
+# The shipped agents' training (chosen on training seeds / windows only;
+# docs/decisions/0125-training-and-judging-apart.md).
 BALANCE = {
     "episodes": 12,
     "seed": 0,

@@ -1,4 +1,5 @@
-"""Benchmark of ``fault_aware`` (seed 000) beside the placements a user would pick instead.
+"""Benchmark of ``fault_aware`` (fault-aware DRL placement) beside the placements a user
+would pick instead.
 
 Run from the repository root::
 
@@ -17,7 +18,7 @@ with batch seeds from 200,000 up. Nothing judged is trained on:
   GPUs and nodes are flaky is new in every batch, and ``default`` is the ``--faults
   default`` model, far milder than any training pattern.
 
-Judged (seed 000's experiment): each batch's makespan, restarts and GPU-hours lost to
+Judged (the source document's experiment): each batch's makespan, restarts and GPU-hours lost to
 failures, mean JCT, for random units (the document's reference), first-fit, BestFit, FGD,
 fault-bestfit, the agent, the agent blind to faults (its fault inputs zeroed: the same
 network, fault-oblivious), and an *oracle* (fault-bestfit told the truly flaky GPUs: a bound
@@ -60,10 +61,11 @@ OUT = ROOT / "examples" / "placement" / "agents"
 BATCH = FaultBatchSettings()
 """The training batches (the agent's defaults): 32–64 nodes, one GPU job per GPU arriving over
 a period at a load of 0.5–1, 10 % multi-GPU, runs clipped to 24 h, patterns of 5–20 % flaky
-GPUs at 0.05–0.5 failures per hour (decision 0153)."""
+GPUs at 0.05–0.5 failures per hour (docs/decisions/0153-judging-fault-aware-placement.md)."""
 SHIPPED = {"episodes": 300, "seed": 0, "overrides": {}}
 """The shipped agent's training: ``kale place train --agent fault_aware --episodes 300`` with
-the defaults (chosen on training batches only; decision 0152)."""
+the defaults (chosen on training batches only;
+docs/decisions/0152-fault-aware-reward-and-two-attempts.md)."""
 ALL_AT_ONCE = replace(
     BATCH,
     nodes=(8, 16),

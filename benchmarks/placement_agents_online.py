@@ -1,4 +1,5 @@
-"""Benchmark of ``async_transformer`` (seed 003) beside FCFS + BestFit and the other placements.
+"""Benchmark of ``async_transformer`` (the asynchronous transformer scheduler) beside
+FCFS + BestFit and the other placements.
 
 Run from the repository root::
 
@@ -54,7 +55,8 @@ SEQUENCES = SequenceSettings()
 """Windows of 1,000 pods on 5 % of the nodes, arrivals 300× faster (the agent's defaults)."""
 SHIPPED = {"episodes": 40, "seed": 0, "overrides": {}}
 """The shipped agent's training: ``kale place train --agent async_transformer --episodes 40``
-with the defaults (synchronous: repeatable; chosen on training windows only; decision 0158)."""
+with the defaults (synchronous: repeatable; chosen on training windows only;
+docs/decisions/0158-async-transformer-action-slots-and-training.md)."""
 JUDGED_SEED = 910_000
 ONLINE = {"warmup": 256, "train_every": 64, "copy_every": 256}
 """The online mode's pace (fixed before judging): the document's 1,024-decision warm-up and

@@ -10,7 +10,7 @@ Three tables:
 1. **RLScheduler's protocol** (``--protocol rlscheduler``) on an SWF log (default: the
    Lublin-1 file): FCFS/SJF/F1 without and with EASY backfilling, average bounded slowdown
    and utilisation beside the values RLScheduler published (SC'20), and the relative gap
-   (the issue's target: within 1 %). WFP3 and UNICEP are shown with the real wait; their
+   (the target: within 1 %). WFP3 and UNICEP are shown with the real wait; their
    published columns came from a bug (the wait was −(submit+1)) and are not targets.
 2. **Kale's rules** (``--protocol kale``) on the same ten sequences: the head job re-decided
    at every event, classic EASY recomputed at every event, every job run to completion and

@@ -6,7 +6,8 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.simulate --forecaster seasonal_naive --json-out sim.json
     .venv/bin/python -m benchmarks.simulate --trace my.csv --trace other.csv
 
-Setting of the issues (35, 37): rescale 5 min, SLO 10 min, 1-minute steps, ``--scale-peak 0.8``,
+The setting the project's targets are stated for: rescale 5 min, SLO 10 min, 1-minute steps,
+``--scale-peak 0.8``,
 7 days of warm-up, the example sync job and its fitted throughput model, and the offline
 ``optimal`` beside every policy (``regret`` = GPU-hours over optimal's; Σminw is the per-step
 sizing reference ``lower_bound_gpu_hours``). Per-policy seconds are measured here, not in
@@ -54,7 +55,7 @@ def traces(
 
 
 def targets(m: dict, lb: float, best: dict, elapsed: dict) -> list[tuple[str, bool, str]]:
-    """The issue's targets (issue 37) for one trace."""
+    """The project's simulation targets for one trace."""
     k, h, o = m["kale"], m["hpa"], m["oracle"]
     opt = best["gpu_hours"]
     fast = sum(v for n, v in elapsed.items() if n != "optimal")

@@ -3,7 +3,7 @@
 Why generated: its queries must name exactly the metrics :mod:`autoscaler.controller.metrics`
 exports, and a JSON file of a thousand lines is easy to break by hand; a test fails when the
 committed file differs from :func:`render_dashboard` (regenerate with
-``python tools/gen_dashboard.py``). Every query selects jobs by the ``namespace`` and ``etj``
+``python -m tools.gen_dashboard``). Every query selects jobs by the ``namespace`` and ``etj``
 variables; the oldest-sample panel draws each job's SLO as a dashed line, and every resize
 is an annotation on every panel (from ``kale_resizes_total``).
 """

@@ -124,7 +124,7 @@ def test_probes_follow_the_loop(served):
 
 def test_the_dashboard_only_queries_metrics_the_controller_exports():
     dash = json.loads((ROOT / "manifests/grafana/kale-dashboard.json").read_text())
-    assert dash == build_dashboard(), "stale dashboard: run `python tools/gen_dashboard.py`"
+    assert dash == build_dashboard(), "stale dashboard: run `python -m tools.gen_dashboard`"
     names = set()
     for m in ControllerMetrics().registry.collect():  # with the suffixes Prometheus sees
         suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}

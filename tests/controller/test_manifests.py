@@ -47,7 +47,7 @@ def by_kind(docs: list[dict], kind: str) -> list[dict]:
 
 def test_the_committed_crd_is_the_generated_one():
     committed = (MANIFESTS / "crd" / "elastictrainingjobs.yaml").read_text(encoding="utf-8")
-    assert committed == render_crd(), "stale CRD: run `python tools/gen_crd.py`"
+    assert committed == render_crd(), "stale CRD: run `python -m tools.gen_crd`"
 
 
 def test_the_crd_schema_is_structural():

@@ -243,8 +243,8 @@ FILE_FAILURES = [
     ),
     # a list at the top
     ("list-root", "- a\n- b\n", "expected a mapping (an ElasticTrainingJob), got a list"),
-    # several documents in one file
-    ("multi-doc", "a: 1\n---\nb: 2\n", "contains 2 YAML documents"),
+    # only comments: no document at all
+    ("comments-only", "# nothing here\n", "contains no YAML document"),
 ]
 
 

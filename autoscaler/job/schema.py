@@ -39,10 +39,12 @@ from autoscaler.job.types import (
 )
 
 API_VERSION = "kale.dev/v1alpha1"
-"""The version Kale writes and the API server stores
-(docs/decisions/0130-api-version-v1alpha1.md)."""
+"""The version Kale writes and the API server serves and stores, the only one it serves
+(docs/decisions/0142-one-served-api-version.md)."""
 DEPRECATED_API_VERSIONS = ("kale.dev/v1",)
-"""Still read (the same schema; the CRD serves it, deprecated), with a warning."""
+"""Still read from files (the same schema), with a warning; the CRD lists it unserved, so
+objects a cluster stored as it stay readable but ``kubectl apply`` of a file written as it
+is refused."""
 KIND = "ElasticTrainingJob"
 FORECAST_MODELS = ("kale", "seasonal_naive", "ets", "stl_ets", "dlinear")
 TARGET_KINDS = ("StatefulSet", "TFJob", "Local", "DryRun")

@@ -5,10 +5,9 @@ mock. This server speaks HTTP/1.1 JSON on 127.0.0.1 and serves exactly what Kale
 
 * ``apps/v1`` statefulsets, with the ``scale`` and ``status`` subresources (a stand-in for the
   StatefulSet controller sets ``status.replicas``/``readyReplicas`` to ``spec.replicas``);
-* ``kubeflow.org/v1`` tfjobs; ``kale.dev/v1alpha1`` elastictrainingjobs (also served as the
-  deprecated ``v1``, stored once; ``scale`` subresource on the CRD's replica paths; ``status``
-  subresource: writes to the main resource leave status alone and vice versa; list across
-  namespaces);
+* ``kubeflow.org/v1`` tfjobs; ``kale.dev/v1alpha1`` elastictrainingjobs (``scale``
+  subresource on the CRD's replica paths; ``status`` subresource: writes to the main resource
+  leave status alone and vice versa; list across namespaces);
 * ``coordination.k8s.io/v1`` leases, ``core/v1`` events, configmaps and secrets;
 * ``core/v1`` pods and nodes with watches and ``pods/binding`` (:mod:`tests.support.kube_core`,
   reached as ``api.core``).
@@ -60,13 +59,13 @@ KINDS: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("apps", "v1", "statefulsets"): ("StatefulSet", True),
     ("kubeflow.org", "v1", "tfjobs"): ("TFJob", True),
     ("kale.dev", "v1alpha1", "elastictrainingjobs"): ("ElasticTrainingJob", True),
-    ("kale.dev", "v1", "elastictrainingjobs"): ("ElasticTrainingJob", True),
     ("coordination.k8s.io", "v1", "leases"): ("Lease", False),
 }
 
 STORAGE_VERSION: dict[tuple[str, str], str] = {("kale.dev", "v1"): "v1alpha1"}
-"""Served versions stored as another one (the CRD's ``conversion: None``: same schema, the
-API server rewrites ``apiVersion`` only); objects are kept once, under the storage version."""
+"""Versions the test helpers (:meth:`FakeKubeApi.put`, ``get``…) accept for objects kept
+under another one: the CRD lists ``kale.dev/v1`` unserved, and the API server reads what was
+stored as it as ``v1alpha1`` (``conversion: None``). Over HTTP only served versions answer."""
 
 CRD_SCALE: dict[str, tuple[str, str, str, int]] = {
     # plural -> (specReplicasPath, statusReplicasPath, labelSelectorPath, spec maximum),
@@ -532,12 +531,6 @@ class FakeKubeApi:
             return self.core.handle(method, res, ns, name, sub, query, body, content_type)
         if (group, version, res) not in KINDS:
             raise ApiError(404, "NotFound", f"the server could not find the resource {res}")
-        storage = STORAGE_VERSION.get((group, version), version)
-        if storage != version:  # served as `version`, stored as `storage`
-            code, payload, headers = self._dispatch_at(
-                method, parts, body, content_type, group, storage, res, ns, name, sub
-            )
-            return code, _served_as(payload, f"{group}/{version}", f"{group}/{storage}"), headers
         return self._dispatch_at(
             method, parts, body, content_type, group, version, res, ns, name, sub
         )
@@ -555,11 +548,6 @@ class FakeKubeApi:
         name: str | None,
         sub: str | None,
     ) -> tuple[int, dict, dict[str, str]]:
-        if isinstance(body, dict) and isinstance(body.get("apiVersion"), str):
-            served = body["apiVersion"]
-            stored = STORAGE_VERSION.get(_split_api_version(served))
-            if stored is not None:
-                body = {**body, "apiVersion": f"{_split_api_version(served)[0]}/{stored}"}
         kind, has_status = KINDS[(group, version, res)]
         query = parse_qs(parts.query)
         with self.lock:
@@ -856,19 +844,6 @@ def _at(obj: dict, path: str) -> Any:
             return None
         node = node[part]
     return node
-
-
-def _served_as(payload: Any, served: str, stored: str) -> Any:
-    """An answer as the requested version shows it (apiVersion rewritten, as conversion
-    ``None`` does)."""
-    if not isinstance(payload, dict):
-        return payload
-    out = dict(payload)
-    if out.get("apiVersion") == stored:
-        out["apiVersion"] = served
-    if isinstance(out.get("items"), list):
-        out["items"] = [_served_as(i, served, stored) for i in out["items"]]
-    return out
 
 
 def _split_api_version(api_version: str) -> tuple[str, str]:

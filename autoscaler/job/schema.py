@@ -27,11 +27,14 @@ from autoscaler.job.types import (
     DnsLabel,
     DnsName,
     FilePath,
+    GroupVersion,
     HostPort,
+    KindName,
     LabelKey,
     LabelValue,
     ModelPath,
     NonNegativeInt,
+    ObjectName,
     PositiveInt,
     Topic,
     _bounded,
@@ -47,7 +50,7 @@ objects a cluster stored as it stay readable but ``kubectl apply`` of a file wri
 is refused."""
 KIND = "ElasticTrainingJob"
 FORECAST_MODELS = ("kale", "seasonal_naive", "ets", "stl_ets", "dlinear")
-TARGET_KINDS = ("StatefulSet", "TFJob", "Local", "DryRun")
+TARGET_KINDS = ("StatefulSet", "TFJob", "Local", "DryRun", "PyTorchJob", "Scale")
 
 
 class _Model(BaseModel):
@@ -249,11 +252,30 @@ class Forecast(_Model):
     quantile: float = Field(default=0.9, gt=0.5, lt=1.0, description="Upper quantile planned for.")
 
 
+class ScaleTargetRef(_Model):
+    """An object with a ``scale`` subresource, named as the HPA's ``scaleTargetRef`` names
+    it; Kale reads and writes its size through ``/scale`` only."""
+
+    api_version: GroupVersion = Field(description="Its API group and version, e.g. apps/v1.")
+    kind: KindName = Field(description="Its kind, e.g. Deployment.")
+    name: ObjectName = Field(description="Its name, in the job's namespace.")
+
+
 class Target(_Model):
-    kind: Literal["StatefulSet", "TFJob", "Local", "DryRun"]
+    kind: Literal["StatefulSet", "TFJob", "Local", "DryRun", "PyTorchJob", "Scale"]
     workers: DnsName | None = Field(default=None, description="Worker StatefulSet name.")
     ps: DnsName | None = Field(default=None, description="PS StatefulSet name.")
-    name: DnsName | None = Field(default=None, description="TFJob name.")
+    name: DnsName | None = Field(default=None, description="TFJob or PyTorchJob name.")
+    scale_target_ref: ScaleTargetRef | None = Field(
+        default=None,
+        description="Scale: the workers' object, any kind with a scale subresource "
+        "(Deployment, StatefulSet, a custom resource), as the HPA's scaleTargetRef.",
+    )
+    ps_ref: ScaleTargetRef | None = Field(
+        default=None,
+        description="Scale: the parameter servers' object, when they run apart (optional; "
+        "without it the job has no PS).",
+    )
     command: list[Argument] | None = Field(
         default=None, max_length=64, description="Local worker command."
     )

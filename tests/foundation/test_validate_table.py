@@ -88,7 +88,8 @@ FAILURES = [
     (
         "bad-target-kind",
         {"spec.target.kind": "Deployment"},
-        "spec.target.kind: Input should be 'StatefulSet', 'TFJob', 'Local' or 'DryRun'",
+        "spec.target.kind: Input should be 'StatefulSet', 'TFJob', 'Local', 'DryRun', "
+        "'PyTorchJob' or 'Scale'",
     ),
     # a mapping where a scalar belongs
     (

@@ -10,8 +10,9 @@ A reference names a *kind*; the URL needs its *resource* (the plural). The API s
 discovery document of the group version (``GET /apis/<group>/<version>``, an
 ``APIResourceList``) maps one to the other and says whether ``<resource>/scale`` exists, so
 an unknown kind or one without a scale subresource is a clear error before any write. What
-discovery found is cached per (apiVersion, kind) for the life of the client: a kind's
-resource name never changes; a failed lookup is not cached (the CRD may be installed later).
+discovery found is cached for the life of the client (each group version's list, and each
+kind's resource: a kind's resource name never changes); a kind the cached list does not
+have is looked up again, and a failed lookup is not cached (the CRD may be installed later).
 Discovery is a non-resource URL every authenticated identity may read (the built-in
 ``system:discovery`` ClusterRole).
 """
@@ -62,6 +63,8 @@ class ScaleSubresources:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
         self._found: dict[tuple[str, str], ScalableResource] = {}
+        self._listings: dict[str, Any] = {}
+        """Each group version's APIResourceList: one lookup serves every kind in it."""
         self._lock = threading.Lock()
 
     def resource(self, api_version: str, kind: str) -> ScalableResource:
@@ -71,9 +74,9 @@ class ScaleSubresources:
         installed: the next tick looks again) and :class:`TargetRejected` when the kind is
         not in it, is cluster-scoped, or has no scale subresource.
         """
-        key = (api_version, kind)
         with self._lock:
-            found = self._found.get(key)
+            found = self._found.get((api_version, kind))
+            listing = self._listings.get(api_version)
         if found is not None:
             return found
         group, version = split_api_version(api_version)
@@ -82,8 +85,23 @@ class ScaleSubresources:
                 f"{kind}.{api_version}: the core API group is not supported for Scale targets "
                 "(name a group/version such as apps/v1)"
             )
+        if listing is not None:
+            try:
+                found = _scalable(listing, group, version, kind)
+            except TargetRejected:
+                found = None  # the listing may be older than the kind: ask again
+        if found is None:
+            listing = self._discover(api_version, kind)
+            found = _scalable(listing, group, version, kind)
+        with self._lock:
+            self._found[(api_version, kind)] = found
+            self._listings[api_version] = listing
+        return found
+
+    def _discover(self, api_version: str, kind: str) -> Any:
+        group, version = split_api_version(api_version)
         try:
-            listing = self.kube.call(
+            return self.kube.call(
                 f"API discovery of {api_version}",
                 self.kube.custom.get_api_resources,
                 group,
@@ -93,10 +111,6 @@ class ScaleSubresources:
             raise TargetGone(
                 f"{api_version} is not served by the API server (is the CRD of {kind} installed?)"
             ) from None
-        found = _scalable(listing, group, version, kind)
-        with self._lock:
-            self._found[key] = found
-        return found
 
     def _what(self, ref: ObjectRef, namespace: str) -> str:
         return f"{ref.kind.lower()} {namespace}/{ref.name} scale"

@@ -1,7 +1,8 @@
 """The one interface every actuator offers the controller: read the size, set the size.
 
 Why this module exists: the controller must not know whether a job runs as StatefulSets, a
-Kubeflow TFJob, local processes or nowhere (dry run). Each actuator measures nothing and
+Kubeflow TFJob or PyTorchJob, any object with a ``/scale``, local processes or nowhere
+(dry run). Each actuator measures nothing and
 decides nothing; it only reads and writes replica counts, level-triggered: ``apply`` with
 the size already in place is a no-op, so a restarted controller converges instead of
 repeating work.

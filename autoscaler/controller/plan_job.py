@@ -37,7 +37,7 @@ class PlanSettings:
     current_workers: int | None = None
     """The current size (None: read from the cluster with ``kubeconfig``, else minWorkers)."""
     kubeconfig: str | None = None
-    """Read the current size of a StatefulSet/TFJob target from this cluster (read only)."""
+    """Read the current size of the job's target from this cluster (read only)."""
     forecast_model: str | None = None
     """Use this model instead of ``spec.forecast.model``."""
 

@@ -34,7 +34,7 @@ from autoscaler.job.schema import TARGET_KINDS, ElasticTrainingJob
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-CLUSTER_TARGET_KINDS = ("StatefulSet", "TFJob", "DryRun")
+CLUSTER_TARGET_KINDS = ("StatefulSet", "TFJob", "PyTorchJob", "Scale", "DryRun")
 """Cluster mode's default: ``Local`` would run a tenant's command in the controller pod."""
 CLUSTER_KAFKA_HOSTS = ("*.svc", "*.svc.cluster.local")
 """Cluster mode's default: brokers that are Services of this cluster."""

@@ -327,7 +327,8 @@ def validate_document(
             _line(
                 source,
                 "apiVersion",
-                f"warning: {job.api_version} is deprecated; write {API_VERSION} (the same schema)",
+                f"warning: {job.api_version} is deprecated and no longer served by the CRD "
+                f"(kubectl apply refuses it); write {API_VERSION} (the same schema)",
             )
         )
     return (LoadedJob(job, path) if job is not None and not errors else None), errors, warnings

@@ -40,6 +40,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 
+from common.version import __version__
+
 JOB_LABELS = ("namespace", "etj")
 
 JOB_GAUGES: dict[str, str] = {
@@ -108,15 +110,6 @@ class _ByJob:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.metric, name)
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("kale-autoscaler")
-    except Exception:  # running from a source tree that was never installed
-        return "unknown"
 
 
 LABELLED: dict[str, tuple[str, str, str]] = {
@@ -211,7 +204,7 @@ class ControllerMetrics:
             ["version", "python_version"],
             registry=r,
         )
-        build.labels(version=_version(), python_version=platform.python_version()).set(1)
+        build.labels(version=__version__, python_version=platform.python_version()).set(1)
         self.job = JobGauges()
         r.register(self.job)
         decision_labels = (*JOB_LABELS, "action")

@@ -10,6 +10,9 @@ mock. This server speaks HTTP/1.1 JSON on 127.0.0.1 and serves exactly what Kale
   subresource: writes to the main resource leave status alone and vice versa; list across
   namespaces);
 * ``coordination.k8s.io/v1`` leases, ``core/v1`` events, configmaps and secrets;
+* ``scheduling.k8s.io/v1`` priorityclasses (cluster-scoped) and ``policy/v1``
+  poddisruptionbudgets, which pod creation and ``pods/eviction`` consult
+  (:mod:`tests.support.kube_policy`);
 * ``core/v1`` pods and nodes with watches and ``pods/binding`` (:mod:`tests.support.kube_core`,
   reached as ``api.core``).
 
@@ -62,7 +65,12 @@ KINDS: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("kale.dev", "v1alpha1", "elastictrainingjobs"): ("ElasticTrainingJob", True),
     ("kale.dev", "v1", "elastictrainingjobs"): ("ElasticTrainingJob", True),
     ("coordination.k8s.io", "v1", "leases"): ("Lease", False),
+    ("scheduling.k8s.io", "v1", "priorityclasses"): ("PriorityClass", False),
+    ("policy", "v1", "poddisruptionbudgets"): ("PodDisruptionBudget", True),
 }
+
+CLUSTER_SCOPED = frozenset({("scheduling.k8s.io", "priorityclasses")})
+"""Resources without a namespace (stored under the namespace ``""``)."""
 
 STORAGE_VERSION: dict[tuple[str, str], str] = {("kale.dev", "v1"): "v1alpha1"}
 """Served versions stored as another one (the CRD's ``conversion: None``: same schema, the
@@ -325,7 +333,7 @@ class FakeKubeApi:
         obj["apiVersion"] = f"{group}/{version}" if group else version
         plural = _plural(group, version, obj["kind"])
         md = obj.setdefault("metadata", {})
-        md.setdefault("namespace", "default")
+        md.setdefault("namespace", "" if (group, plural) in CLUSTER_SCOPED else "default")
         with self.lock:
             key = (group, version, plural, md["namespace"], md["name"])
             old = self.objects.get(key)
@@ -562,6 +570,10 @@ class FakeKubeApi:
                 body = {**body, "apiVersion": f"{_split_api_version(served)[0]}/{stored}"}
         kind, has_status = KINDS[(group, version, res)]
         query = parse_qs(parts.query)
+        if (group, res) in CLUSTER_SCOPED:
+            if ns is not None:
+                raise ApiError(404, "NotFound", f"{res} are not namespaced")
+            ns = ""
         with self.lock:
             if name is None:
                 if method == "GET":

@@ -77,6 +77,8 @@ def test_the_scheduler_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
         api.core.put_pod(pod_doc("waits", gpus=2))  # FailedScheduling
         wait_for(lambda: node_of(api, "fits") and events(api, "FailedScheduling", "waits"))
         wait_for(lambda: ("watch", "events", None, None) in api.core.verbs, what="events watch")
+        api.core.put_pod(pod_doc("urgent", gpus=2, priority=100))  # evicts "fits" (status too)
+        wait_for(lambda: node_of(api, "urgent"), what="the preemptor bound")
         run.stop()
     granted = rules()
     made = requests_made(api)

@@ -174,6 +174,8 @@ class Scheduler:
         """Preemptors (uid) waiting for their victims, and where."""
         self._condition: dict[str, tuple[str, str | None, float]] = {}
         """uid → (message, nominated node, since) of the PodScheduled=False last written."""
+        self._condition_failed: dict[str, float] = {}
+        """uid → when writing its condition last failed (tried again after events.repeat)."""
         self._held_priorities: Counter[int] = Counter()
         self._held_priority: dict[str, int] = {}
         """Priorities of the pods holding resources: "is anyone preemptable?" in O(1)."""
@@ -226,7 +228,7 @@ class Scheduler:
                 held is None
                 or held.node != pod.node_name
                 or (pod.assigned_gpus is not None and held.gpus != pod.assigned_gpus)
-                or (a is not None and held.milli != a.milli)
+                or (a is not None and held.shares() != list(zip(a.gpus, a.milli, strict=True)))
             ):
                 milli = a.milli if a is not None else None
                 self.view.hold(pod.uid, pod.node_name, pod.assigned_gpus, pod.demand, milli)
@@ -261,6 +263,7 @@ class Scheduler:
     def _settled(self, uid: str) -> None:
         """``uid`` is bound or gone: no nomination, no condition of ours to keep in step."""
         self._condition.pop(uid, None)
+        self._condition_failed.pop(uid, None)
         if self.nominations.pop(uid, None) is not None:
             self.view.unreserve(uid)
 
@@ -700,10 +703,15 @@ class Scheduler:
             since = _epoch(cond.last_transition, now)
         else:
             since = now
+        failed_at = self._condition_failed.get(pod.uid)
+        if failed_at is not None and now - failed_at < self.settings.event_repeat_s:
+            return  # the API server failed it lately: not again on every retry
         if self.status.unschedulable(pod, message=why, since=since, nominated_node=nominated):
             self._condition[pod.uid] = (why, nominated, since)
+            self._condition_failed.pop(pod.uid, None)
             self.metrics.status_updates.inc()
         else:
+            self._condition_failed[pod.uid] = now
             self.metrics.errors.labels(kind="status").inc()
 
     def _outcome(self, pod: PodInfo, result: str, detail: str) -> None:

@@ -10,6 +10,9 @@ from __future__ import annotations
 import pytest
 from scheduler_harness import condition, events, node_of, start_scheduler, status_writes
 
+from kube.binding import BindOutcome
+from scheduler.core import Scheduler, SchedulerSettings
+from scheduler.placers import FirstFit
 from tests.support.scheduler_fakes import FakeKubeApi, node_doc, pod_doc, wait_for
 
 
@@ -103,3 +106,44 @@ def test_patching_pod_scheduled_keeps_the_other_conditions(api):
     assert code == 200
     kinds = [c["type"] for c in api.core.pod("ml", "p")["status"]["conditions"]]
     assert kinds == ["Custom", "PodScheduled"]
+
+
+class FailingStatus:
+    """A status writer whose API server keeps failing."""
+
+    def __init__(self) -> None:
+        self.tries = 0
+
+    def unschedulable(self, pod, *, message, since, nominated_node=None):
+        self.tries += 1
+        return False
+
+
+def test_a_failing_status_write_is_tried_again_only_after_the_event_interval():
+    class Binder:
+        def bind(self, pod, node, annotations):
+            return BindOutcome("bound", node)
+
+    class Events:
+        def pod_event(self, pod, *, reason, message, type):
+            pass
+
+    now = [1000.0]
+    status = FailingStatus()
+    s = Scheduler(
+        placer=FirstFit(),
+        binder=Binder(),
+        events=Events(),
+        settings=SchedulerSettings(backoff_initial_s=1, backoff_max_s=1, flush_s=1),
+        clock=lambda: now[0],
+        status=status,
+    )
+    s.on_node("SYNC", [node_doc("n1", gpus=1)])
+    s.on_pod("SYNC", [pod_doc("big", gpus=2)])
+    for _ in range(10):  # ten retries within a minute
+        s.schedule()
+        now[0] += 5
+    assert status.tries == 1 and s.metrics.errors.labels(kind="status")._value.get() == 1
+    now[0] += 60
+    s.schedule()
+    assert status.tries == 2

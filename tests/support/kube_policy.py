@@ -45,9 +45,8 @@ def _classes(store: CoreStore) -> dict[str, dict]:
         name: {"value": value, "preemptionPolicy": "PreemptLowerPriority"}
         for name, value in BUILTIN_CLASSES.items()
     }
-    for key, obj in store.api.objects.items():
-        if key[:3] == PRIORITY_CLASSES:
-            found[key[4]] = obj
+    for key in store.api.indexed[PRIORITY_CLASSES]:
+        found[key[4]] = store.api.objects[key]
     return found
 
 
@@ -127,11 +126,8 @@ def budget_verdict(store: CoreStore, pod: dict) -> tuple[int, str] | None:
     budget's message): no disruption left — or None: it may."""
     ns = pod["metadata"]["namespace"]
     labels = pod["metadata"].get("labels") or {}
-    budgets = [
-        obj
-        for key, obj in store.api.objects.items()
-        if key[:3] == BUDGETS and key[3] == ns and _selects(obj["spec"].get("selector"), labels)
-    ]
+    stored = [store.api.objects[key] for key in store.api.indexed[BUDGETS] if key[3] == ns]
+    budgets = [obj for obj in stored if _selects(obj["spec"].get("selector"), labels)]
     if not budgets:
         return None
     if len(budgets) > 1:

@@ -192,7 +192,7 @@ def test_the_preemptor_waits_for_its_victims_on_its_nominated_node_then_lands(ap
     api.core.put_node(node_doc("n2", gpus=2))
     running_pod(api, "low-a", "n1")
     running_pod(api, "low-b", "n2")
-    run = scheduler()
+    run = scheduler(backoff={"initial": 0.05, "max": 0.2, "flush": 0.5})  # retried soon
     api.core.put_pod(pod_doc("urgent", gpus=2, priority_class="high"))
     wait_for(
         lambda: api.core.pod("ml", "urgent")["status"].get("nominatedNodeName") == "n1",

@@ -18,6 +18,7 @@ from autoscaler.controller.grafana import build_dashboard
 from autoscaler.controller.metrics import ControllerMetrics
 from common.logs import JsonFormatter, setup_logging
 from common.metrics_server import Health, MetricsServer
+from scheduler.metrics import SchedulerMetrics
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,10 +127,11 @@ def test_the_dashboard_only_queries_metrics_the_controller_exports():
     dash = json.loads((ROOT / "manifests/grafana/kale-dashboard.json").read_text())
     assert dash == build_dashboard(), "stale dashboard: run `python -m tools.gen_dashboard`"
     names = set()
-    for m in ControllerMetrics().registry.collect():  # with the suffixes Prometheus sees
+    registries = (ControllerMetrics().registry, SchedulerMetrics().registry)  # its last row
+    for m in (m for r in registries for m in r.collect()):  # with the suffixes Prometheus sees
         suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}
         names |= {m.name + s for s in suffixes.get(m.type, [""])}
-    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]  # rows have none
     exprs += [a["expr"] for a in dash["annotations"]["list"]]
     used = {n for e in exprs for n in re.findall(r"\b(?:kale|process)_[a-z_]+", e)}
     assert used, "the dashboard queries nothing"

@@ -16,6 +16,9 @@ mock. This server speaks HTTP/1.1 JSON on 127.0.0.1 and serves exactly what Kale
   resource list), the Table form of lists and objects (a CRD's printer columns), and a
   deprecated version's ``Warning`` header;
 * ``coordination.k8s.io/v1`` leases, ``core/v1`` events, configmaps and secrets;
+* ``scheduling.k8s.io/v1`` priorityclasses (cluster-scoped) and ``policy/v1``
+  poddisruptionbudgets, which pod creation and ``pods/eviction`` consult
+  (:mod:`tests.support.kube_policy`);
 * ``core/v1`` pods and nodes with watches and ``pods/binding`` (:mod:`tests.support.kube_core`,
   reached as ``api.core``).
 
@@ -73,7 +76,16 @@ KINDS: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("training.kale.test", "v1", "trainersets"): ("TrainerSet", True),
     ("kale.dev", "v1alpha1", "elastictrainingjobs"): ("ElasticTrainingJob", True),
     ("coordination.k8s.io", "v1", "leases"): ("Lease", False),
+    ("scheduling.k8s.io", "v1", "priorityclasses"): ("PriorityClass", False),
+    ("policy", "v1", "poddisruptionbudgets"): ("PodDisruptionBudget", True),
 }
+
+CLUSTER_SCOPED = frozenset({("scheduling.k8s.io", "priorityclasses")})
+"""Resources without a namespace (stored under the namespace ``""``)."""
+
+INDEXED = (("scheduling.k8s.io", "v1", "priorityclasses"), ("policy", "v1", "poddisruptionbudgets"))
+"""Resources whose keys are kept apart: read on every pod create or eviction, they must not
+cost a walk over every stored object (Events pile up by the thousand in a benchmark)."""
 
 STORAGE_VERSION: dict[tuple[str, str], str] = {("kale.dev", "v1"): "v1alpha1"}
 """Versions the test helpers (:meth:`FakeKubeApi.put`, ``get``…) accept for objects kept
@@ -232,6 +244,8 @@ class FakeKubeApi:
         self._thread: threading.Thread | None = None
         self.port = 0
         self.core = CoreStore(self)
+        self.indexed: dict[tuple[str, str, str], set[Key]] = {r: set() for r in INDEXED}
+        """Keys of the resources pod admission reads on every create (see INDEXED)."""
         """Pods, nodes, bindings and watches (a scheduler's part of the API)."""
         self.crds = CrdRegistry.default()
         """The CRDs it holds: what custom resources it serves, and how."""
@@ -337,7 +351,7 @@ class FakeKubeApi:
         obj["apiVersion"] = f"{group}/{version}" if group else version
         plural = _plural(group, version, obj["kind"])
         md = obj.setdefault("metadata", {})
-        md.setdefault("namespace", "default")
+        md.setdefault("namespace", "" if (group, plural) in CLUSTER_SCOPED else "default")
         with self.lock:
             key = (group, version, plural, md["namespace"], md["name"])
             old = self.objects.get(key)
@@ -441,6 +455,9 @@ class FakeKubeApi:
     # -- internals -----------------------------------------------------------------------
     def _changed(self, key: Key, kind: str, obj: dict | None = None) -> None:
         """Log a change for watches (call with the lock held)."""
+        index = self.indexed.get(key[:3])
+        if index is not None:
+            (index.discard if kind == "DELETED" else index.add)(key)
         current = obj if obj is not None else self.objects[key]
         rv = int(current["metadata"]["resourceVersion"])
         if kind == "DELETED":
@@ -609,6 +626,10 @@ class FakeKubeApi:
     ) -> tuple[int, dict, dict[str, str]]:
         kind, has_status = KINDS[(group, version, res)]
         query = parse_qs(parts.query)
+        if (group, res) in CLUSTER_SCOPED:
+            if ns is not None:
+                raise ApiError(404, "NotFound", f"{res} are not namespaced")
+            ns = ""
         with self.lock:
             if name is None:
                 if method == "GET":

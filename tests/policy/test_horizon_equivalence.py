@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from autoscaler.policy import horizon
 from autoscaler.policy.forecasts import PrecomputedSource, TrueFuture
 from autoscaler.policy.horizon import Plan, PlanSettings, search
 from autoscaler.policy.kale import KalePolicy, KaleSettings
@@ -213,6 +214,43 @@ def test_recorded_searches_choose_what_the_reference_chose() -> None:
     assert len(calls) > 100
     for kw in calls:
         same_plan(search(**kw), reference(**kw))
+
+
+def test_a_backlog_on_its_limit_is_judged_as_the_reference_judges_it(monkeypatch) -> None:
+    # 1000/s from an empty queue against 10 workers' 1000/s: a resize at step 0 downs the job
+    # for 9 steps, and the backlog then is exactly the 9 steps' arrivals the SLO window
+    # allows. The rearranged sums cannot tell which side of the limit that is, so those
+    # plans are judged as full rows — and the choice is the reference's.
+    judged: list[int] = []
+    exact = horizon._exact
+    monkeypatch.setattr(
+        horizon, "_exact", lambda q, g, rows: judged.append(len(rows)) or exact(q, g, rows)
+    )
+    sz = JobSizing.from_function(
+        lambda w: 100.0 * w,
+        min_workers=1,
+        max_workers=32,
+        ratio=4,
+        interval_s=60.0,
+        rescale_s=540.0,
+        slo_s=600.0,
+    )
+    upper = np.full(60, 1000.0)
+    kw = {
+        "sizing": sz,
+        "plan_sizing": sz,
+        "cur": 10,
+        "backlog": 0.0,
+        "upper": upper,
+        "median": upper,
+        "past": np.full(30, 1000.0),
+        "settings": PlanSettings(margin_s=60.0, hold_steps=(5, 15, 30, 45)),
+        "resizes_left": np.full(60, 10**6),
+        "floor_rate": 0.0,
+        "hour_steps": 60,
+    }
+    same_plan(search(**kw), reference(**kw))
+    assert sum(judged) > 0
 
 
 def test_costs_within_rounding_are_compared_as_the_reference_computes_them() -> None:

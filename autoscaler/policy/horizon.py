@@ -265,6 +265,9 @@ def _grid(cur: int, band: tuple[int, ...], top: int, capacity: bytes, job: _Job)
     steps = np.arange(n)
     down = group_k[None, :] + np.arange(settle)[:, None]
     two_k2 = k2[1:][pair]
+    order = np.zeros(len(k1), dtype=np.int64)  # rows: [staying, one-move, two-move plans]
+    order[rows[single]] = np.arange(1, single.sum() + 1)
+    order[rows[pair]] = np.arange(single.sum() + 1, len(k1))
     cap_of = np.frombuffer(capacity)
     ends_at = np.concatenate((sizes, [cur]))
     one_open = steps[:, None] < firsts[None, :]
@@ -285,7 +288,7 @@ def _grid(cur: int, band: tuple[int, ...], top: int, capacity: bytes, job: _Job)
         k2=k2,
         w2=w2,
         cost=cost,
-        order=np.argsort(np.concatenate(([0], rows[single], rows[pair])), kind="stable"),
+        order=order,
         one=rows[single],
         two=rows[pair],
         two_one=(a_i * m + w_i)[pair],

@@ -72,6 +72,9 @@ class JobRuntime:
         self.last_observed: tuple[float, Sample, Size] | None = None
         """(time, sample, size) of the latest tick that measured both: what a progress line
         shows (``observed`` has neither while a tick cannot measure)."""
+        self.gauge_basis: object | None = None
+        """What the job's gauges take from its sizing and spec alone
+        (:class:`~autoscaler.controller.job_metrics.JobBasis`), made at the first report."""
         self.logged_failures: set[tuple[str, str]] = set()
         """(stage, error) pairs already logged with a traceback (later ones log one line)."""
         # Work that outlives a tick.

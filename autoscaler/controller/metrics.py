@@ -165,6 +165,16 @@ class JobGauges:
         for key, value in values.items():
             row[_OLD_NAMES.get(key, key)] = nan if value is None else float(value)
 
+    def update(self, job: str, values: dict[str, float]) -> None:
+        """:meth:`set` for values already as exported (floats, NaN for unknown) under the
+        current names: what the report stage gives every job every tick."""
+        row = self.values.get(job)
+        if row is None:
+            with self._lock:
+                self._labels[job] = job_labels(job)
+                row = self.values.setdefault(job, {})
+        row.update(values)
+
     def remove(self, job: str) -> None:
         with self._lock:
             self.values.pop(job, None)
@@ -305,6 +315,11 @@ class ControllerMetrics:
                 self.owner.remove(*old)
         self._owners[job] = labels
         self.owner.labels(*labels).set(1)
+
+    def set_job_gauges(self, job: str, values: dict[str, float]) -> None:
+        """Set ``job``'s gauges from values already as exported (floats, NaN for unknown;
+        the names :meth:`set_job` takes, without the former ones)."""
+        self.job.update(job, values)
 
     def decided(self, job: str, action: str) -> None:
         """Count one decision (the labelled child is looked up once per job and action)."""

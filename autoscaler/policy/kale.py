@@ -352,8 +352,8 @@ class KalePolicy:
         keep = self.lead_steps + 1
         state["last_prediction"] = [
             int(step),
-            [float(x) for x in fc.low[:keep]],
-            [float(x) for x in fc.high[:keep]],
+            np.asarray(fc.low[:keep], dtype=float).tolist(),
+            np.asarray(fc.high[:keep], dtype=float).tolist(),
         ]
         reason["forecast"] = fc.source
         if surprised:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import math
 import re
 import shutil
 import subprocess
@@ -12,10 +13,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from autoscaler.controller.grafana import build_dashboard
+from autoscaler.controller.job_metrics import JobBasis
 from autoscaler.controller.metrics import ControllerMetrics
+from autoscaler.policy.types import JobSizing
 from common.logs import JsonFormatter, setup_logging
 from common.metrics_server import Health, MetricsServer
 from scheduler.metrics import SchedulerMetrics
@@ -169,3 +173,22 @@ def test_logs_are_one_json_object_per_line():
     assert line["level"] == "info" and line["msg"] == "ml/ctr: scale_up"
     assert line["time"].endswith("Z")
     assert isinstance(JsonFormatter().format(logging.makeLogRecord({"msg": "x"})), str)
+
+
+@pytest.mark.parametrize("broken", [None, 3])
+def test_the_recommendations_count_workers_as_the_jobs_sizing_does(broken):
+    capacity = np.array([0.0, 100.0, 180.0, 250.0, 240.0, 300.0, 290.0])  # the peak is 5
+    if broken is not None:
+        capacity[broken] = math.nan  # a damaged model: the sizing's own lookup answers
+    sizing = JobSizing(
+        capacity=capacity,
+        min_workers=2,
+        max_workers=6,
+        ratio=2,
+        interval_s=60.0,
+        rescale_s=300.0,
+        slo_s=600.0,
+    )
+    basis = JobBasis(sizing, 0.9)
+    loads = [-5.0, -0.0, 0.0, 99.0, 180.0, 180.5, 250.0, 260.0, 300.0, 1e9, math.inf, math.nan]
+    assert [basis.workers_for(x) for x in loads] == [sizing.workers_for(x)[0] for x in loads]

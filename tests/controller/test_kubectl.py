@@ -158,3 +158,25 @@ def test_kubectl_describe_etj_shows_the_status_and_the_events(cluster):
     (event,) = [e for e in api.list("v1", "Event", "ml") if e["reason"] == "ScaledUp"
                 and e["involvedObject"]["name"] == "job0"]  # fmt: skip
     assert event["message"] in events
+
+
+def test_kubectl_finds_priority_classes_and_disruption_budgets(cluster):
+    api, _, kubectl = cluster
+    api.put(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "training-high"},
+            "value": 1000,
+        }
+    )
+    api.put(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "job0-workers", "namespace": "ml"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "job0"}}},
+        }
+    )
+    assert [r["NAME"] for r in table(kubectl.ok("get", "pc"))] == ["training-high"]
+    assert [r["NAME"] for r in table(kubectl.ok("get", "pdb"))] == ["job0-workers"]

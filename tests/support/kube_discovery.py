@@ -41,8 +41,8 @@ class Builtin:
 
 
 BUILTINS: tuple[Builtin, ...] = (
-    Builtin("", "v1", "pods", "Pod", short_names=("po",), subresources=("binding", "status"),
-            categories=("all",)),
+    Builtin("", "v1", "pods", "Pod", short_names=("po",),
+            subresources=("binding", "eviction", "status"), categories=("all",)),
     Builtin("", "v1", "nodes", "Node", namespaced=False, short_names=("no",),
             subresources=("status",)),
     Builtin("", "v1", "events", "Event", short_names=("ev",)),
@@ -53,6 +53,10 @@ BUILTINS: tuple[Builtin, ...] = (
     Builtin("apps", "v1", "deployments", "Deployment", short_names=("deploy",),
             subresources=("scale", "status"), categories=("all",)),
     Builtin("coordination.k8s.io", "v1", "leases", "Lease"),
+    Builtin("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False,
+            short_names=("pc",)),
+    Builtin("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget",
+            short_names=("pdb",), subresources=("status",)),
 )  # fmt: skip
 
 
@@ -119,6 +123,10 @@ def _subresource(parent: str, sub: str, kind: str, namespaced: bool) -> dict[str
         )
     if sub == "binding":
         return _entry(f"{parent}/binding", "Binding", namespaced, ["create"])
+    if sub == "eviction":
+        return _entry(
+            f"{parent}/eviction", "Eviction", namespaced, ["create"], group="policy", version="v1"
+        )
     return _entry(f"{parent}/{sub}", kind, namespaced, SUB_VERBS)
 
 

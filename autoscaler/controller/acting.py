@@ -359,6 +359,8 @@ def observed_conditions(
         )
         return None
     cond.set("TargetAvailable", True, "TargetFound", f"{rt.actuator.kind} at {cur}")
+    before = cond.by_type.get("MetricsAvailable") or {}
+    was_down = before.get("status") == "False" and before.get("reason") == "KafkaUnavailable"
     if sample is None:
         err = seen.metric_error
         why, action = "KafkaUnavailable", "hold_metrics_unavailable"
@@ -367,7 +369,13 @@ def observed_conditions(
         elif isinstance(err, Backfilling):
             why, action = "Backfilling", "hold_backfilling"
         cond.set("MetricsAvailable", False, why, f"{err}; holding the current size")
+        if cond.entered("MetricsAvailable", "KafkaUnavailable"):  # once, not every tick
+            log.warning("metrics of %s unavailable: %s; holding the current size", rt.key, err)
+        elif was_down and why != "KafkaUnavailable":  # answers again (may still warm up)
+            log.info("Kafka reachable again for %s (%s)", rt.key, why)
         return action
+    if was_down:
+        log.info("Kafka reachable again for %s (measured)", rt.key)
     cond.set(
         "MetricsAvailable",
         True,

@@ -13,7 +13,9 @@ Three details keep a tick bounded:
   that would stall the tick. Instead the source stores one snapshot and reports
   :class:`WarmingUp` (a ``MetricUnavailable``: the job holds its size for one tick);
 * rebuilding a new topic's history from the broker (the backfill: up to 256 read rounds)
-  runs on a background pool with a deadline; the job reports :class:`Backfilling` and holds;
+  runs on a background pool with a deadline; the job reports :class:`Backfilling` and holds
+  — unless the broker cannot be reached: then every tick reports that cause (the
+  ``BrokerUnavailable`` of the last try, or of a quick TCP probe), never ``Backfilling``;
 * the history is read incrementally: only the intervals since the last read are queried.
 """
 
@@ -175,6 +177,8 @@ class KafkaMetricSource:
         self._ready = False
         self._backfill: Future[Any] | None = None
         self._backfill_started = 0.0
+        self._unreachable: MetricUnavailable | None = None
+        """Why the last backfill could not reach the broker (reported while it is retried)."""
 
     def sample(self) -> Sample:
         from autoscaler.kafka.meter import BaselineMissing
@@ -210,12 +214,17 @@ class KafkaMetricSource:
         deadline = self.backfill_deadline_s
         limit = f" (at most {deadline:g}s)" if deadline is not None else ""
         if fut is None:
+            self._probe()
             self._backfill = self.background.submit(self._rebuild)
             self._backfill_started = time.monotonic()
+            if self._unreachable is not None:
+                raise self._unreachable  # retrying, but the cause is still the broker
             raise Backfilling(
                 f"{self.topic}: rebuilding the arrival history from the broker{limit}"
             )
         if not fut.done():
+            if self._unreachable is not None:
+                raise self._unreachable
             running = time.monotonic() - self._backfill_started
             raise Backfilling(
                 f"{self.topic}: rebuilding the arrival history from the broker, "
@@ -224,10 +233,22 @@ class KafkaMetricSource:
         self._backfill = None
         exc = fut.exception()
         if isinstance(exc, MetricUnavailable):
+            self._unreachable = exc
             raise exc  # the broker is away: try again on a later tick
+        self._unreachable = None
         if exc is not None:
             log.warning("backfill of %s failed, measuring without it: %s", self.topic, exc)
         self._ready = True
+
+    def _probe(self) -> None:
+        """Report a broker that refuses connections now, not after a background try."""
+        from autoscaler.kafka.clients import check_reachable
+
+        try:
+            check_reachable(self.meter.bootstrap)
+        except MetricUnavailable as exc:
+            self._unreachable = exc
+            raise
 
     def _rebuild(self) -> None:
         """Backfill the topic's history, then store the first snapshot (the next sample's

@@ -177,7 +177,10 @@ class Report:
             ("MetricsAvailable", "MetricsUnavailable"),
             ("TargetAvailable", "TargetUnavailable"),
         ):
-            if cond.became(type_, False) and not (
+            entered = cond.became(type_, False) or (
+                type_ == "MetricsAvailable" and cond.entered(type_, "KafkaUnavailable")
+            )
+            if entered and not (
                 type_ == "TargetAvailable" and error and seen.current is not None
             ):
                 events.add(rt.key, event, cond.by_type[type_]["message"], "Warning")

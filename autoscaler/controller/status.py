@@ -89,6 +89,7 @@ class Conditions:
         }
         self.now = now
         self.changed: list[tuple[str, bool]] = []
+        self.entered_reasons: list[tuple[str, str]] = []
 
     def set(self, type_: str, ok: bool, reason: str, message: str = "") -> None:
         status = "True" if ok else "False"
@@ -105,6 +106,8 @@ class Conditions:
         since = old["lastTransitionTime"] if old and old.get("status") == status else iso(self.now)
         if not old or old.get("status") != status:
             self.changed.append((type_, ok))
+        if not old or old.get("status") != status or old.get("reason") != reason:
+            self.entered_reasons.append((type_, reason))
         self.by_type[type_] = {
             "type": type_,
             "status": status,
@@ -119,6 +122,11 @@ class Conditions:
 
     def became(self, type_: str, ok: bool) -> bool:
         return (type_, ok) in self.changed
+
+    def entered(self, type_: str, reason: str) -> bool:
+        """The condition took ``reason`` in this round (a new status or a new cause: a job
+        that was backfilling and now cannot reach Kafka stays False but changes reason)."""
+        return (type_, reason) in self.entered_reasons
 
     def to_list(self) -> list[Condition]:
         return [self.by_type[k] for k in sorted(self.by_type)]

@@ -108,7 +108,10 @@ def translate_errors(bootstrap: str, timeout_s: float | None = None) -> Iterator
     except MetricUnavailable:
         raise
     except (KafkaError, OSError) as exc:
-        raise BrokerUnavailable(bootstrap, limit, _reason(exc)) from exc
+        # A broker that went away mid-session shows as "NodeNotReadyError"; if nothing
+        # listens any more, say that instead (what an operator can act on).
+        refused = _refused(bootstrap) if isinstance(exc, KafkaError) else None
+        raise BrokerUnavailable(bootstrap, limit, refused or _reason(exc)) from exc
 
 
 def _refused(bootstrap: str) -> str | None:
@@ -132,6 +135,17 @@ def _refused(bootstrap: str) -> str | None:
         except (OSError, ValueError, OverflowError):
             return None  # not a clear refusal: let the client try, bounded
     return "; ".join(reasons)
+
+
+def check_reachable(bootstrap: str) -> None:
+    """Raise :class:`BrokerUnavailable` at once if no bootstrap server accepts a connection.
+
+    A cheap TCP probe (no Kafka client): callers that would otherwise start slow work in the
+    background (the backfill) use it to report the real cause on the tick that asks.
+    """
+    refused = _refused(bootstrap)
+    if refused:
+        raise BrokerUnavailable(bootstrap, BOOTSTRAP_TIMEOUT_MS / 1000, refused)
 
 
 def _make(bootstrap: str, factory: Callable[[], T]) -> T:

@@ -136,8 +136,15 @@ function renderJobsTable(jobs) {
     cell(tr, fmt(j.backlog), "num");
     cell(tr, fmtDur(j.oldest_age_s), "num");
     cell(tr, fmtDur(j.slo_s), "num");
-    cell(tr, j.ready ? `${j.ready.status}${j.ready.reason ? " (" + j.ready.reason + ")" : ""}`
-                     : "–");
+    const ready = cell(tr, j.ready
+      ? `${j.ready.status}${j.ready.reason ? " (" + j.ready.reason + ")" : ""}` : "–");
+    if (j.ready && j.ready.message) {
+      ready.title = j.ready.message;  // the cause, e.g. "cannot reach Kafka at …"
+      if (j.ready.reason === "MetricsUnavailable") {
+        ready.textContent += `: ${j.ready.message}`;
+        ready.classList.add("bad");
+      }
+    }
     body.appendChild(tr);
   }
 }

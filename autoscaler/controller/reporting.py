@@ -180,9 +180,7 @@ class Report:
             entered = cond.became(type_, False) or (
                 type_ == "MetricsAvailable" and cond.entered(type_, "KafkaUnavailable")
             )
-            if entered and not (
-                type_ == "TargetAvailable" and error and seen.current is not None
-            ):
+            if entered and not (type_ == "TargetAvailable" and error and seen.current is not None):
                 events.add(rt.key, event, cond.by_type[type_]["message"], "Warning")
         if cond.became("QuotaLimited", True):
             events.add(rt.key, "QuotaLimited", cond.by_type["QuotaLimited"]["message"], "Warning")

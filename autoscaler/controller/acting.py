@@ -48,6 +48,7 @@ from autoscaler.controller.tick import (
     TickEvents,
 )
 from autoscaler.controller.workers import DaemonPool, IoResult, run_all
+from autoscaler.policy.behavior import STATE_KEY as BEHAVIOR_STATE
 from autoscaler.policy.forecasts import ForecastWindow
 from kube.errors import ActuatorError, TargetGone, TargetRejected
 
@@ -179,7 +180,9 @@ class Act:
             if isinstance(seen.target_error, TargetGone) and state.pending is not None:
                 log.info("%s: the target is gone; dropping the unfinished resize", rt.key)
                 state.pending = None
-        action = observed_conditions(rt, seen, plan.window, cond) or action
+        forced = observed_conditions(rt, seen, plan.window, cond)
+        falling_back = action == "fallback" and cur is not None
+        action = action if falling_back else forced or action
         ov = plan.override
         overrides.mark(cond, ov)
         if ov is not None and cur is not None:
@@ -223,7 +226,9 @@ class Act:
                 pending["to"] = [desired.workers, desired.ps]  # what the quota allows now
                 pending["attempts"] = int(pending.get("attempts", 0)) + 1
                 self._save_marker(rt)
-        elif (seen.sample is not None or overrides.is_pinned(ov)) and desired != cur:
+        elif (
+            seen.sample is not None or overrides.is_pinned(ov) or falling_back
+        ) and desired != cur:
             state.pending = {
                 "from": [cur.workers, cur.ps],
                 "to": [desired.workers, desired.ps],
@@ -234,7 +239,12 @@ class Act:
             act.write = desired
             self._save_marker(rt)
         elif planned is not None and planned != cur and plan.saved_policy is not None:
-            state.policy = plan.saved_policy  # nothing was applied: plan afresh next tick
+            # Nothing was applied: plan afresh next tick (the knobs' record stays: it counts
+            # what was recommended, applied or not).
+            kept = state.policy.get(BEHAVIOR_STATE)
+            state.policy = dict(plan.saved_policy)
+            if kept is not None:
+                state.policy[BEHAVIOR_STATE] = kept
         return act
 
     def _save_marker(self, rt: JobRuntime) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 from autoscaler.actuators.base import Size
 from autoscaler.controller.guard import Guard
 from autoscaler.controller.isolation import safe_text
-from autoscaler.controller.metering import ArrivalHistory
+from autoscaler.controller.metering import ArrivalHistory, Backfilling, WarmingUp
 from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.overrides import pinned_decision
 from autoscaler.controller.runtime import JobRuntime
@@ -59,9 +59,13 @@ def plan_job(rt: JobRuntime, seen: Observation, tick: Tick, metrics: ControllerM
     if sample is None:
         err = seen.metric_error
         why = f"metrics unavailable: {err}" if err else "metrics unavailable"
-        return Plan(
-            Decision(cur.workers, cur.ps, {"action": "hold", "why": why, "metrics": "unavailable"})
-        )
+        if isinstance(err, (WarmingUp, Backfilling)):  # not failures: hold, count nothing
+            return Plan(
+                Decision(
+                    cur.workers, cur.ps, {"action": "hold", "why": why, "metrics": "unavailable"}
+                )
+            )
+        return Plan(_without_metrics(rt, cur, now, why))
     sz = rt.sizing
     step = int(now // sz.interval_s)
     hist = seen.history or ArrivalHistory.empty(sz.interval_s)
@@ -102,6 +106,32 @@ def plan_job(rt: JobRuntime, seen: Observation, tick: Tick, metrics: ControllerM
             cur.workers, cur.ps, {"action": "hold", "why": f"planner failed: {safe_text(exc)}"}
         )
     return Plan(decision, window=window, saved_policy=saved)
+
+
+def _without_metrics(rt: JobRuntime, cur: Size, now: float, why: str) -> Decision:
+    """The policy's decision on a tick that could not measure: a hold, or after
+    ``spec.fallback.failureThreshold`` such ticks the fallback size (the policy layer's
+    :class:`~autoscaler.policy.behavior.BehavedPolicy` decides, as in the simulator)."""
+    resizing, left = rt.resizing(now)
+    obs = PlannerInput(
+        step=int(now // rt.sizing.interval_s),
+        time_s=now,
+        arrivals=np.zeros(0),
+        workers=cur.workers,
+        ps=cur.ps,
+        backlog=0.0,
+        oldest_age_s=0.0,
+        processed_rate=0.0,
+        resizing=resizing,
+        resize_remaining_s=left,
+        metrics_missing=True,
+    )
+    decision = rt.policy.decide(obs, rt.state.policy)
+    reason = dict(decision.reason)
+    reason["why"] = str(reason.get("why", "metrics unavailable")).replace(
+        "metrics unavailable", why, 1
+    )
+    return Decision(decision.workers, decision.ps, reason)
 
 
 def _pending_target(rt: JobRuntime) -> Size | None:

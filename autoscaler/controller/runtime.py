@@ -21,6 +21,7 @@ from autoscaler.controller.jobs import JobEntry
 from autoscaler.controller.metering import MetricSource, Sample
 from autoscaler.controller.state import JobState
 from autoscaler.controller.tick import NOTHING_OBSERVED, Observation
+from autoscaler.policy.behavior import behaved
 from autoscaler.policy.kale import KalePolicy, KaleSettings
 from autoscaler.policy.types import JobSizing
 from common.errors import MetricUnavailable
@@ -65,7 +66,12 @@ class JobRuntime:
             )
         self.forecast_given = GivenForecast(forecast.name)
         """The planner's forecast source: the plan stage hands it each decision's window."""
-        self.policy = KalePolicy(sizing, self.forecast_given, settings=settings)
+        self.policy = behaved(
+            KalePolicy(sizing, self.forecast_given, settings=settings),
+            entry.job.spec,
+            sizing,
+            always=True,  # a decision without metrics goes through it (hold, or the fallback)
+        )
         self.observed: Observation = NOTHING_OBSERVED
         """What the latest tick observed (the stages pass it along as a value; this copy is
         for readers between ticks)."""

@@ -199,6 +199,13 @@ CROSS_FIELD: tuple[CelRule, ...] = (
         "certKey and keyKey go together (a client certificate needs its private key)",
     ),
     CelRule(
+        "fallback-within-training",
+        ("spec",),
+        "!has(self.fallback) || (self.fallback.workers <= self.training.maxWorkers && "
+        "self.fallback.workers >= (has(self.training.minWorkers) ? self.training.minWorkers : 1))",
+        "fallback.workers must be within training.minWorkers..maxWorkers",
+    ),
+    CelRule(
         "local-needs-command",
         ("spec", "target"),
         "self.kind != 'Local' || (has(self.command) && size(self.command) > 0)",

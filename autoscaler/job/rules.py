@@ -293,6 +293,19 @@ def _tls_client_pair(job: ElasticTrainingJob) -> list[Problem]:
     return []
 
 
+def _fallback_within_training(job: ElasticTrainingJob) -> list[Problem]:
+    fb, tr = job.spec.fallback, job.spec.training
+    if fb is not None and not tr.min_workers <= fb.workers <= tr.max_workers:
+        return [
+            (
+                "spec.fallback.workers",
+                f"must be within spec.training.minWorkers..maxWorkers ({fb.workers} is not in "
+                f"{tr.min_workers}..{tr.max_workers})",
+            )
+        ]
+    return []
+
+
 RULES: dict[str, Callable[[ElasticTrainingJob], list[Problem]]] = {
     "min-workers-le-max-workers": _min_max,
     "sync-batch-ge-max-workers": _sync_batch,
@@ -313,6 +326,7 @@ RULES: dict[str, Callable[[ElasticTrainingJob], list[Problem]]] = {
     "throughput-one-source": _one_throughput_source,
     "inline-theta-count": _inline_theta_count,
     "tls-client-pair": _tls_client_pair,
+    "fallback-within-training": _fallback_within_training,
 }
 """Every cross-field rule, by the name its CEL mirror in the CRD carries."""
 

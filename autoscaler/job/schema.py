@@ -286,6 +286,20 @@ class Target(_Model):
     )
 
 
+class Fallback(_Model):
+    """KEDA's ``fallback``: a size for when the job cannot be measured."""
+
+    failure_threshold: PositiveInt = Field(
+        le=10_000,
+        description="Consecutive decisions without metrics (Kafka unreachable, a measurement "
+        "past its deadline) before the job is sized to workers; until then it holds.",
+    )
+    workers: PositiveInt = Field(
+        le=MAX_WORKERS,
+        description="The size while metrics stay unavailable (within minWorkers..maxWorkers).",
+    )
+
+
 class Spec(_Model):
     source: Source
     training: Training
@@ -309,6 +323,11 @@ class Spec(_Model):
         description="Pinned worker count, written by `kubectl scale etj` (the scale "
         "subresource): Kale holds the job there (within minWorkers..maxWorkers) instead of "
         "planning, until the field is removed. Leave it out of manifests.",
+    )
+    fallback: Fallback | None = Field(
+        default=None,
+        description="Size the job to fallback.workers after failureThreshold decisions "
+        "without metrics, instead of holding (KEDA's fallback).",
     )
 
 

@@ -130,6 +130,11 @@ class Observation:
     resizing: bool
     """A resize is in progress (capacity 0); its decision stands until it ends."""
     resize_remaining_s: float = 0.0
+    metrics_missing: bool = False
+    """The job could not be measured for this decision (the controller: Kafka unreachable;
+    the simulator: an outage): the arrivals, backlog and rates say nothing new, and
+    :class:`~autoscaler.policy.behavior.BehavedPolicy` holds or falls back without asking
+    the planner."""
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,9 @@ class SimResult:
     events: list[tuple[int, int, int]] = field(default_factory=list)
     """Resizes as ``(step, old workers, new workers)``; the initial placement is not one."""
     elapsed_s: float = 0.0
+    behavior: list[tuple[int, str, str]] = field(default_factory=list)
+    """``(step, knob, what)`` each time a job's fallback, stabilization window or schedule
+    started acting (:class:`~autoscaler.policy.behavior.BehavedPolicy`)."""
 
     @property
     def steps(self) -> int:
@@ -130,6 +133,7 @@ class JobRun:
         *,
         warmup_steps: int = 0,
         initial_workers: int | None = None,
+        blind: Any = None,
     ) -> None:
         rates = np.array(arrivals, dtype=float)
         if rates.ndim != 1:
@@ -139,6 +143,8 @@ class JobRun:
         if np.any(~np.isfinite(rates)) or np.any(rates < 0):
             raise ValueError("arrival rates must be finite and non-negative")
         rates.setflags(write=False)
+        self._blind = frozenset(int(t) for t in blind) if blind is not None else frozenset()
+        """Steps whose decision is made without metrics (a simulated metrics outage)."""
         self.sizing = sizing
         self._rates = rates
         self._rate = rates.tolist()
@@ -190,6 +196,7 @@ class JobRun:
             processed_rate=self._last_served / self.dt,
             resizing=remaining > 0,
             resize_remaining_s=remaining if remaining > 0 else 0.0,
+            metrics_missing=self.t in self._blind,
         )
 
     @property
@@ -342,10 +349,18 @@ def simulate(
     state: dict[str, Any] | None = None,
     progress: Progress | None = None,
     name: str | None = None,
+    blind: Any = None,
 ) -> SimResult:
-    """Replay ``arrivals`` (rates per step, warm-up included) against one policy."""
+    """Replay ``arrivals`` (rates per step, warm-up included) against one policy.
+
+    ``blind``: steps (indices into ``arrivals``) whose decision is made without metrics —
+    the policy must then be a :class:`~autoscaler.policy.behavior.BehavedPolicy`, which
+    holds or falls back without asking the planner.
+    """
     began = time.perf_counter()
-    run = JobRun(sizing, arrivals, warmup_steps=warmup_steps, initial_workers=initial_workers)
+    run = JobRun(
+        sizing, arrivals, warmup_steps=warmup_steps, initial_workers=initial_workers, blind=blind
+    )
     state = {} if state is None else state
     decide = policy.decide
     tick = 0
@@ -358,7 +373,9 @@ def simulate(
             tick = 0
     if progress is not None and tick:
         progress(tick)
-    return run.result(name or policy.name, time.perf_counter() - began)
+    result = run.result(name or policy.name, time.perf_counter() - began)
+    result.behavior = list(getattr(policy, "applied", None) or ())
+    return result
 
 
 def lower_bound_gpu_hours(sizing: JobSizing, arrivals: Any) -> float:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from autoscaler.policy.behavior import behaved, epoch_of
 from autoscaler.policy.types import JobSizing, Policy
 from autoscaler.sim.baselines import AutopilotPolicy, HpaPolicy, KedaPolicy, StaticPolicy
 from autoscaler.sim.planners import make_kale, make_madu, make_oracle
@@ -77,10 +78,13 @@ def make_policy(
     """
     if name not in NAMES or name == "optimal":
         raise UserError(f"unknown policy {name!r}; valid names: {', '.join(NAMES[:-1])}")
+    spec = getattr(getattr(job, "job", job), "spec", None)
+    epoch = epoch_of(trace_start)
     if name == "keda":
-        return KedaPolicy(sizing, lag_threshold=lag_threshold, partitions=partitions)
+        keda = KedaPolicy(sizing, lag_threshold=lag_threshold, partitions=partitions)
+        return behaved(keda, spec, sizing, epoch_s=epoch)
     if name in BASELINES:
-        return BASELINES[name](sizing)
+        return behaved(BASELINES[name](sizing), spec, sizing, epoch_s=epoch)
     factory = PLANNERS[name]
     offered: dict[str, Any] = {
         "sizing": sizing,
@@ -100,4 +104,6 @@ def make_policy(
         kwargs = offered
     else:
         kwargs = {k: v for k, v in offered.items() if k in params}
-    return factory(**kwargs)
+    # The job's fallback, stabilization windows and schedules, exactly as the controller
+    # applies them (autoscaler.policy.behavior); no knobs: the policy itself.
+    return behaved(factory(**kwargs), spec, sizing, epoch_s=epoch)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from autoscaler.policy.behavior import behaved
 from autoscaler.policy.types import JobSizing
 from autoscaler.sim.engine import SimResult, lower_bound_gpu_hours, simulate
 from autoscaler.sim.multi import JobInput, MultiResult, simulate_jobs
@@ -103,6 +104,10 @@ def policy_metrics(
     m["lower_bound_ratio"] = m["gpu_hours"] / lower_bound if lower_bound > 0 else None
     m["regret"] = m["gpu_hours"] / optimal_gpu_hours if optimal_gpu_hours else None
     m["elapsed_s"] = result.elapsed_s
+    if result.behavior:  # where the job's fallback, stabilization or schedules acted
+        m["behavior"] = [
+            {"step": step, "knob": knob, "what": what} for step, knob, what in result.behavior
+        ]
     return m
 
 
@@ -121,6 +126,7 @@ def compare(
     optimal_settings: OptimalSettings | None = None,
     planner: str | None = None,
     optimal_progress: OptimalProgress | None = None,
+    blind: Sequence[int] | None = None,
 ) -> Comparison:
     """Run each named policy over the same arrivals; metrics cover the post-warm-up steps.
 
@@ -130,6 +136,9 @@ def compare(
     ``optimal_settings`` is None and "optimal" is not among ``names``; each policy's
     ``regret`` is its GPU-hours over the optimum's; ``optimal_progress(done, total)`` hears
     of its progress (it takes seconds, with nothing else to show meanwhile).
+
+    ``blind``: steps decided without metrics (a metrics outage): every policy holds there,
+    or falls back to the job's ``spec.fallback`` size (:mod:`autoscaler.policy.behavior`).
     """
     arrivals = np.asarray(arrivals, dtype=float)
     cache: dict[str, Any] = {}
@@ -159,10 +168,18 @@ def compare(
         )
         for name in names
     }
+    if blind:  # a decision without metrics goes through the knobs' wrapper (hold/fallback)
+        policies = {n: behaved(p, None, sizing, always=True) for n, p in policies.items()}
     lb = lower_bound_gpu_hours(sizing, arrivals[warmup_steps:])
     results = {
         name: simulate(
-            policy, sizing, arrivals, warmup_steps=warmup_steps, progress=progress, name=name
+            policy,
+            sizing,
+            arrivals,
+            warmup_steps=warmup_steps,
+            progress=progress,
+            name=name,
+            blind=blind,
         )
         for name, policy in policies.items()
     }

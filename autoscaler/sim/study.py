@@ -77,6 +77,24 @@ class SimSettings:
     """Share of steps the offline optimum may end above the SLO (its ``regret`` reference)."""
     placement: str | None = None
     """Also place each policy's workers on a shared cluster with this placement policy."""
+    metrics_outages: tuple[tuple[float, float], ...] = ()
+    """(start, duration) in seconds after the warm-up: the job cannot be measured then, so
+    every policy holds, or falls back to the job's ``spec.fallback`` size."""
+
+
+def outage_steps(
+    outages: Sequence[tuple[float, float]], dt: float, warm: int, total: int
+) -> list[int]:
+    """The steps (indices into the trace) decided without metrics: each outage covers the
+    steps that start inside ``[start, start + duration)`` after the warm-up."""
+    out: set[int] = set()
+    for start, duration in outages:
+        if start < 0 or duration <= 0:
+            raise UserError("--metrics-outage: START must be ≥ 0 and DURATION > 0")
+        first = warm + int(-(-start // dt))
+        last = warm + int(-(-(start + duration) // dt))
+        out.update(range(first, min(last, total)))
+    return sorted(out)
 
 
 @dataclass
@@ -198,6 +216,7 @@ def simulate_single(
         forecaster_factory=_forecaster_factory(loaded, start, dt, settings, on_fit),
         optimal_settings=OptimalSettings(violation_budget=settings.violation_budget),
         optimal_progress=optimal_progress,
+        blind=outage_steps(settings.metrics_outages, dt, warm, len(values)),
     )
     document: dict[str, Any] = {
         "policies": comp.metrics,

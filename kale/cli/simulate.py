@@ -39,6 +39,26 @@ TABLE_COLUMNS = (
 )
 
 
+class _Outage(click.ParamType):
+    """``START+DURATION`` (two durations, e.g. ``2h+30m``) → seconds."""
+
+    name = "START+DURATION"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> tuple[float, float]:
+        if isinstance(value, tuple):
+            return value
+        start, plus, duration = str(value).partition("+")
+        if not plus:
+            self.fail(f"{value!r} is not START+DURATION (e.g. 2h+30m)", param, ctx)
+        return (
+            DURATION.convert(start, param, ctx),
+            DURATION.convert(duration, param, ctx),
+        )
+
+
+OUTAGE = _Outage()
+
+
 class _Bar:
     """A tqdm bar on stderr (only on a terminal), created once the total is known."""
 
@@ -202,6 +222,14 @@ def _print_table(metrics: dict[str, dict[str, Any]], lower_bound: float, multi: 
     help="Also place each policy's workers on a shared 64-node cluster with this placement "
     "policy (fgd, bestfit, ...; one job only) and report where they went.",
 )
+@click.option(
+    "--metrics-outage",
+    "metrics_outages",
+    type=OUTAGE,
+    multiple=True,
+    help="START+DURATION after the warm-up (e.g. 2h+30m) during which the job cannot be "
+    "measured: every policy holds, or falls back to spec.fallback (repeatable).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option(
     "--report",
@@ -234,6 +262,8 @@ def simulate(
             raise UserError(f"--placement: {exc}") from None
         if jobs_dir is not None:
             raise UserError("--placement works with --job (one job), not --jobs")
+    if jobs_dir is not None and options.get("metrics_outages"):
+        raise UserError("--metrics-outage works with --job (one job), not --jobs")
     settings = SimSettings(policies=parse_names(policies), **options)
     bar = _Bar()
     solves = _OptimalProgress()

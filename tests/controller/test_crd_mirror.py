@@ -216,6 +216,14 @@ HOSTILE = [
     ),
     ("inline-bad-family", {"spec.throughput": {"inline": {**_INLINE, "family": "magic"}}}, "enum"),
     ("configmap-bad-key", {"spec.throughput.configMapRef": {"name": "m", "key": "a/b"}}, "pattern"),
+    # behaviour knobs
+    ("fallback-above-max", {"spec.fallback": {"failureThreshold": 3, "workers": 99}}, "cel"),
+    (
+        "fallback-zero-threshold",
+        {"spec.fallback": {"failureThreshold": 0, "workers": 2}},
+        "minimum",
+    ),
+    ("fallback-without-workers", {"spec.fallback": {"failureThreshold": 3}}, "required"),
     # pins: the scale subresource's field is bounded like maxWorkers
     ("replicas-negative", {"spec.replicas": -1}, "minimum"),
     ("replicas-huge", {"spec.replicas": 10_001}, "maximum"),

@@ -1,0 +1,135 @@
+"""The job's behaviour knobs in the controller, against the fake API server: fallback,
+stabilization windows, schedules (the policy layer's wrapper, as in ``kale simulate``).
+
+The controller runs on a fake clock with synthetic traffic; the workers' StatefulSet is
+read and written through the official client, so what a test asserts is what the cluster
+saw."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from autoscaler.actuators.statefulset import StatefulSetActuator
+from autoscaler.controller.cluster_jobs import ClusterJobs
+from autoscaler.controller.loop import Controller
+from autoscaler.controller.settings import ControllerSettings
+from forecasting.registry import make_forecaster
+from kube.client import RetryPolicy, connect
+from kube.custom_resources import ElasticTrainingJobs
+from tests.support.controller_fakes import (
+    SYNC_MODEL,
+    FakeClock,
+    FakeKubeApi,
+    Objects,
+    TraceMetrics,
+    job_doc,
+)
+
+HIGH = 150_000.0  # the planner always wants more workers than it has
+LOW = 5_000.0  # one or two workers carry it
+
+
+class Rig:
+    def __init__(self, api: FakeKubeApi, tmp_path, rate: Callable[[float], float]) -> None:
+        self.api = api
+        self.clock = FakeClock()
+        self.kube = connect(
+            kubeconfig=api.kubeconfig(tmp_path / "kc"),
+            retry=RetryPolicy(attempts=2, sleep=lambda s: None),
+        )
+        self.metrics = TraceMetrics(self.clock, rate)
+        crs = ElasticTrainingJobs(self.kube, namespaces=["ml"])
+        self.controller = Controller(
+            jobs_source=ClusterJobs(crs.list, models_dir=SYNC_MODEL.parent),
+            meter_factory=lambda e: self.metrics,
+            forecaster_factory=lambda e: make_forecaster("seasonal_naive", period=60),
+            actuator_factory=lambda e: StatefulSetActuator(
+                self.kube, namespace="ml", workers="ctr-worker", ps="ctr-ps"
+            ),
+            clock=self.clock,
+            status_sink=crs,
+            settings=ControllerSettings(identity="kale-0"),
+        )
+
+    def tick(self):
+        (rep,) = self.controller.tick()
+        self.clock.advance(60)
+        return rep
+
+    def workers(self) -> int:
+        return self.api.get("apps/v1", "StatefulSet", "ml", "ctr-worker")["spec"]["replicas"]
+
+    def status(self) -> dict:
+        return self.api.get("kale.dev/v1alpha1", "ElasticTrainingJob", "ml", "ctr")["status"]
+
+    def close(self) -> None:
+        self.controller.close()
+        self.kube.close()
+
+
+def make_rig(tmp_path, spec: dict, rate: Callable[[float], float], workers: int = 2):
+    api = FakeKubeApi().__enter__()
+    objs = Objects("ml")
+    api.put(objs.statefulset("ctr-worker", workers, gpus=1))
+    api.put(objs.statefulset("ctr-ps", -(-workers // 4)))
+    doc = job_doc(
+        target={"kind": "StatefulSet", "workers": "ctr-worker", "ps": "ctr-ps"},
+        model="ctr-sync.json",
+        max_workers=32,
+    )
+    doc["spec"].update(spec)
+    api.put(doc)
+    return api, Rig(api, tmp_path, rate)
+
+
+@pytest.fixture()
+def rigs():
+    made = []
+
+    def build(tmp_path, spec, rate, workers=2):
+        api, rig = make_rig(tmp_path, spec, rate, workers)
+        made.append((api, rig))
+        return rig
+
+    yield build
+    for api, rig in made:
+        rig.close()
+        api.__exit__(None, None, None)
+
+
+def test_fallback_sizes_the_job_after_the_threshold_then_planning_resumes(tmp_path, rigs):
+    rig = rigs(tmp_path, {"fallback": {"failureThreshold": 3, "workers": 6}}, lambda t: LOW)
+    for _ in range(3):
+        rig.tick()
+    before = rig.workers()
+    assert before != 6
+    rig.metrics.down = True
+    for n in (1, 2):  # below the threshold: held, counted
+        rep = rig.tick()
+        assert rep.action == "hold_metrics_unavailable", rep.reason
+        assert f"({n} of 3 before the fallback)" in rep.reason["why"]
+        assert rig.workers() == before
+    rep = rig.tick()  # the third tick without metrics: the fallback size
+    assert rep.action == "fallback" and rep.resized
+    assert rig.workers() == 6
+    assert "3 decisions without metrics" in rep.reason["fallback"]
+    cond = {c["type"]: c for c in rig.status()["conditions"]}
+    assert cond["MetricsAvailable"]["status"] == "False"
+    rep = rig.tick()  # still blind: stays at the fallback size, no new write
+    assert rep.action == "fallback" and not rep.resized and rig.workers() == 6
+    rig.metrics.down = False
+    rep = rig.tick()
+    assert rep.action != "fallback" and rep.sample is not None
+
+
+def test_without_a_fallback_missing_metrics_hold_forever(tmp_path, rigs):
+    rig = rigs(tmp_path, {}, lambda t: HIGH)
+    rig.tick()
+    size = rig.workers()
+    rig.metrics.down = True
+    for _ in range(5):
+        rep = rig.tick()
+        assert rep.action == "hold_metrics_unavailable"
+    assert rig.workers() == size

@@ -97,6 +97,8 @@ class SchemaError(ValueError):
 def _duration_node(node: dict[str, Any], path: str, *, auto: bool, spec: bool) -> dict[str, Any]:
     """A Kale duration: integer seconds within the bounds, or a string of the grammar (and,
     through CEL, within the same bounds); ``auto`` admits the literal 'auto' too."""
+    if "pattern" in node:  # already converted (an optional object is resolved twice)
+        return node
     out = copy.deepcopy(_INT_OR_STRING)
     if node.get("description"):
         out["description"] = node["description"]

@@ -300,6 +300,23 @@ class Fallback(_Model):
     )
 
 
+class ScalingRules(_Model):
+    """One direction of the HPA's ``behavior`` (Kale takes its stabilization window)."""
+
+    stabilization_window: _bounded(ge=0, le=DAY) = Field(  # type: ignore[valid-type]
+        default=0.0,
+        description="Resize in this direction only as far as every recommendation of this "
+        "window allows (down: the highest, up: the lowest); 0: no stabilization.",
+    )
+
+
+class ScalingBehavior(_Model):
+    """The HPA's ``behavior``: stabilization windows beside the resize budget."""
+
+    scale_up: ScalingRules | None = Field(default=None, description="Scale-up rules.")
+    scale_down: ScalingRules | None = Field(default=None, description="Scale-down rules.")
+
+
 class Spec(_Model):
     source: Source
     training: Training
@@ -328,6 +345,11 @@ class Spec(_Model):
         default=None,
         description="Size the job to fallback.workers after failureThreshold decisions "
         "without metrics, instead of holding (KEDA's fallback).",
+    )
+    behavior: ScalingBehavior | None = Field(
+        default=None,
+        description="Stabilization windows for scaling up and down (the HPA's behavior), "
+        "beside spec.rescale.maxPerHour.",
     )
 
 

@@ -163,9 +163,10 @@ class BehavedPolicy:
             return self._without_metrics(obs, state.setdefault(STATE_KEY, {}))
         if isinstance(state.get(STATE_KEY), dict):
             state[STATE_KEY].pop("missing", None)  # metrics again: the count starts over
-        decision = self.inner.decide(obs, state)
         if not b.active:
-            return decision
+            return self.inner.decide(obs, state)
+        before = dict(state)
+        decision = self.inner.decide(obs, state)
         mine = state.setdefault(STATE_KEY, {})
         reason = dict(decision.reason)
         acting: dict[str, str] = {}
@@ -199,6 +200,12 @@ class BehavedPolicy:
         self._mark(obs.step, acting)
         if workers == decision.workers:
             return Decision(decision.workers, decision.ps, reason)
+        # The planner's move did not happen: forget it (its resize budget, the plan it
+        # follows), as the controller does when a resize is not applied; keep our record.
+        mine = state[STATE_KEY]
+        state.clear()
+        state.update(before)
+        state[STATE_KEY] = mine
         if workers == obs.workers and not obs.resizing:
             reason["action"] = "hold_stabilizing" if "schedule" not in acting else "hold"
         elif "schedule" in acting:

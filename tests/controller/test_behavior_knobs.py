@@ -70,6 +70,7 @@ class Rig:
 
 
 def make_rig(tmp_path, spec: dict, rate: Callable[[float], float], workers: int = 2):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     api = FakeKubeApi().__enter__()
     objs = Objects("ml")
     api.put(objs.statefulset("ctr-worker", workers, gpus=1))
@@ -133,3 +134,47 @@ def test_without_a_fallback_missing_metrics_hold_forever(tmp_path, rigs):
         rep = rig.tick()
         assert rep.action == "hold_metrics_unavailable"
     assert rig.workers() == size
+
+
+def test_a_scale_down_window_holds_until_every_recommendation_allows_it(tmp_path, rigs):
+    level = [HIGH]  # the whole history follows it: the forecast agrees with the switch
+
+    def rate(t: float) -> float:
+        return level[0]
+
+    spec = {"behavior": {"scaleDown": {"stabilizationWindow": "15m"}}}
+    plain, held = rigs(tmp_path / "a", {}, rate), rigs(tmp_path / "b", spec, rate)
+    for _ in range(8):
+        plain.tick(), held.tick()
+    assert plain.workers() == held.workers() > 2
+    level[0] = LOW
+    a, b = plain.tick(), held.tick()
+    assert a.action == "scale_down" and a.resized  # without a window: at once
+    assert b.action == "hold_stabilizing" and not b.resized
+    assert "the 900s window's highest" in b.reason["stabilization"]
+    status = held.status()
+    assert "stabiliz" in str(status.get("lastDecision", status))
+    for _ in range(13):  # 14 minutes: a recommendation of the high size is still in the window
+        b = held.tick()
+        assert b.action == "hold_stabilizing" and not b.resized
+    b = held.tick()  # 15 minutes after the switch only low recommendations are left
+    assert b.resized and b.desired.workers < b.current.workers
+    assert held.workers() == plain.workers()
+
+
+def test_a_scale_up_window_waits_for_the_lowest_recommendation_to_rise(tmp_path, rigs):
+    level = [LOW]
+
+    def rate(t: float) -> float:
+        return level[0]
+
+    rig = rigs(tmp_path, {"behavior": {"scaleUp": {"stabilizationWindow": "10m"}}}, rate)
+    for _ in range(5):
+        rig.tick()
+    before = rig.workers()
+    level[0] = HIGH
+    reps = [rig.tick() for _ in range(12)]
+    ups = [i for i, r in enumerate(reps) if r.resized and r.desired.workers > r.current.workers]
+    assert reps[0].action == "hold_stabilizing" and "scale-up" in reps[0].reason["stabilization"]
+    assert ups and ups[0] == 9, [r.action for r in reps]  # the low ones have aged out
+    assert rig.workers() > before

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import re
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -224,6 +226,8 @@ HOSTILE = [
         "minimum",
     ),
     ("fallback-without-workers", {"spec.fallback": {"failureThreshold": 3}}, "required"),
+    ("window-two-days", {"spec.behavior": {"scaleDown": {"stabilizationWindow": "2d"}}}, "cel"),
+    ("window-negative", {"spec.behavior": {"scaleUp": {"stabilizationWindow": -1}}}, "minimum"),
     # pins: the scale subresource's field is bounded like maxWorkers
     ("replicas-negative", {"spec.replicas": -1}, "minimum"),
     ("replicas-huge", {"spec.replicas": 10_001}, "maximum"),
@@ -275,6 +279,8 @@ def test_every_python_rule_has_a_cel_mirror_and_every_cel_rule_a_python_check():
         model: Any = ElasticTrainingJob
         for part in parents:
             model = model.model_fields[_attr(model, part)].annotation
+            if isinstance(model, types.UnionType):  # an optional section: X | None
+                model = next(a for a in typing.get_args(model) if a is not type(None))
         assert _attr(model, last), f"{name}: no such field"
     assert fields  # the model's own schema is generated without error
 

@@ -71,3 +71,34 @@ def test_fallback_sizes_the_job_after_the_threshold_of_blind_steps(files, capsys
     # 6h after the warm-up is step 72 of the evaluation: blind steps 72..83; the third is 74.
     assert knob_steps(m, "fallback") == [WARM + 74]
     assert m["behavior"][0]["what"].endswith("20 workers")
+
+
+def study(tmp_path, trace, spec_extra, policy="hpa"):
+    """The library call behind ``kale simulate`` (its results carry each resize)."""
+    from autoscaler.sim.study import SimSettings, simulate_single
+
+    doc = _job("ctr")
+    doc["spec"].update(spec_extra)
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(doc))
+    settings = SimSettings(policies=[policy], warmup_days=1, scale_peak=0.8)
+    return simulate_single(trace, str(job), settings).sections[0].results[policy]
+
+
+@pytest.mark.parametrize(
+    ("direction", "key"), [("down", "scaleDown"), ("up", "scaleUp")], ids=["down", "up"]
+)
+def test_a_stabilization_window_acts_at_the_first_resize_it_would_stop(files, direction, key):
+    tmp, trace = files
+    plain = study(tmp, trace, {})
+    first = next(
+        t for t, old, new in plain.events if (new < old if direction == "down" else new > old)
+    )
+    windowed = study(tmp, trace, {"behavior": {key: {"stabilizationWindow": "2h"}}})
+    steps = [(s, what) for s, knob, what in windowed.behavior if knob == "stabilization"]
+    assert steps, "the window never acted"
+    step, what = steps[0]
+    assert step == first and what.startswith(f"scale-{direction}")
+    moves = [e for e in windowed.events if (e[2] < e[1]) == (direction == "down")]
+    plain_moves = [e for e in plain.events if (e[2] < e[1]) == (direction == "down")]
+    assert len(moves) < len(plain_moves)

@@ -99,9 +99,15 @@ class TrainerConfig:
                 )
             except SecretMissing as exc:
                 raise UserError(f"{loaded.path or job.metadata.name}: {exc}") from None
+        topics = kafka.topic_names
+        if len(topics) != 1:
+            raise UserError(
+                f"{loaded.path or job.metadata.name}: spec.source.kafka.topics lists "
+                f"{len(topics)} topics; the reference trainer reads one (spec.source.kafka.topic)"
+            )
         return cls(
             bootstrap=bootstrap or ",".join(kafka.bootstrap_servers),
-            topic=kafka.topic,
+            topic=topics[0],
             group=kafka.consumer_group,
             mode=job.spec.training.mode,
             global_batch=job.spec.training.global_batch_size,

@@ -25,7 +25,7 @@ from autoscaler.controller.config import ControllerConfig
 from autoscaler.controller.factories import forecaster_factory
 from autoscaler.controller.jobs import DirectoryJobs, JobEntry, JobsSource
 from autoscaler.controller.loop import Controller
-from autoscaler.controller.metering import KafkaMetricSource
+from autoscaler.controller.metering import KafkaMetricSource, SummedMetricSource
 from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.runner import Runner
 from autoscaler.controller.settings import ControllerSettings
@@ -194,11 +194,17 @@ def meter_factory(
     history = Path(cfg.state_dir) / "history.sqlite"
     deadline = Deadlines.of(cfg).backfill_s
 
-    def make(entry: JobEntry) -> KafkaMetricSource:
+    def make(entry: JobEntry) -> KafkaMetricSource | SummedMetricSource:
+        topics = entry.job.spec.source.kafka.topic_names
+        if len(topics) == 1:
+            return one(entry, topics[0])
+        return SummedMetricSource([one(entry, topic) for topic in topics])
+
+    def one(entry: JobEntry, topic: str) -> KafkaMetricSource:
         kafka = entry.job.spec.source.kafka
         return KafkaMetricSource(
             bootstrap=",".join(kafka.bootstrap_servers),
-            topic=kafka.topic,
+            topic=topic,
             group=kafka.consumer_group,
             history_path=history,
             window_s=cfg.meter.window,

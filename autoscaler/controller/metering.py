@@ -303,3 +303,58 @@ class KafkaMetricSource:
 
     def close(self) -> None:
         self.meter.close()
+
+
+class SummedMetricSource:
+    """A job's several topics (``spec.source.kafka.topics``), one source each, as one.
+
+    Rates, lags and partitions are summed and the oldest unconsumed sample is the oldest of
+    any topic: the trainer's one consumer group drains them all, so its capacity is judged
+    against their sum. Every topic is measured on every call (a topic warming up must take
+    its first snapshot even while another one fails); the first real failure wins over a
+    quiet one (:class:`WarmingUp`, :class:`Backfilling`), so the cause an operator sees is
+    the actionable one. The arrival history is the sum over the intervals every topic has.
+    """
+
+    def __init__(self, sources: list[MetricSource]) -> None:
+        if not sources:
+            raise ValueError("a summed source needs at least one topic")
+        self.sources = sources
+
+    def sample(self) -> Sample:
+        samples: list[Sample] = []
+        errors: list[MetricUnavailable] = []
+        for source in self.sources:
+            try:
+                samples.append(source.sample())
+            except MetricUnavailable as exc:
+                errors.append(exc)
+        if errors:
+            loud = [e for e in errors if not isinstance(e, (WarmingUp, Backfilling))]
+            raise (loud or errors)[0]
+        return Sample(
+            time=max(s.time for s in samples),
+            arrival_rate=sum(s.arrival_rate for s in samples),
+            consumption_rate=sum(s.consumption_rate for s in samples),
+            lag=sum(s.lag for s in samples),
+            oldest_age_s=max(s.oldest_age_s for s in samples),
+            partitions=sum(s.partitions for s in samples),
+        )
+
+    def arrivals(self, now: float, interval_s: float, history_s: float) -> ArrivalHistory:
+        parts = [s.arrivals(now, interval_s, history_s) for s in self.sources]
+        if any(not len(p) for p in parts):
+            return ArrivalHistory.empty(interval_s)
+        first = max(round(p.start_s / interval_s) for p in parts)
+        end = min(p.end_step for p in parts)
+        if end <= first:
+            return ArrivalHistory.empty(interval_s)
+        total = np.zeros(end - first)
+        for p in parts:
+            offset = first - round(p.start_s / interval_s)
+            total += p.rates[offset : offset + len(total)]
+        return ArrivalHistory(first * interval_s, interval_s, total)
+
+    def close(self) -> None:
+        for source in self.sources:
+            source.close()

@@ -127,7 +127,7 @@ def job_info(rt: JobRuntime) -> JobInfo:
         "lead_steps": lead,
         "mode": str(spec.training.mode),
         "target": str(spec.target.kind),
-        "topic": str(spec.source.kafka.topic),
+        "topic": ",".join(spec.source.kafka.topic_names),
         "origin": entry.origin,
     }
 

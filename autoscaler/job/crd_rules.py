@@ -206,6 +206,13 @@ CROSS_FIELD: tuple[CelRule, ...] = (
         "fallback.workers must be within training.minWorkers..maxWorkers",
     ),
     CelRule(
+        "one-topic-field",
+        ("spec", "source", "kafka"),
+        "has(self.topic) != has(self.topics) && "
+        "(!has(self.topics) || self.topics.all(t, self.topics.exists_one(u, u == t)))",
+        "needs exactly one of topic and topics (topics without repeats)",
+    ),
+    CelRule(
         "local-needs-command",
         ("spec", "target"),
         "self.kind != 'Local' || (has(self.command) && size(self.command) > 0)",

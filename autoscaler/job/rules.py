@@ -306,6 +306,22 @@ def _fallback_within_training(job: ElasticTrainingJob) -> list[Problem]:
     return []
 
 
+def _one_topic_field(job: ElasticTrainingJob) -> list[Problem]:
+    kafka = job.spec.source.kafka
+    if (kafka.topic is None) == (kafka.topics is None):
+        both = "both are given" if kafka.topic is not None else "neither is given"
+        return [
+            (
+                "spec.source.kafka.topic",
+                f"needs exactly one of spec.source.kafka.topic and spec.source.kafka.topics "
+                f"({both})",
+            )
+        ]
+    if kafka.topics is not None and len(set(kafka.topics)) != len(kafka.topics):
+        return [("spec.source.kafka.topics", "lists a topic twice (its rate would count twice)")]
+    return []
+
+
 RULES: dict[str, Callable[[ElasticTrainingJob], list[Problem]]] = {
     "min-workers-le-max-workers": _min_max,
     "sync-batch-ge-max-workers": _sync_batch,
@@ -327,6 +343,7 @@ RULES: dict[str, Callable[[ElasticTrainingJob], list[Problem]]] = {
     "inline-theta-count": _inline_theta_count,
     "tls-client-pair": _tls_client_pair,
     "fallback-within-training": _fallback_within_training,
+    "one-topic-field": _one_topic_field,
 }
 """Every cross-field rule, by the name its CEL mirror in the CRD carries."""
 

@@ -117,12 +117,28 @@ class KafkaSource(_Model):
     bootstrap_servers: list[HostPort] = Field(
         min_length=1, max_length=32, description="host:port of the brokers."
     )
-    topic: Topic = Field(description="Topic the training samples arrive on.")
+    topic: Topic | None = Field(
+        default=None, description="Topic the training samples arrive on (or topics)."
+    )
+    topics: list[Topic] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="Several topics the samples arrive on, consumed by the one group: their "
+        "rates and lags are summed (instead of topic).",
+    )
     consumer_group: ConsumerGroup = Field(description="Consumer group of the trainer.")
     tls: KafkaTls | None = Field(
         default=None, description="Encrypt the connections (SSL / SASL_SSL)."
     )
     sasl: KafkaSasl | None = Field(default=None, description="Authenticate with SASL.")
+
+    @property
+    def topic_names(self) -> tuple[str, ...]:
+        """Every topic measured for the job (``topic``, or the ``topics`` list)."""
+        if self.topics:
+            return tuple(self.topics)
+        return (self.topic,) if self.topic is not None else ()
 
 
 class Source(_Model):

@@ -14,6 +14,7 @@ import pytest
 from autoscaler.actuators.statefulset import StatefulSetActuator
 from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.loop import Controller
+from autoscaler.controller.metering import SummedMetricSource
 from autoscaler.controller.settings import ControllerSettings
 from forecasting.registry import make_forecaster
 from kube.client import RetryPolicy, connect
@@ -32,7 +33,9 @@ LOW = 5_000.0  # one or two workers carry it
 
 
 class Rig:
-    def __init__(self, api: FakeKubeApi, tmp_path, rate: Callable[[float], float]) -> None:
+    def __init__(
+        self, api: FakeKubeApi, tmp_path, rate: Callable[[float], float], topics: int = 1
+    ) -> None:
         self.api = api
         self.clock = FakeClock()
         self.kube = connect(
@@ -40,10 +43,13 @@ class Rig:
             retry=RetryPolicy(attempts=2, sleep=lambda s: None),
         )
         self.metrics = TraceMetrics(self.clock, rate)
+        # Several topics: each carries an equal share of the traffic (the job's sum is rate).
+        self.topics = [TraceMetrics(self.clock, lambda t: rate(t) / topics) for _ in range(topics)]
+        meter = (lambda e: self.metrics) if topics == 1 else self._summed
         crs = ElasticTrainingJobs(self.kube, namespaces=["ml"])
         self.controller = Controller(
             jobs_source=ClusterJobs(crs.list, models_dir=SYNC_MODEL.parent),
-            meter_factory=lambda e: self.metrics,
+            meter_factory=meter,
             forecaster_factory=lambda e: make_forecaster("seasonal_naive", period=60),
             actuator_factory=lambda e: StatefulSetActuator(
                 self.kube, namespace="ml", workers="ctr-worker", ps="ctr-ps"
@@ -52,6 +58,10 @@ class Rig:
             status_sink=crs,
             settings=ControllerSettings(identity="kale-0"),
         )
+
+    def _summed(self, entry):
+        assert len(entry.job.spec.source.kafka.topic_names) == len(self.topics)
+        return SummedMetricSource(list(self.topics))
 
     def tick(self):
         (rep,) = self.controller.tick()
@@ -69,7 +79,9 @@ class Rig:
         self.kube.close()
 
 
-def make_rig(tmp_path, spec: dict, rate: Callable[[float], float], workers: int = 2):
+def make_rig(
+    tmp_path, spec: dict, rate: Callable[[float], float], workers: int = 2, topics: int = 1
+):
     tmp_path.mkdir(parents=True, exist_ok=True)
     api = FakeKubeApi().__enter__()
     objs = Objects("ml")
@@ -81,16 +93,20 @@ def make_rig(tmp_path, spec: dict, rate: Callable[[float], float], workers: int 
         max_workers=32,
     )
     doc["spec"].update(spec)
+    if topics > 1:
+        kafka = doc["spec"]["source"]["kafka"]
+        kafka["topics"] = [f"ctr-{i}" for i in range(topics)]
+        del kafka["topic"]
     api.put(doc)
-    return api, Rig(api, tmp_path, rate)
+    return api, Rig(api, tmp_path, rate, topics)
 
 
 @pytest.fixture()
 def rigs():
     made = []
 
-    def build(tmp_path, spec, rate, workers=2):
-        api, rig = make_rig(tmp_path, spec, rate, workers)
+    def build(tmp_path, spec, rate, workers=2, topics=1):
+        api, rig = make_rig(tmp_path, spec, rate, workers, topics)
         made.append((api, rig))
         return rig
 
@@ -178,3 +194,18 @@ def test_a_scale_up_window_waits_for_the_lowest_recommendation_to_rise(tmp_path,
     assert reps[0].action == "hold_stabilizing" and "scale-up" in reps[0].reason["stabilization"]
     assert ups and ups[0] == 9, [r.action for r in reps]  # the low ones have aged out
     assert rig.workers() > before
+
+
+def test_several_topics_are_sized_for_the_sum_of_their_rates(tmp_path, rigs):
+    one = rigs(tmp_path / "one", {}, lambda t: HIGH)
+    three = rigs(tmp_path / "three", {}, lambda t: HIGH, topics=3)
+    for _ in range(6):
+        a, b = one.tick(), three.tick()
+        assert b.sample.arrival_rate == pytest.approx(a.sample.arrival_rate)
+        assert b.sample.partitions == 3 * a.sample.partitions
+    assert three.workers() == one.workers() > 2
+    three.topics[1].down = True  # one topic cannot be measured: the job holds, and says why
+    rep = three.tick()
+    assert rep.action == "hold_metrics_unavailable"
+    ready = {c["type"]: c for c in three.status()["conditions"]}["Ready"]
+    assert ready["reason"] == "MetricsUnavailable" and "unreachable" in ready["message"]

@@ -228,6 +228,19 @@ HOSTILE = [
     ("fallback-without-workers", {"spec.fallback": {"failureThreshold": 3}}, "required"),
     ("window-two-days", {"spec.behavior": {"scaleDown": {"stabilizationWindow": "2d"}}}, "cel"),
     ("window-negative", {"spec.behavior": {"scaleUp": {"stabilizationWindow": -1}}}, "minimum"),
+    ("topic-and-topics", {"spec.source.kafka.topics": ["a", "b"]}, "cel"),
+    ("neither-topic-nor-topics", {"spec.source.kafka.topic": None}, "cel"),
+    (
+        "topics-repeated",
+        {"spec.source.kafka.topic": None, "spec.source.kafka.topics": ["a", "a"]},
+        "cel",
+    ),
+    ("topics-empty", {"spec.source.kafka.topic": None, "spec.source.kafka.topics": []}, "minItems"),
+    (
+        "topics-bad-name",
+        {"spec.source.kafka.topic": None, "spec.source.kafka.topics": ["a b"]},
+        "pattern",
+    ),
     # pins: the scale subresource's field is bounded like maxWorkers
     ("replicas-negative", {"spec.replicas": -1}, "minimum"),
     ("replicas-huge", {"spec.replicas": 10_001}, "maximum"),
@@ -308,3 +321,18 @@ def _attr(model: Any, alias: str) -> str:
         if (info.alias or name) == alias or name == alias:
             return name
     raise AssertionError(f"{model.__name__} has no field {alias}")
+
+
+VALID_KNOBS = [
+    {"spec.fallback": {"failureThreshold": 3, "workers": 4}},
+    {"spec.behavior": {"scaleDown": {"stabilizationWindow": "15m"}, "scaleUp": {}}},
+    {"spec.behavior": {"scaleUp": {"stabilizationWindow": 0}}},
+    {"spec.source.kafka.topic": None, "spec.source.kafka.topics": ["clicks", "views"]},
+]
+
+
+@pytest.mark.parametrize("changes", VALID_KNOBS, ids=lambda c: "+".join(sorted(c)))
+def test_valid_behaviour_knobs_pass_both(changes):
+    doc = _with(changes)
+    assert crd_refusals(doc) == []
+    assert kale_refusals(doc) == []

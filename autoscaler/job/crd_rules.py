@@ -213,6 +213,29 @@ CROSS_FIELD: tuple[CelRule, ...] = (
         "needs exactly one of topic and topics (topics without repeats)",
     ),
     CelRule(
+        "schedule-needs-a-bound",
+        ("spec",),
+        "!has(self.schedules) || self.schedules.all(s, has(s.minWorkers) || has(s.maxWorkers))",
+        "each of schedules needs minWorkers or maxWorkers",
+    ),
+    CelRule(
+        "schedule-min-le-max",
+        ("spec",),
+        "!has(self.schedules) || self.schedules.all(s, "
+        "!has(s.minWorkers) || !has(s.maxWorkers) || s.minWorkers <= s.maxWorkers)",
+        "a schedule's minWorkers must be ≤ its maxWorkers",
+    ),
+    CelRule(
+        "schedule-within-training",
+        ("spec",),
+        "!has(self.schedules) || self.schedules.all(s, "
+        "(!has(s.minWorkers) || (s.minWorkers <= self.training.maxWorkers && s.minWorkers >= "
+        "(has(self.training.minWorkers) ? self.training.minWorkers : 1))) && "
+        "(!has(s.maxWorkers) || (s.maxWorkers <= self.training.maxWorkers && s.maxWorkers >= "
+        "(has(self.training.minWorkers) ? self.training.minWorkers : 1))))",
+        "a schedule's minWorkers and maxWorkers must be within training.minWorkers..maxWorkers",
+    ),
+    CelRule(
         "local-needs-command",
         ("spec", "target"),
         "self.kind != 'Local' || (has(self.command) && size(self.command) > 0)",

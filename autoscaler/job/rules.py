@@ -322,6 +322,45 @@ def _one_topic_field(job: ElasticTrainingJob) -> list[Problem]:
     return []
 
 
+def _schedule_needs_a_bound(job: ElasticTrainingJob) -> list[Problem]:
+    return [
+        (
+            f"spec.schedules.{i}",
+            "needs minWorkers or maxWorkers (the bounds that apply while its window is open)",
+        )
+        for i, s in enumerate(job.spec.schedules or ())
+        if s.min_workers is None and s.max_workers is None
+    ]
+
+
+def _schedule_min_le_max(job: ElasticTrainingJob) -> list[Problem]:
+    return [
+        (
+            f"spec.schedules.{i}.minWorkers",
+            f"must be ≤ spec.schedules.{i}.maxWorkers ({s.min_workers} > {s.max_workers})",
+        )
+        for i, s in enumerate(job.spec.schedules or ())
+        if s.min_workers is not None and s.max_workers is not None
+        if s.min_workers > s.max_workers
+    ]
+
+
+def _schedule_within_training(job: ElasticTrainingJob) -> list[Problem]:
+    tr = job.spec.training
+    out: list[Problem] = []
+    for i, s in enumerate(job.spec.schedules or ()):
+        for field, value in (("minWorkers", s.min_workers), ("maxWorkers", s.max_workers)):
+            if value is not None and not tr.min_workers <= value <= tr.max_workers:
+                out.append(
+                    (
+                        f"spec.schedules.{i}.{field}",
+                        f"must be within spec.training.minWorkers..maxWorkers ({value} is not "
+                        f"in {tr.min_workers}..{tr.max_workers})",
+                    )
+                )
+    return out
+
+
 RULES: dict[str, Callable[[ElasticTrainingJob], list[Problem]]] = {
     "min-workers-le-max-workers": _min_max,
     "sync-batch-ge-max-workers": _sync_batch,
@@ -344,6 +383,9 @@ RULES: dict[str, Callable[[ElasticTrainingJob], list[Problem]]] = {
     "tls-client-pair": _tls_client_pair,
     "fallback-within-training": _fallback_within_training,
     "one-topic-field": _one_topic_field,
+    "schedule-needs-a-bound": _schedule_needs_a_bound,
+    "schedule-min-le-max": _schedule_min_le_max,
+    "schedule-within-training": _schedule_within_training,
 }
 """Every cross-field rule, by the name its CEL mirror in the CRD carries."""
 

@@ -24,6 +24,7 @@ from autoscaler.job.types import (
     AnnotationValue,
     Argument,
     ConsumerGroup,
+    CronText,
     DnsLabel,
     DnsName,
     FilePath,
@@ -36,6 +37,7 @@ from autoscaler.job.types import (
     NonNegativeInt,
     ObjectName,
     PositiveInt,
+    TimeZoneName,
     Topic,
     _bounded,
     _pattern,
@@ -333,6 +335,27 @@ class ScalingBehavior(_Model):
     scale_down: ScalingRules | None = Field(default=None, description="Scale-down rules.")
 
 
+class Schedule(_Model):
+    """A window of bounds opened by a cron schedule (KEDA's cron scaler, as bounds)."""
+
+    cron: CronText = Field(
+        description="When the window opens: five cron fields (minute hour day-of-month "
+        "month day-of-week) or @daily, @hourly, ...",
+    )
+    time_zone: TimeZoneName = Field(
+        default="UTC", description="IANA time zone the cron fields are read in."
+    )
+    duration: _bounded(gt=0, le=7 * DAY) = Field(  # type: ignore[valid-type]
+        description="How long the window stays open after each firing (at most 7 days).",
+    )
+    min_workers: PositiveInt | None = Field(
+        default=None, le=MAX_WORKERS, description="Least workers while the window is open."
+    )
+    max_workers: PositiveInt | None = Field(
+        default=None, le=MAX_WORKERS, description="Most workers while the window is open."
+    )
+
+
 class Spec(_Model):
     source: Source
     training: Training
@@ -361,6 +384,12 @@ class Spec(_Model):
         default=None,
         description="Size the job to fallback.workers after failureThreshold decisions "
         "without metrics, instead of holding (KEDA's fallback).",
+    )
+    schedules: list[Schedule] | None = Field(
+        default=None,
+        max_length=32,
+        description="Bounds on the workers while a cron window is open (KEDA's cron scaler, "
+        "as bounds); the highest minimum and maximum of the open windows apply.",
     )
     behavior: ScalingBehavior | None = Field(
         default=None,

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, Strict
 
+from common.cron import Cron, CronError, zone
 from common.durations import Duration, PositiveDuration, duration_value
 
 __all__ = ["Duration", "PositiveDuration"]
@@ -105,6 +106,36 @@ ObjectName = _pattern(
     max_length=253,
 )
 
+
+def _cron(value: str) -> str:
+    try:
+        Cron.parse(value)
+    except CronError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+def _zone(value: str) -> str:
+    zone(value)  # a ValueError naming the zone when the IANA database lacks it
+    return value
+
+
+# The CRD can only check the shape: five fields of cron characters, or a macro; Kale parses
+# the values (ranges, names, steps) in ``kale validate`` and admission.
+CRON_SHAPE = r"@[a-z]+|[-0-9A-Za-z*,/]+(?:[ \t]+[-0-9A-Za-z*,/]+){4}"
+CronText = Annotated[
+    str,
+    Strict(),
+    AfterValidator(_cron),
+    Field(max_length=200, json_schema_extra={"pattern": f"^(?:{CRON_SHAPE})$"}),
+]
+TIME_ZONE = r"[A-Za-z][-+A-Za-z0-9_]*(?:/[-+A-Za-z0-9_]+){0,2}"
+TimeZoneName = Annotated[
+    str,
+    Strict(),
+    AfterValidator(_zone),
+    Field(max_length=64, json_schema_extra={"pattern": f"^(?:{TIME_ZONE})$"}),
+]
 
 LabelKey = Annotated[str, Strict(), Field(max_length=317)]
 LabelValue = Annotated[str, Strict(), Field(max_length=1024)]

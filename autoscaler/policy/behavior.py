@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from autoscaler.policy.cron import Cron, zone
 from autoscaler.policy.types import Decision, JobSizing, Observation, Policy
+from common.cron import Cron, zone
 
 STATE_KEY = "behavior"
 """Where the wrapper keeps its state inside the policy's state dict (JSON-able)."""

@@ -209,3 +209,26 @@ def test_several_topics_are_sized_for_the_sum_of_their_rates(tmp_path, rigs):
     assert rep.action == "hold_metrics_unavailable"
     ready = {c["type"]: c for c in three.status()["conditions"]}["Ready"]
     assert ready["reason"] == "MetricsUnavailable" and "unreachable" in ready["message"]
+
+
+@pytest.mark.parametrize(
+    ("cron", "zone"),
+    [("30 0 * * *", "UTC"), ("30 1 * * THU", "Europe/Paris")],  # 00:30 UTC on 2026-01-01
+    ids=["utc", "paris"],
+)
+def test_a_schedule_holds_the_job_within_its_bounds_while_open(tmp_path, rigs, cron, zone):
+    spec = {"schedules": [{"cron": cron, "timeZone": zone, "duration": "10m", "minWorkers": 12}]}
+    rig = rigs(tmp_path, spec, lambda t: LOW)
+    assert rig.clock() % 86400 == 0  # the fake clock starts at midnight UTC
+    reps = [rig.tick() for _ in range(30)]  # 00:00 .. 00:29
+    assert all(r.action != "schedule" for r in reps)
+    assert rig.workers() < 12
+    rep = rig.tick()  # 00:30: the window opens
+    assert rep.action == "schedule" and rep.resized and rig.workers() == 12
+    assert f"by {cron} ({zone})" in rep.reason["schedule"]
+    for _ in range(9):  # 00:31 .. 00:39: held at the window's minimum
+        rep = rig.tick()
+        assert not rep.resized and rig.workers() == 12
+    later = [rig.tick() for _ in range(30)]  # closed from 00:40: the planner may shrink it
+    assert all("schedule" not in r.reason for r in later)
+    assert any(r.resized and r.desired.workers < 12 for r in later)

@@ -97,6 +97,9 @@ def _cel_failures(schema: dict[str, Any], node: Any, path: str = "") -> list[str
         for key, sub in schema.get("properties", {}).items():
             if key in node:
                 out += _cel_failures(sub, node[key], f"{path}.{key}")
+    if isinstance(node, list) and "items" in schema:  # each item's own rules, as the server
+        for i, item in enumerate(node):
+            out += _cel_failures(schema["items"], item, f"{path}[{i}]")
     return out
 
 
@@ -132,6 +135,11 @@ def _with(changes: dict[str, Any]) -> dict[str, Any]:
 _DEPLOY = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "ctr-workers"}
 _NAMELESS = {"apiVersion": "apps/v1", "kind": "Deployment"}
 _INLINE = {"family": "general", "mode": "sync", "theta": [0.1] * 6, "globalBatch": 4096}
+
+
+def _sched(cron: str = "0 9 * * 1-5", **fields: Any) -> dict[str, Any]:
+    return {"cron": cron, "duration": fields.pop("duration", "8h"), **fields}
+
 
 # (id, changes, CEL rule or schema keyword the CRD refuses it with)
 HOSTILE = [
@@ -241,6 +249,14 @@ HOSTILE = [
         {"spec.source.kafka.topic": None, "spec.source.kafka.topics": ["a b"]},
         "pattern",
     ),
+    ("schedule-min-above-max", {"spec.schedules": [_sched(minWorkers=6, maxWorkers=4)]}, "cel"),
+    ("schedule-without-bounds", {"spec.schedules": [_sched()]}, "cel"),
+    ("schedule-above-training", {"spec.schedules": [_sched(minWorkers=99)]}, "cel"),
+    ("schedule-cron-four-fields", {"spec.schedules": [_sched("0 9 * *", minWorkers=2)]}, "pattern"),
+    ("schedule-cron-junk", {"spec.schedules": [_sched("0 9 * * ; rm", minWorkers=2)]}, "pattern"),
+    ("schedule-tz-path", {"spec.schedules": [_sched(minWorkers=2, timeZone="../etc")]}, "pattern"),
+    ("schedule-eight-days", {"spec.schedules": [_sched(minWorkers=2, duration="8d")]}, "cel"),
+    ("schedule-no-duration", {"spec.schedules": [{"cron": "@daily", "minWorkers": 2}]}, "required"),
     # pins: the scale subresource's field is bounded like maxWorkers
     ("replicas-negative", {"spec.replicas": -1}, "minimum"),
     ("replicas-huge", {"spec.replicas": 10_001}, "maximum"),
@@ -265,6 +281,7 @@ def test_the_crd_and_kale_validate_both_refuse(changes, how):
         ROOT / "examples/local/ctr-trainer.yaml",
         ROOT / "examples/ctr-pytorchjob.yaml",
         ROOT / "examples/ctr-scale.yaml",
+        ROOT / "examples/ctr-knobs.yaml",
     ],
     ids=lambda p: p.name,
 )
@@ -291,9 +308,11 @@ def test_every_python_rule_has_a_cel_mirror_and_every_cel_rule_a_python_check():
         *parents, last = name.removeprefix("field:").split(".")
         model: Any = ElasticTrainingJob
         for part in parents:
-            model = model.model_fields[_attr(model, part)].annotation
+            model = model.model_fields[_attr(model, part.removesuffix("[]"))].annotation
             if isinstance(model, types.UnionType):  # an optional section: X | None
                 model = next(a for a in typing.get_args(model) if a is not type(None))
+            if part.endswith("[]"):  # the items of a list
+                (model,) = typing.get_args(model)
         assert _attr(model, last), f"{name}: no such field"
     assert fields  # the model's own schema is generated without error
 
@@ -328,6 +347,9 @@ VALID_KNOBS = [
     {"spec.behavior": {"scaleDown": {"stabilizationWindow": "15m"}, "scaleUp": {}}},
     {"spec.behavior": {"scaleUp": {"stabilizationWindow": 0}}},
     {"spec.source.kafka.topic": None, "spec.source.kafka.topics": ["clicks", "views"]},
+    {"spec.schedules": [_sched(minWorkers=4), _sched("@hourly", maxWorkers=8, duration=600)]},
+    {"spec.schedules": [_sched("*/15 8-18 * JAN-MAR mon-fri", minWorkers=2, maxWorkers=2)]},
+    {"spec.schedules": [_sched(minWorkers=2, timeZone="America/Argentina/Buenos_Aires")]},
 ]
 
 

@@ -102,3 +102,60 @@ def test_a_stabilization_window_acts_at_the_first_resize_it_would_stop(files, di
     moves = [e for e in windowed.events if (e[2] < e[1]) == (direction == "down")]
     plain_moves = [e for e in plain.events if (e[2] < e[1]) == (direction == "down")]
     assert len(moves) < len(plain_moves)
+
+
+@pytest.mark.parametrize(
+    ("cron", "zone"),
+    [("0 12 * * *", "UTC"), ("0 13 * * TUE", "Europe/Paris")],  # the same instant in January
+    ids=["utc", "paris"],
+)
+def test_a_schedule_bounds_the_size_while_its_window_is_open(files, cron, zone):
+    tmp, trace = files
+    # The evaluation starts on Tuesday 2026-01-06 00:00 UTC (step 288); noon is 144 steps on.
+    spec = {"schedules": [{"cron": cron, "timeZone": zone, "duration": "2h", "minWorkers": 40}]}
+    res = study(tmp, trace, spec)
+    opened = WARM + 144
+    assert [s for s, knob, _ in res.behavior if knob == "schedule"] == [opened]
+    start = res.start_step
+    assert res.target[opened - start - 1] < 40  # before the window: the policy's own size
+    assert all(res.target[opened - start : opened - start + 24] >= 40)  # two hours of 5 min
+    assert res.target[-1] < 40  # and after it
+    plain = study(tmp, trace, {})
+    assert not plain.behavior and max(plain.target) < 40
+
+
+def test_a_schedules_maximum_caps_the_size(files):
+    tmp, trace = files
+    plain = study(tmp, trace, {})
+    peak_at = int(plain.target.argmax())
+    spec = {"schedules": [{"cron": "@daily", "duration": "1d", "maxWorkers": 3}]}
+    capped = study(tmp, trace, spec)
+    assert max(capped.target) <= 3 < plain.target[peak_at]
+    (first,) = [s for s, knob, _ in capped.behavior if knob == "schedule"][:1]
+    assert first >= WARM
+
+
+def test_kale_simulate_shows_every_knob_acting_at_its_step(files, capsys):
+    from autoscaler.sim.study import SimSettings, simulate_single
+
+    tmp, trace = files
+    spec = {
+        "schedules": [{"cron": "0 12 * * *", "duration": "2h", "minWorkers": 40}],
+        "fallback": {"failureThreshold": 3, "workers": 20},
+    }
+    outage = ("--metrics-outage", "2h+1h")  # steps 24..35 after the warm-up
+    # Without the window: where the first scale-down happens (the window must act there).
+    doc = _job("ctr")
+    doc["spec"].update(spec)
+    (tmp / "plain.yaml").write_text(yaml.safe_dump(doc))
+    settings = SimSettings(
+        policies=["hpa"], warmup_days=1, scale_peak=0.8, metrics_outages=((7200.0, 3600.0),)
+    )
+    plain = simulate_single(trace, str(tmp / "plain.yaml"), settings).sections[0].results["hpa"]
+    first_down = next(t for t, old, new in plain.events if new < old)
+
+    windowed = {**spec, "behavior": {"scaleDown": {"stabilizationWindow": "1h"}}}
+    m = simulate(capsys, tmp, trace, windowed, *outage)
+    assert knob_steps(m, "fallback") == [WARM + 26]
+    assert knob_steps(m, "schedule") == [WARM + 144]
+    assert knob_steps(m, "stabilization")[0] == first_down

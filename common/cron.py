@@ -134,9 +134,12 @@ class Cron:
         local = datetime.fromtimestamp(t, tz)
         oldest = t - lookback_s
         day = local.date()
+        today = (local.hour, local.minute)
         for _ in range(math.ceil(lookback_s / 86400.0) + 2):
             if self.matches_day(day):
                 for h in self.hours:
+                    if day == local.date() and h > today[0] + 1:
+                        continue  # later today (one hour of slack for a DST fold)
                     for m in self.minutes:
                         fire = datetime(day.year, day.month, day.day, h, m, tzinfo=tz).timestamp()
                         if fire <= t:

@@ -27,6 +27,7 @@ the simulator's report, listed in :attr:`BehavedPolicy.applied` when it starts a
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -113,18 +114,30 @@ class Behavior:
         return lo, hi, open_
 
 
-def _stabilized(
-    recs: list[list[float]], now: float, current: int, up_s: float, down_s: float
-) -> int:
+def _window(
+    kept: list[list[float]], now: float, workers: int, window_s: float, highest: bool
+) -> list[list[float]]:
+    """The recommendations of the last ``window_s`` that can still be the window's highest
+    (or lowest): an older one that a newer one equals or beats never will be again, so the
+    list stays short (distinct sizes, monotonic) however long the window and short the
+    interval — it is kept in the job's planner state."""
+    out = [r for r in kept if r[0] > now - window_s and r[0] < now]
+    while out and (out[-1][1] <= workers if highest else out[-1][1] >= workers):
+        out.pop()
+    out.append([now, workers])
+    return out
+
+
+def _stabilized(up: list[list[float]], down: list[list[float]], current: int) -> int:
     """The HPA's rule: up to the lowest recommendation of the up window, down to the highest
-    of the down window, else stay (``recs`` holds this decision's recommendation too)."""
-    up = [w for t, w in recs if t > now - up_s or t == now]
-    down = [w for t, w in recs if t > now - down_s or t == now]
+    of the down window, else stay (both hold this decision's recommendation too)."""
     out = current
-    if out < min(up):
-        out = int(min(up))
-    if out > max(down):
-        out = int(max(down))
+    lowest = int(up[0][1])  # the oldest kept is the extreme (the lists are monotonic)
+    highest = int(down[0][1])
+    if out < lowest:
+        out = lowest
+    if out > highest:
+        out = highest
     return out
 
 
@@ -165,7 +178,7 @@ class BehavedPolicy:
             state[STATE_KEY].pop("missing", None)  # metrics again: the count starts over
         if not b.active:
             return self.inner.decide(obs, state)
-        before = dict(state)
+        before = copy.deepcopy(state)  # JSON-able and small; a planner may mutate in place
         decision = self.inner.decide(obs, state)
         mine = state.setdefault(STATE_KEY, {})
         reason = dict(decision.reason)
@@ -173,12 +186,11 @@ class BehavedPolicy:
         workers = decision.workers
         now = obs.time_s
         if b.up_window_s > 0 or b.down_window_s > 0:
-            keep = max(b.up_window_s, b.down_window_s)
-            recs = [r for r in mine.get("recs", []) if r[0] > now - keep and r[0] < now]
-            recs.append([now, workers])
-            mine["recs"] = recs
+            up = _window(mine.get("up", []), now, workers, b.up_window_s, highest=False)
+            down = _window(mine.get("down", []), now, workers, b.down_window_s, highest=True)
+            mine["up"], mine["down"] = up, down
             if not obs.resizing:
-                held = _stabilized(recs, now, obs.workers, b.up_window_s, b.down_window_s)
+                held = _stabilized(up, down, obs.workers)
                 if held != workers:
                     way = "up" if workers > obs.workers else "down"
                     window = b.up_window_s if way == "up" else b.down_window_s

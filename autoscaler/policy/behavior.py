@@ -173,7 +173,7 @@ class BehavedPolicy:
     def decide(self, obs: Observation, state: dict[str, Any]) -> Decision:
         b = self.behavior
         if obs.metrics_missing:
-            return self._without_metrics(obs, state.setdefault(STATE_KEY, {}))
+            return self._without_metrics(obs, state)
         if isinstance(state.get(STATE_KEY), dict):
             state[STATE_KEY].pop("missing", None)  # metrics again: the count starts over
         if not b.active:
@@ -225,20 +225,21 @@ class BehavedPolicy:
         reason.setdefault("why", "")
         return Decision(workers, self.sizing.ps_for(workers), reason)
 
-    def _without_metrics(self, obs: Observation, mine: dict[str, Any]) -> Decision:
+    def _without_metrics(self, obs: Observation, state: dict[str, Any]) -> Decision:
         """Hold, or after ``failureThreshold`` such decisions, the fallback size."""
         b = self.behavior
+        threshold = b.fallback_threshold
+        hold = {"action": "hold", "why": "metrics unavailable", "metrics": "unavailable"}
+        if threshold is None or b.fallback_workers is None:  # nothing to count: hold
+            self._mark(obs.step, {})
+            return Decision(obs.workers, obs.ps, hold)
+        mine = state.setdefault(STATE_KEY, {})
         missing = int(mine.get("missing", 0)) + 1
         mine["missing"] = missing
-        threshold = b.fallback_threshold
-        if threshold is None or b.fallback_workers is None or missing < threshold:
+        if missing < threshold:
             self._mark(obs.step, {})
-            left = "" if threshold is None else f" ({missing} of {threshold} before the fallback)"
-            return Decision(
-                obs.workers,
-                obs.ps,
-                {"action": "hold", "why": f"metrics unavailable{left}", "metrics": "unavailable"},
-            )
+            hold["why"] += f" ({missing} of {threshold} before the fallback)"
+            return Decision(obs.workers, obs.ps, hold)
         s = self.sizing
         workers = min(max(b.fallback_workers, s.min_workers), s.max_workers)
         what = f"{missing} decisions without metrics (threshold {threshold}): {workers} workers"

@@ -161,6 +161,35 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
 }
 
 
+VOLATILE_POLICY = frozenset({"last_prediction"})
+"""Keys of the planner's state that change every tick and that a restart can do without:
+the forecast band predicted for the next steps (without it, or with an older one, the first
+tick after a restart plans afresh instead of following its plan)."""
+
+
+def restart_view(state: SavedState) -> tuple[Any, ...]:
+    """What of a saved state a restarted controller needs exactly as it was left.
+
+    Left out: when the state was saved, the last decision (what the status shows; the next
+    tick makes a new one), the conditions' messages (rewritten every tick; their status,
+    reason and transition time stay) and the planner's :data:`VOLATILE_POLICY`. A state
+    whose view is unchanged since it was last written need not be written again at once
+    (:meth:`autoscaler.controller.loop.Controller.tick` writes it every few ticks).
+    """
+    return (
+        {k: v for k, v in state["policy"].items() if k not in VOLATILE_POLICY},
+        state["resize_started"],
+        state["resize_from"],
+        state["resize_to"],
+        [
+            (c.get("type"), c.get("status"), c.get("reason"), c.get("lastTransitionTime"))
+            for c in state["conditions"]
+        ],
+        state["last_current"],
+        state["pending"],
+    )
+
+
 _ENCODER = json.JSONEncoder(default=float, check_circular=False, separators=(",", ":"))
 """States are trees of dicts and lists (no cycles): skip the cycle check, every tick, for
 every job."""

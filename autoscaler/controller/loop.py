@@ -374,9 +374,9 @@ class Controller:
                     log.error("cannot save the state of %s: %s", key, safe_text(exc))
         for key in saved:
             self._unsaved.discard(key)
-            rt = self.runtimes.get(key)
-            if rt is not None:
-                rt.saved_view = _private_copy(views[key])
+            kept = self.runtimes.get(key)
+            if kept is not None:
+                kept.saved_view = _private_copy(views[key])
 
     def close(self) -> None:
         """Write the states the last ticks left unwritten, close every job's meter and

@@ -238,6 +238,47 @@ def test_each_job_is_planned_by_exactly_one_replica_and_moves_when_its_replica_d
     assert moved <= set(b.controller.runtimes)
 
 
+@pytest.mark.slow
+def test_killing_one_of_three_replicas_plans_no_job_twice_and_moves_its_shards_in_time(
+    replica, clock, tmp_path
+):
+    """The fault the replicas benchmark times, untimed: election rounds every retry
+    period, a tick every minute, one replica killed mid-interval (it neither renews nor
+    releases). In every tick no job is planned by two replicas; once the dead one's leases
+    expire the others take its shards, and every job is planned again, once."""
+    jobs_dir = tmp_path / "jobs"
+    keys = {f"ml/j{i}" for i in range(24)}
+    for key in keys:
+        write_job(jobs_dir, job_doc(key.split("/")[1]))
+    electors = [replica(n, max_held=2) for n in "abc"]
+    reps = [Replica(e, tmp_path, clock, jobs_dir, e.identity) for e in electors]
+    alive = [0, 1, 2]
+    killed_at = renewed_at = None
+    moved_after = None
+    for minute in range(6):
+        for _ in range(30):  # election rounds every 2 s of the minute
+            for r in alive:
+                electors[r].try_acquire_or_renew()
+            if killed_at is not None and moved_after is None:
+                held = frozenset().union(*(electors[r].held() for r in alive))
+                if held == frozenset(range(SHARDS)):
+                    moved_after = clock() - renewed_at
+            clock.advance(2)
+            if minute == 2 and _ == 10:  # the kill: after a renewal, before the next
+                dead = max(alive, key=lambda r: len(electors[r].held()))
+                lost = electors[dead].held()
+                alive.remove(dead)
+                killed_at, renewed_at = clock(), clock() - 2
+        planned = [reps[r].tick() for r in alive]
+        union = set().union(*planned)
+        assert sum(len(p) for p in planned) == len(union)  # nobody planned twice
+        if killed_at is None or moved_after is not None:
+            assert union == keys  # and nobody left out
+    assert lost and moved_after is not None
+    assert moved_after <= 15 + 2  # the lease duration and one retry period
+    assert lost <= frozenset().union(*(electors[r].held() for r in alive))
+
+
 def test_a_replica_that_lost_its_shard_mid_tick_acts_for_none_of_its_jobs(
     replica, clock, tmp_path, api
 ):

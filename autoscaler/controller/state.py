@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -181,13 +182,23 @@ def restart_view(state: SavedState) -> tuple[Any, ...]:
         state["resize_started"],
         state["resize_from"],
         state["resize_to"],
-        [
-            (c.get("type"), c.get("status"), c.get("reason"), c.get("lastTransitionTime"))
-            for c in state["conditions"]
-        ],
+        _condition_keys(state["conditions"]),
         state["last_current"],
         state["pending"],
     )
+
+
+_KEYS = operator.itemgetter("type", "status", "reason", "lastTransitionTime")
+
+
+def _condition_keys(conditions: list[Condition]) -> list[tuple[Any, ...]]:
+    """Each condition without its message (at C speed; a partial one from a status that
+    someone patched, key by key)."""
+    try:
+        return list(map(_KEYS, conditions))
+    except (KeyError, TypeError):
+        keys = ("type", "status", "reason", "lastTransitionTime")
+        return [tuple(c.get(k) if isinstance(c, dict) else c for k in keys) for c in conditions]
 
 
 _ENCODER = json.JSONEncoder(default=float, check_circular=False, separators=(",", ":"))

@@ -6,6 +6,7 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.controller --jobs 200 --ticks 5 --check
     .venv/bin/python -m benchmarks.controller --jobs 10000 --ticks 5 --json-out tick.json
     .venv/bin/python -m benchmarks.controller --jobs 5000 --source directory   # job files
+    .venv/bin/python -m benchmarks.controller --jobs 50000 --replicas 5   # sharded replicas
 
 ``--source directory`` writes one job file per job into a temporary directory and lists
 them through the controller's :class:`DirectoryJobs` (local-mode admission, as
@@ -24,6 +25,12 @@ controller's runner does after its first tick (:func:`settle_heap`). The target 
 tick on 2 cores; ``--check`` exits 1 when the median tick is slower. Wall time and the
 process's CPU time are both reported: on a shared machine the CPU time is what the tick
 costs, the wall time what it took.
+
+``--replicas N`` (:func:`run_replicas`): N controllers share the jobs by shards, their Leases
+on the tests' fake API server run as a process of its own; each replica's tick CPU is
+measured around its own tick, every job must be planned by exactly one replica in every
+tick, and then the replica holding the most shards is killed and the time until the others
+hold its shards is reported.
 
 The median is a steady tick, not an average one: every job starts in the warm-up tick, so
 the planners follow their plans in step and search again together, on the same tick every
@@ -493,7 +500,12 @@ def main() -> int:
         default=1,
         help="controllers sharing the jobs by shards, Leases on the fake API server",
     )
-    ap.add_argument("--shards", type=int, default=None, help="default: 2 per replica")
+    ap.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        help="default: replicas x (replicas - 1), shared evenly before and after one dies",
+    )
     ap.add_argument(
         "--max-shards-per-replica",
         type=int,
@@ -538,7 +550,7 @@ def main() -> int:
 
 
 def replicas_main(args: argparse.Namespace) -> int:
-    shards = args.shards or 2 * args.replicas
+    shards = args.shards or args.replicas * (args.replicas - 1)
     most = args.max_shards_per_replica or -(-shards // (args.replicas - 1))
     res = run_replicas(
         args.jobs,

@@ -273,6 +273,26 @@ def test_a_state_is_written_when_a_restart_needs_it_and_at_least_every_few_ticks
     saved.close()
 
 
+def test_a_state_whose_view_cannot_be_compared_is_written_every_tick(tmp_path):
+    rig = Rig(tmp_path, [job_doc()], store=tmp_path / "s.sqlite")
+    rig.controller.tick()
+    rig.clock.advance(60)
+    store = rig.controller.store
+    writes: list[int] = []
+    real = store.save_many
+
+    def save_many(states):  # type: ignore[no-untyped-def]
+        writes.append(len(states))
+        return real(states)
+
+    store.save_many = save_many  # type: ignore[method-assign]
+    rig.controller.runtimes["ml/ctr"].state.policy["odd"] = float("nan")  # NaN != NaN
+    for _ in range(5):
+        rig.controller.tick()
+        rig.clock.advance(60)
+    assert len(writes) >= 5  # never skipped as "unchanged"
+
+
 def test_gpus_are_shared_fairly_between_equal_jobs_when_short(tmp_path):
     docs = [job_doc("a"), job_doc("b")]
     rig = Rig(

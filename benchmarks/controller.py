@@ -6,6 +6,7 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.controller --jobs 200 --ticks 5 --check
     .venv/bin/python -m benchmarks.controller --jobs 10000 --ticks 5 --json-out tick.json
     .venv/bin/python -m benchmarks.controller --jobs 5000 --source directory   # job files
+    .venv/bin/python -m benchmarks.controller --jobs 50000 --replicas 5   # sharded replicas
 
 ``--source directory`` writes one job file per job into a temporary directory and lists
 them through the controller's :class:`DirectoryJobs` (local-mode admission, as
@@ -25,6 +26,12 @@ tick on 2 cores; ``--check`` exits 1 when the median tick is slower. Wall time a
 process's CPU time are both reported: on a shared machine the CPU time is what the tick
 costs, the wall time what it took.
 
+``--replicas N`` (:func:`run_replicas`): N controllers share the jobs by shards, their Leases
+on the tests' fake API server run as a process of its own; each replica's tick CPU is
+measured around its own tick, every job must be planned by exactly one replica in every
+tick, and then the replica holding the most shards is killed and the time until the others
+hold its shards is reported.
+
 The median is a steady tick, not an average one: every job starts in the warm-up tick, so
 the planners follow their plans in step and search again together, on the same tick every
 ``replan_every_steps`` ticks (and whenever a forecast is renewed). The CPU time's mean, 90th
@@ -38,6 +45,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -171,6 +179,77 @@ def write_jobs(directory: Path, n_jobs: int) -> list[Path]:
     return paths
 
 
+class Fleet:
+    """The jobs, their traffic and their forecasters: what every controller of a run shares."""
+
+    def __init__(self, n_jobs: int, history_days: int, real_forecaster: bool) -> None:
+        self.n_jobs, self.history_days = n_jobs, history_days
+        self.clock_t = [T0]
+        self.model = ThroughputModel.load(MODEL_PATH)
+        self.loaded = []
+        for i in range(n_jobs):
+            job, problems = parse_job(job_doc(i))
+            assert job is not None and not problems, problems
+            self.loaded.append(LoadedJob(job, None))
+        self.sizings: dict[str, object] = {}
+        rng = np.random.default_rng(7)
+        self.peaks = rng.uniform(20_000, 200_000, n_jobs)
+        self.phases = rng.uniform(0, DAY, n_jobs)
+        self.index = {f"{j.job.metadata.namespace}/{j.name}": k for k, j in enumerate(self.loaded)}
+        self.real_forecaster = real_forecaster
+
+    def clock(self) -> float:
+        return self.clock_t[0]
+
+    def sizing(self, entry):
+        if "s" not in self.sizings:  # every job has the same model and bounds
+            self.sizings["s"] = sizing_for(entry.loaded, self.model, interval_s=INTERVAL)
+        return self.sizings["s"]
+
+    def meter(self, entry):
+        k = self.index[entry.key]
+        return DailyTraffic(
+            self.clock, float(self.peaks[k]), float(self.phases[k]), self.history_days
+        )
+
+    def forecaster(self, entry):
+        if self.real_forecaster:
+            from forecasting.registry import make_forecaster
+
+            return make_forecaster("seasonal_naive", period=1440)
+        return PeriodicForecaster()
+
+    def controller(
+        self,
+        jobs_source,
+        state_path: Path,
+        planner: str,
+        *,
+        identity: str = "",
+        shards: int = 1,
+        ownership=None,
+    ) -> Controller:
+        return Controller(
+            jobs_source=jobs_source,
+            meter_factory=self.meter,
+            forecaster_factory=self.forecaster,
+            actuator_factory=lambda e: DryRunActuator(Size(4, 1)),
+            sizing_factory=self.sizing,
+            resource_manager=ResourceManager(self.n_jobs * 16),
+            clock=self.clock,
+            state_store=SqliteStateStore(state_path),
+            settings=ControllerSettings(
+                interval_s=INTERVAL,
+                history_s=self.history_days * DAY,
+                reforecast_s=6 * 3600.0,
+                planner=KaleSettings(planner=planner),
+                identity=identity,
+                shards=shards,
+            ),
+            ownership=ownership,
+        )
+
+
 def run(
     n_jobs: int,
     ticks: int,
@@ -180,65 +259,15 @@ def run(
     planner: str = "moves",
 ) -> dict:
     logging.disable(logging.WARNING)
-    clock_t = [T0]
-
-    def clock() -> float:
-        return clock_t[0]
-
-    model = ThroughputModel.load(MODEL_PATH)
+    fleet = Fleet(n_jobs, history_days, real_forecaster)
+    clock_t = fleet.clock_t
     tmp = tempfile.mkdtemp(prefix="kale-bench-")
-    loaded = []
-    for i in range(n_jobs):
-        job, problems = parse_job(job_doc(i))
-        assert job is not None and not problems, problems
-        loaded.append(LoadedJob(job, None))
-    jobs_source: StaticJobs | DirectoryJobs = StaticJobs(loaded)
+    jobs_source: StaticJobs | DirectoryJobs = StaticJobs(fleet.loaded)
     paths: list[Path] = []
     if source == "directory":
         paths = write_jobs(Path(tmp) / "jobs", n_jobs)
         jobs_source = DirectoryJobs(Path(tmp) / "jobs")
-    sizings: dict[str, object] = {}
-
-    def sizing(entry):
-        if "s" not in sizings:  # every job has the same model and bounds
-            sizings["s"] = sizing_for(entry.loaded, model, interval_s=INTERVAL)
-        return sizings["s"]
-
-    rng = np.random.default_rng(7)
-    peaks = rng.uniform(20_000, 200_000, n_jobs)
-    phases = rng.uniform(0, DAY, n_jobs)
-    index = {f"{j.job.metadata.namespace}/{j.name}": k for k, j in enumerate(loaded)}
-
-    def meter(entry):
-        k = index[entry.key]
-        return DailyTraffic(clock, float(peaks[k]), float(phases[k]), history_days)
-
-    if real_forecaster:
-        from forecasting.registry import make_forecaster
-
-        def forecaster(entry):
-            return make_forecaster("seasonal_naive", period=1440)
-    else:
-
-        def forecaster(entry):
-            return PeriodicForecaster()
-
-    controller = Controller(
-        jobs_source=jobs_source,
-        meter_factory=meter,
-        forecaster_factory=forecaster,
-        actuator_factory=lambda e: DryRunActuator(Size(4, 1)),
-        sizing_factory=sizing,
-        resource_manager=ResourceManager(n_jobs * 16),
-        clock=clock,
-        state_store=SqliteStateStore(Path(tmp) / "state.sqlite"),
-        settings=ControllerSettings(
-            interval_s=INTERVAL,
-            history_s=history_days * DAY,
-            reforecast_s=6 * 3600.0,
-            planner=KaleSettings(planner=planner),
-        ),
-    )
+    controller = fleet.controller(jobs_source, Path(tmp) / "state.sqlite", planner)
     t = time.perf_counter()
     controller.tick()  # warm-up: builds every job, fits and predicts every forecaster
     warmup = time.perf_counter() - t
@@ -292,6 +321,162 @@ def run(
     return out
 
 
+LEASE_S, RENEW_S, RETRY_S = 15.0, 10.0, 2.0
+"""The replicas' leader election: ``controller.yaml``'s defaults."""
+
+
+def run_replicas(
+    n_jobs: int,
+    ticks: int,
+    history_days: int,
+    replicas: int,
+    shards: int,
+    max_per_replica: int,
+    after_kill_ticks: int,
+    planner: str = "moves",
+) -> dict:
+    """``replicas`` controllers in this process, one fake clock, the Leases on the tests'
+    fake API server (a process of its own, reached through kubeconfig like a cluster).
+
+    Between ticks every live replica renews its shards every few seconds of the fake
+    clock; each tick every replica plans the jobs of the shards it holds, and each job
+    must be planned by exactly one replica. Then the replica holding the most shards dies
+    (it stops renewing and ticking, as on a crash): the others' election rounds run every
+    ``retryPeriod`` until they hold every shard, and ``after_kill_ticks`` more ticks
+    check that every job is still planned exactly once. A replica's tick CPU is measured
+    around its own ``tick()`` (the fake API server's CPU is another process's).
+    """
+    from benchmarks.scheduler import fake_api_server
+    from kube.client import RetryPolicy, connect
+    from kube.leader import ShardElector
+
+    logging.disable(logging.WARNING)
+    fleet = Fleet(n_jobs, history_days, real_forecaster=False)
+    tmp = Path(tempfile.mkdtemp(prefix="kale-bench-replicas-"))
+    out: dict = {
+        "jobs": n_jobs,
+        "replicas": replicas,
+        "shards": shards,
+        "max_shards_per_replica": max_per_replica,
+        "ticks": ticks,
+        "cpus": os.cpu_count(),
+        "planner": planner,
+        "lease_duration_s": LEASE_S,
+        "retry_period_s": RETRY_S,
+    }
+    with fake_api_server(tmp) as kubeconfig:
+        electors, controllers, kubes = [], [], []
+        for r in range(replicas):
+            kube = connect(
+                kubeconfig=kubeconfig, retry=RetryPolicy(attempts=3, sleep=lambda s: None)
+            )
+            kubes.append(kube)
+            elector = ShardElector(
+                kube,
+                namespace="kale-system",
+                name="kale-controller",
+                shards=shards,
+                max_held=max_per_replica,
+                identity=f"replica-{r}",
+                lease_duration_s=LEASE_S,
+                renew_deadline_s=RENEW_S,
+                retry_period_s=RETRY_S,
+                clock=fleet.clock,
+            )
+            electors.append(elector)
+            controllers.append(
+                fleet.controller(
+                    StaticJobs(fleet.loaded),
+                    tmp / f"state-{r}.sqlite",
+                    planner,
+                    identity=f"replica-{r}",
+                    shards=shards,
+                    ownership=elector,
+                )
+            )
+        alive = list(range(replicas))
+
+        last_round = [fleet.clock()]
+
+        def rounds(seconds: float, step: float) -> None:
+            """Election rounds of the live replicas over ``seconds`` of the fake clock."""
+            for _ in range(max(1, round(seconds / step))):
+                for r in alive:
+                    electors[r].try_acquire_or_renew()
+                last_round[0] = fleet.clock()
+                fleet.clock_t[0] += step
+
+        def tick_all(cpu: dict[int, list[float]]) -> tuple[int, int]:
+            """One tick of every live replica; (jobs planned, jobs planned twice)."""
+            seen: dict[str, int] = {}
+            for r in alive:
+                c = time.process_time()
+                reports = controllers[r].tick()
+                cpu.setdefault(r, []).append(time.process_time() - c)
+                for rep in reports:
+                    seen[rep.job] = seen.get(rep.job, 0) + 1
+            return len(seen), sum(1 for v in seen.values() if v > 1)
+
+        rounds(3 * RETRY_S, RETRY_S)  # every replica takes its share
+        t = time.perf_counter()
+        tick_all({})  # warm-up: builds every job, fits and predicts every forecaster
+        out["warmup_s"] = round(time.perf_counter() - t, 1)
+        settle_heap()
+        cpu: dict[int, list[float]] = {}
+        planned_once = True
+        # Renewals every 6 s between ticks: within the renew deadline, fewer requests.
+        for _ in range(ticks):
+            rounds(INTERVAL, 6.0)
+            planned, twice = tick_all(cpu)
+            planned_once &= planned == n_jobs and twice == 0
+        held = {r: len(electors[r].held()) for r in alive}
+        out["shards_held"] = [held[r] for r in range(replicas)]
+        out["jobs_per_replica"] = [len(controllers[r].runtimes) for r in range(replicas)]
+        out["cpu_p50_s_per_replica"] = [round(statistics.median(cpu[r]), 4) for r in alive]
+        out["cpu_p50_s_max"] = max(out["cpu_p50_s_per_replica"])
+        out["planned_once_every_tick"] = planned_once
+        # One replica dies: it renews nothing and ticks no more.
+        dead = max(alive, key=lambda r: held[r])
+        lost = electors[dead].held()
+        alive.remove(dead)
+        killed_at, renewed_at = fleet.clock(), last_round[0]
+        takeover = None
+        while fleet.clock() - killed_at < 4 * LEASE_S:
+            rounds(RETRY_S, RETRY_S)
+            if lost <= frozenset().union(*(electors[r].held() for r in alive)):
+                takeover = fleet.clock() - killed_at
+                break
+        out["killed_replica"] = dead
+        out["shards_moved"] = len(lost)
+        out["takeover_s"] = takeover
+        out["takeover_since_last_renewal_s"] = (
+            None if takeover is None else takeover + killed_at - renewed_at
+        )
+        rounds(INTERVAL - (fleet.clock() - killed_at) % INTERVAL, 6.0)
+        first: dict[int, list[float]] = {}
+        planned, twice = tick_all(first)  # builds the moved jobs: not a steady tick
+        once_after = planned == n_jobs and twice == 0
+        out["cpu_s_takeover_tick_per_replica"] = [round(first[r][0], 4) for r in alive]
+        after: dict[int, list[float]] = {}
+        for _ in range(after_kill_ticks):
+            rounds(INTERVAL, 6.0)
+            planned, twice = tick_all(after)
+            once_after &= planned == n_jobs and twice == 0
+        out["after_kill_ticks"] = after_kill_ticks
+        out["planned_once_after_kill"] = once_after
+        out["jobs_per_replica_after_kill"] = [len(controllers[r].runtimes) for r in alive]
+        out["cpu_p50_s_per_replica_after_kill"] = [
+            round(statistics.median(after[r]), 4) for r in alive if after.get(r)
+        ]
+        out["load_avg_1m"] = round(os.getloadavg()[0], 2)
+        for c in controllers:
+            c.close()
+        for k in kubes:
+            k.close()
+    shutil.rmtree(tmp, ignore_errors=True)  # the replicas' SQLite files: ~2 KB a job
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, default=1000)
@@ -314,10 +499,31 @@ def main() -> int:
         default="moves",
         help="Kale's planner (KaleSettings.planner; default moves)",
     )
+    ap.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="controllers sharing the jobs by shards, Leases on the fake API server",
+    )
+    ap.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        help="default: replicas x (replicas - 1), shared evenly before and after one dies",
+    )
+    ap.add_argument(
+        "--max-shards-per-replica",
+        type=int,
+        default=None,
+        help="default: enough for the others to take a dead replica's shards",
+    )
+    ap.add_argument("--after-kill-ticks", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="exit 1 if the median tick > 1 s")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     ap.add_argument("--json-out", type=Path, default=None, help="also write the result here")
     args = ap.parse_args()
+    if args.replicas > 1:
+        return replicas_main(args)
     res = run(
         args.jobs, args.ticks, args.history_days, args.real_forecaster, args.source, args.planner
     )
@@ -344,6 +550,48 @@ def main() -> int:
             )
     if args.check and res["p50_s"] > 1.0:
         print(f"FAIL: median tick {res['p50_s']:.3f} s > 1 s", file=sys.stderr)
+        return 1
+    return 0
+
+
+def replicas_main(args: argparse.Namespace) -> int:
+    shards = args.shards or args.replicas * (args.replicas - 1)
+    most = args.max_shards_per_replica or -(-shards // (args.replicas - 1))
+    res = run_replicas(
+        args.jobs,
+        args.ticks,
+        args.history_days,
+        args.replicas,
+        shards,
+        most,
+        args.after_kill_ticks,
+        args.planner,
+    )
+    if args.json_out is not None:
+        args.json_out.write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    if args.json:
+        print(json.dumps(res, indent=2))
+    else:
+        print(
+            f"{res['jobs']} jobs over {res['replicas']} replicas, {res['shards']} shards "
+            f"(at most {res['max_shards_per_replica']} a replica), {res['cpus']} CPUs "
+            f"(load {res['load_avg_1m']}): tick CPU p50 per replica "
+            f"{res['cpu_p50_s_per_replica']} s (jobs {res['jobs_per_replica']}); every job "
+            f"planned once every tick: {res['planned_once_every_tick']}"
+        )
+        print(
+            f"replica {res['killed_replica']} killed: its {res['shards_moved']} shards taken "
+            f"over {res['takeover_s']} s after the kill, "
+            f"{res['takeover_since_last_renewal_s']} s after its last renewal (lease "
+            f"{res['lease_duration_s']:g} s, retry {res['retry_period_s']:g} s); then "
+            f"every job planned once: {res['planned_once_after_kill']}; tick CPU p50 "
+            f"{res['cpu_p50_s_per_replica_after_kill']} s after the takeover tick "
+            f"({res['cpu_s_takeover_tick_per_replica']} s; jobs "
+            f"{res['jobs_per_replica_after_kill']})"
+        )
+    ok = res["planned_once_every_tick"] and res["planned_once_after_kill"]
+    if args.check and (not ok or res["cpu_p50_s_max"] > 1.0):
+        print("FAIL: a job planned twice or not at all, or a replica's tick > 1 s", file=sys.stderr)
         return 1
     return 0
 

@@ -112,6 +112,7 @@ class LeaderElector:
         self._renewed_at: float | None = None
         self._observed: tuple[str | None, str | None] | None = None
         self._observed_at = 0.0
+        self._observed_duration = lease_duration_s
         self.last_error: str | None = None
         self.transitions = 0
         self.resource_version: str | None = None
@@ -157,6 +158,46 @@ class LeaderElector:
             self._renewed_at = None
         return leader
 
+    def observe(self) -> None:
+        """Read the Lease and note its holder (no write; see :meth:`live_holder`). Never
+        raises: a Lease that cannot be read is noted as unknown."""
+        try:
+            with self._lock:
+                lease = self.kube.call(
+                    self.what,
+                    self.kube.coordination.read_namespaced_lease,
+                    self.name,
+                    self.namespace,
+                )
+                self._note(lease, self.clock())
+        except TargetGone:
+            self._observed, self._observed_at = (None, None), self.clock()
+        except ActuatorError as exc:
+            self.last_error = str(exc)
+
+    def live_holder(self) -> str | None:
+        """The holder last seen, while its Lease has not expired since it was last seen to
+        change (None: free, expired or never read). This replica's own lease counts only
+        while :meth:`is_leader`."""
+        if self.is_leader():
+            return self.identity
+        holder = self.holder
+        if holder is None or holder == self.identity:
+            return None
+        if self.clock() >= self._observed_at + self._observed_duration:
+            return None
+        return holder
+
+    def _note(self, lease: V1Lease, now: float) -> V1LeaseSpec:
+        """Remember the Lease's holder and renew time; when that record last changed is
+        when its expiry is counted from (the observer's clock, never the writer's)."""
+        spec = lease.spec or V1LeaseSpec()  # a Lease may have no spec: nobody holds it
+        record = (spec.holder_identity or None, _stamp(spec.renew_time))
+        if record != self._observed:
+            self._observed, self._observed_at = record, now
+        self._observed_duration = float(spec.lease_duration_seconds or self.lease_duration_s)
+        return spec
+
     def _round(self) -> None:
         now = self.clock()
         try:
@@ -179,12 +220,9 @@ class LeaderElector:
             self.resource_version = _version(made)
             self._won(now, 0)
             return
-        spec = lease.spec or V1LeaseSpec()  # a Lease may have no spec: nobody holds it
+        spec = self._note(lease, now)
         holder = spec.holder_identity or None
-        record = (holder, _stamp(spec.renew_time))
-        if record != self._observed:
-            self._observed, self._observed_at = record, now
-        duration = float(spec.lease_duration_seconds or self.lease_duration_s)
+        duration = self._observed_duration
         if holder is not None and holder != self.identity and now < self._observed_at + duration:
             self._renewed_at = None
             return  # held by someone else and not expired
@@ -341,6 +379,7 @@ class ShardElector:
         ]
         start = zlib.crc32(self.identity.encode()) % shards
         self._order = [(start + k) % shards for k in range(shards)]
+        self._rounds = 0
         self.last_error: str | None = None
 
     def held(self) -> frozenset[int]:
@@ -352,16 +391,43 @@ class ShardElector:
         return any(e.is_leader() for e in self.electors)
 
     def try_acquire_or_renew(self) -> bool:
-        """Renew the shards held, then try free ones up to ``max_held``. Never raises."""
+        """Renew the shards held, read the others, then take free shards up to this
+        replica's fair share (:meth:`fair_share`) — only one in its first round. Never
+        raises.
+
+        The first round takes one shard so that replicas started together all show up as
+        holders before any takes more: each then sees the others and stops at an equal
+        share, instead of the first to call taking ``max_held`` and the last none. A shard
+        whose holder died is free once its lease expired (and that holder no longer counts),
+        so it is taken within the lease duration and a retry period.
+        """
         errors = []
         for k in self._order:
             e = self.electors[k]
-            if e.is_leader() or len(self.held()) < self.max_held:
+            if e.is_leader():
+                e.try_acquire_or_renew()
+            else:
+                e.observe()
+            if e.last_error:
+                errors.append(f"shard {k}: {e.last_error}")
+        want = self.fair_share() if self._rounds else min(1, self.fair_share())
+        self._rounds += 1
+        for k in self._order:
+            if len(self.held()) >= want:
+                break
+            e = self.electors[k]
+            if not e.is_leader() and e.live_holder() is None:
                 e.try_acquire_or_renew()
                 if e.last_error:
                     errors.append(f"shard {k}: {e.last_error}")
         self.last_error = "; ".join(errors) or None
         return self.is_leader()
+
+    def fair_share(self) -> int:
+        """The shards this replica may hold: ``max_held``, and no more than an equal share
+        among the replicas seen holding a live lease (itself included)."""
+        live = {self.identity} | {h for e in self.electors if (h := e.live_holder())}
+        return min(self.max_held, -(-self.shards // len(live)))
 
     def fence(self, shard: int) -> bool:
         """See :meth:`LeaderElector.fence`, for one shard's Lease."""

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import pickle
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -60,7 +61,7 @@ from autoscaler.controller.runtime import JobRuntime
 from autoscaler.controller.settings import Clock, ControllerSettings
 from autoscaler.controller.sharding import Ownership, owned_part
 from autoscaler.controller.sinks import EventSink, NullSink, StatusSink
-from autoscaler.controller.state import MemoryStateStore, SavedState, StateStore
+from autoscaler.controller.state import MemoryStateStore, SavedState, StateStore, restart_view
 from autoscaler.controller.status import JobReport
 from autoscaler.controller.tick import NOTHING_OBSERVED, Plan, Tick, TickEvents
 from autoscaler.controller.timeline import TimelineStore
@@ -160,6 +161,8 @@ class Controller:
         self.ticks = 0
         """Ticks started so far (the next tick's number)."""
         self._build_failures: dict[str, BuildFailure] = {}
+        self._unsaved: set[str] = set()
+        """Jobs whose latest state is not written yet (:meth:`_save` waits for its turn)."""
         s = self.settings
         self._fits = FitPool(s.fit_threads) if s.fit_threads > 0 else None
         self._meter_pool = (
@@ -324,27 +327,63 @@ class Controller:
 
     # -- the end of the tick ---------------------------------------------------------------
     def _save(self, runtimes: list[JobRuntime]) -> None:
-        """Every job's state in one transaction; a state that cannot be stored fails alone."""
+        """The end of a tick: write the states due (:meth:`_write`)."""
+        self._write(runtimes, every_state=False)
+
+    def _write(self, runtimes: list[JobRuntime], *, every_state: bool) -> None:
+        """The states to write in one transaction; a state that cannot be stored fails alone.
+
+        At the end of a tick a state is written when what a restart needs changed since
+        it was last written (:func:`restart_view`), and otherwise on its own tick of every
+        ``save_every_ticks``: most ticks change only the forecast band and the messages,
+        and encoding every job's state every tick was a fifth of a steady tick. A view
+        that cannot be compared counts as changed. ``every_state`` (on closing): all given.
+        """
+        every = max(1, self.settings.save_every_ticks)
+        tick = self.ticks - 1  # the number of the tick ending
         states: dict[str, SavedState] = {}
+        views: dict[str, tuple[Any, ...]] = {}
         for rt in runtimes:
             try:
-                states[rt.key] = rt.state.to_dict()
+                state = rt.state.to_dict()
+                view = restart_view(state)
+                if (
+                    not every_state
+                    and (tick + rt.save_phase) % every
+                    and rt.saved_view is not None
+                    and view == rt.saved_view
+                ):
+                    self._unsaved.add(rt.key)
+                    continue
+                states[rt.key] = state
+                views[rt.key] = view
             except Exception as exc:
                 self.metrics.job_error(rt.key, "save", type(exc).__name__)
+        saved: list[str] = []
         try:
             self.store.save_many(states)
-            return
+            saved = list(states)
         except Exception as exc:
             log.warning("saving the job states together failed, one by one: %s", safe_text(exc))
-        for key, state in states.items():
-            try:
-                self.store.save_many({key: state})
-            except Exception as exc:
-                self.metrics.job_error(key, "save", type(exc).__name__)
-                log.error("cannot save the state of %s: %s", key, safe_text(exc))
+            for key, state in states.items():
+                try:
+                    self.store.save_many({key: state})
+                    saved.append(key)
+                except Exception as exc:
+                    self.metrics.job_error(key, "save", type(exc).__name__)
+                    log.error("cannot save the state of %s: %s", key, safe_text(exc))
+        for key in saved:
+            self._unsaved.discard(key)
+            kept = self.runtimes.get(key)
+            if kept is not None:
+                kept.saved_view = _private_copy(views[key])
 
     def close(self) -> None:
-        """Close every job's meter and actuator (local workers stop); keep the state."""
+        """Write the states the last ticks left unwritten, close every job's meter and
+        actuator (local workers stop)."""
+        unsaved = [rt for key, rt in self.runtimes.items() if key in self._unsaved]
+        if unsaved:
+            self._write(unsaved, every_state=True)
         for key in list(self.runtimes):
             self.runtimes.pop(key).close()
         for pool in (self._meter_pool, self._act_pool, self._fits):
@@ -353,3 +392,13 @@ class Controller:
         self.store.close()
         if self.timeline is not None:
             self.timeline.close()
+
+
+def _private_copy(view: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """A copy sharing nothing with the live state (the planner changes its lists in place);
+    None where it cannot be made, which counts as changed."""
+    try:
+        out: tuple[Any, ...] = pickle.loads(pickle.dumps(view, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:
+        return None
+    return out

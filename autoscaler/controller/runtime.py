@@ -10,6 +10,7 @@ which people read between ticks (a progress line, a test).
 from __future__ import annotations
 
 import logging
+import zlib
 from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
@@ -83,6 +84,12 @@ class JobRuntime:
         self.gauge_basis: object | None = None
         """What the job's gauges take from its sizing and spec alone
         (:class:`~autoscaler.controller.job_metrics.JobBasis`), made at the first report."""
+        self.saved_view: object | None = None
+        """:func:`~autoscaler.controller.state.restart_view` of the state last written (a
+        private copy; None: not written by this process yet, or it could not be copied)."""
+        self.save_phase = zlib.crc32(self.key.encode())
+        """Which ticks write the state when nothing a restart needs changed (spread over
+        the jobs, so that no tick writes them all)."""
         self.logged_failures: set[tuple[str, str]] = set()
         """(stage, error) pairs already logged with a traceback (later ones log one line)."""
         # Work that outlives a tick.

@@ -50,6 +50,11 @@ class ControllerSettings:
     """Planner tunables (``horizon_steps`` is always set from each job's forecast horizon)."""
     forecast_model: str | None = None
     """The model the forecaster factory uses for every job (None: each job's own)."""
+    save_every_ticks: int = 10
+    """A job's state is written at the end of every tick in which what a restart needs
+    changed (:func:`~autoscaler.controller.state.restart_view`), and otherwise at least
+    every this many ticks, each job on its own tick (1: every tick). A crash loses at most
+    that many ticks of what the view leaves out; closing the controller writes everything."""
     fit_threads: int = 0
     """Background threads for forecaster fits, shared by all jobs (0: fit inside the tick,
     which keeps a test's ticks deterministic; the real controller uses 1 or more)."""

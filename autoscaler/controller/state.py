@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -159,6 +160,45 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "pending": lambda v: v is None or _pending(v),
     "saved_at": lambda v: v is None or _time(v),
 }
+
+
+VOLATILE_POLICY = frozenset({"last_prediction"})
+"""Keys of the planner's state that change every tick and that a restart can do without:
+the forecast band predicted for the next steps (without it, or with an older one, the first
+tick after a restart plans afresh instead of following its plan)."""
+
+
+def restart_view(state: SavedState) -> tuple[Any, ...]:
+    """What of a saved state a restarted controller needs exactly as it was left.
+
+    Left out: when the state was saved, the last decision (what the status shows; the next
+    tick makes a new one), the conditions' messages (rewritten every tick; their status,
+    reason and transition time stay) and the planner's :data:`VOLATILE_POLICY`. A state
+    whose view is unchanged since it was last written need not be written again at once
+    (:meth:`autoscaler.controller.loop.Controller.tick` writes it every few ticks).
+    """
+    return (
+        {k: v for k, v in state["policy"].items() if k not in VOLATILE_POLICY},
+        state["resize_started"],
+        state["resize_from"],
+        state["resize_to"],
+        _condition_keys(state["conditions"]),
+        state["last_current"],
+        state["pending"],
+    )
+
+
+_KEYS = operator.itemgetter("type", "status", "reason", "lastTransitionTime")
+
+
+def _condition_keys(conditions: list[Condition]) -> list[tuple[Any, ...]]:
+    """Each condition without its message (at C speed; a partial one from a status that
+    someone patched, key by key)."""
+    try:
+        return list(map(_KEYS, conditions))
+    except (KeyError, TypeError):
+        keys = ("type", "status", "reason", "lastTransitionTime")
+        return [tuple(c.get(k) if isinstance(c, dict) else c for k in keys) for c in conditions]
 
 
 _ENCODER = json.JSONEncoder(default=float, check_circular=False, separators=(",", ":"))

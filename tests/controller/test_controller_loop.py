@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from pathlib import Path
@@ -16,7 +17,7 @@ from autoscaler.controller.loop import Controller
 from autoscaler.controller.metering import WarmingUp
 from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.sinks import FileStatusSink, LogEventSink
-from autoscaler.controller.state import SqliteStateStore
+from autoscaler.controller.state import SqliteStateStore, restart_view
 from autoscaler.job.status import JobStatus
 from autoscaler.policy.quota import ResourceManager
 from forecasting.registry import make_forecaster
@@ -239,6 +240,57 @@ def test_a_restarted_controller_makes_the_same_decisions(tmp_path, with_state):
     # With its state the new process converges to exactly the old one's decisions; without
     # it (the control case) it would forget the resize under way and the hold it set.
     assert all(same) is with_state
+
+
+def test_a_state_is_written_when_a_restart_needs_it_and_at_least_every_few_ticks(tmp_path):
+    rig = Rig(tmp_path, [job_doc()], store=tmp_path / "s.sqlite")
+    store = rig.controller.store
+    every = rig.controller.settings.save_every_ticks
+    written: list[bool] = []
+    real = store.save_many
+
+    def save_many(states):  # type: ignore[no-untyped-def]
+        if "ml/ctr" in states:
+            written[-1] = True
+        return real(states)
+
+    store.save_many = save_many  # type: ignore[method-assign]
+    views, since = [], 0
+    for _ in range(60):
+        written.append(False)
+        rig.controller.tick()
+        rig.clock.advance(60)
+        rt = rig.controller.runtimes["ml/ctr"]
+        views.append(restart_view(rt.state.to_dict()))
+        since = 0 if written[-1] else since + 1
+        assert since < every  # never more than `every` ticks behind
+        if len(views) > 1 and views[-1] != views[-2]:
+            assert written[-1]  # what a restart needs changed: written at once
+    assert 0 < sum(written) < len(written)  # and ticks that changed nothing else skip it
+    rig.controller.close()  # closing writes the latest state, whatever its turn
+    saved = SqliteStateStore(tmp_path / "s.sqlite")
+    assert saved.load("ml/ctr") == json.loads(json.dumps(rt.state.to_dict()))
+    saved.close()
+
+
+def test_a_state_whose_view_cannot_be_compared_is_written_every_tick(tmp_path):
+    rig = Rig(tmp_path, [job_doc()], store=tmp_path / "s.sqlite")
+    rig.controller.tick()
+    rig.clock.advance(60)
+    store = rig.controller.store
+    writes: list[int] = []
+    real = store.save_many
+
+    def save_many(states):  # type: ignore[no-untyped-def]
+        writes.append(len(states))
+        return real(states)
+
+    store.save_many = save_many  # type: ignore[method-assign]
+    rig.controller.runtimes["ml/ctr"].state.policy["odd"] = float("nan")  # NaN != NaN
+    for _ in range(5):
+        rig.controller.tick()
+        rig.clock.advance(60)
+    assert len(writes) >= 5  # never skipped as "unchanged"
 
 
 def test_gpus_are_shared_fairly_between_equal_jobs_when_short(tmp_path):

@@ -120,10 +120,26 @@ def test_two_replicas_split_the_shards_up_to_their_limit(replica, clock, api):
     assert holders == {k: ("a" if k in a.held() else "b") for k in range(SHARDS)}
 
 
+def test_replicas_started_together_split_the_shards_evenly(replica, clock):
+    rs = [replica(name, max_held=SHARDS) for name in "abc"]
+    rounds(clock, *rs, n=3)
+    held = [r.held() for r in rs]
+    assert sorted(len(h) for h in held) == [1, 1, 2]  # not 4, 0, 0: the first takes one
+    assert frozenset().union(*held) == frozenset(range(SHARDS))
+
+
+def test_a_lone_replica_takes_every_shard_in_its_second_round(replica, clock):
+    a = replica("a")
+    rounds(clock, a)
+    assert len(a.held()) == 1
+    rounds(clock, a)
+    assert a.held() == frozenset(range(SHARDS))
+
+
 def test_a_dead_replicas_shards_are_taken_over_within_the_lease_time(replica, clock):
     a, b = replica("a"), replica("b")
     rounds(clock, a, b, n=2)
-    assert a.held() == frozenset(range(SHARDS)) and not b.held()
+    assert len(a.held()) == len(b.held()) == SHARDS // 2  # an even split
     # a dies (stops renewing): b takes every shard once a's leases have expired
     waited = 0.0
     while len(b.held()) < SHARDS:
@@ -144,15 +160,16 @@ def test_no_shard_is_held_by_two_replicas_in_any_round(replica, clock):
 
 def test_the_fence_fails_once_the_shard_was_taken_over(replica, clock, api):
     a, b = replica("a"), replica("b")
-    rounds(clock, a, b)
-    assert a.fence(0) and a.fence(3)
-    # Someone rewrote shard 0's Lease behind a's back (a takeover a's clock has not seen).
-    lease = api.get("coordination.k8s.io/v1", "Lease", "kale-system", "kale-controller-0")
+    rounds(clock, a, b, n=2)
+    one, other = sorted(a.held())
+    assert a.fence(one) and a.fence(other)
+    # Someone rewrote one Lease of a's behind its back (a takeover a's clock has not seen).
+    lease = api.get("coordination.k8s.io/v1", "Lease", "kale-system", f"kale-controller-{one}")
     lease["spec"]["holderIdentity"] = "b"
     api.put(lease)
     assert a.is_leader()  # by its own clock it still leads...
-    assert not a.fence(0)  # ...but the server says otherwise: it must not act
-    assert a.fence(3)
+    assert not a.fence(one)  # ...but the server says otherwise: it must not act
+    assert a.fence(other)
 
 
 def test_a_clean_shutdown_releases_every_shard_at_once(replica, clock):
@@ -221,6 +238,47 @@ def test_each_job_is_planned_by_exactly_one_replica_and_moves_when_its_replica_d
     assert moved <= set(b.controller.runtimes)
 
 
+@pytest.mark.slow
+def test_killing_one_of_three_replicas_plans_no_job_twice_and_moves_its_shards_in_time(
+    replica, clock, tmp_path
+):
+    """The fault the replicas benchmark times, untimed: election rounds every retry
+    period, a tick every minute, one replica killed mid-interval (it neither renews nor
+    releases). In every tick no job is planned by two replicas; once the dead one's leases
+    expire the others take its shards, and every job is planned again, once."""
+    jobs_dir = tmp_path / "jobs"
+    keys = {f"ml/j{i}" for i in range(24)}
+    for key in keys:
+        write_job(jobs_dir, job_doc(key.split("/")[1]))
+    electors = [replica(n, max_held=2) for n in "abc"]
+    reps = [Replica(e, tmp_path, clock, jobs_dir, e.identity) for e in electors]
+    alive = [0, 1, 2]
+    killed_at = renewed_at = None
+    moved_after = None
+    for minute in range(6):
+        for _ in range(30):  # election rounds every 2 s of the minute
+            for r in alive:
+                electors[r].try_acquire_or_renew()
+            if killed_at is not None and moved_after is None:
+                held = frozenset().union(*(electors[r].held() for r in alive))
+                if held == frozenset(range(SHARDS)):
+                    moved_after = clock() - renewed_at
+            clock.advance(2)
+            if minute == 2 and _ == 10:  # the kill: after a renewal, before the next
+                dead = max(alive, key=lambda r: len(electors[r].held()))
+                lost = electors[dead].held()
+                alive.remove(dead)
+                killed_at, renewed_at = clock(), clock() - 2
+        planned = [reps[r].tick() for r in alive]
+        union = set().union(*planned)
+        assert sum(len(p) for p in planned) == len(union)  # nobody planned twice
+        if killed_at is None or moved_after is not None:
+            assert union == keys  # and nobody left out
+    assert lost and moved_after is not None
+    assert moved_after <= 15 + 2  # the lease duration and one retry period
+    assert lost <= frozenset().union(*(electors[r].held() for r in alive))
+
+
 def test_a_replica_that_lost_its_shard_mid_tick_acts_for_none_of_its_jobs(
     replica, clock, tmp_path, api
 ):
@@ -228,7 +286,7 @@ def test_a_replica_that_lost_its_shard_mid_tick_acts_for_none_of_its_jobs(
     for i in range(8):
         write_job(jobs_dir, job_doc(f"j{i}"))
     ea = replica("a")
-    rounds(clock, ea)
+    rounds(clock, ea, n=2)
     a = Replica(ea, tmp_path, clock, jobs_dir, "a")
     assert len(a.tick()) == 8
     lost = {k for k in a.controller.runtimes if shard_of(k, SHARDS) == 1}
@@ -247,12 +305,13 @@ def test_a_replica_shares_the_gpu_quota_by_the_shards_it_holds(replica, clock, t
     jobs_dir = tmp_path / "jobs"
     write_job(jobs_dir, job_doc("j0"))
     ea, eb = replica("a", max_held=1), replica("b", max_held=3)
-    rounds(clock, ea, eb)
+    rounds(clock, ea, eb, n=2)
+    assert (len(ea.held()), len(eb.held())) == (1, 2)  # b: its fair share of 4 among 2
     a = Replica(ea, tmp_path, clock, jobs_dir, "a", quota=64)
     b = Replica(eb, tmp_path, clock, jobs_dir, "b", quota=64)
     a.tick(), b.tick()
     assert a.controller.resources.quota_gpus == 16
-    assert b.controller.resources.quota_gpus == 48
+    assert b.controller.resources.quota_gpus == 32
 
 
 # -- settings -------------------------------------------------------------------------------

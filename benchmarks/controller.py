@@ -123,8 +123,10 @@ class DailyTraffic:
         return self.peak * (0.15 + 0.85 * (1 - np.cos(x)) / 2)
 
     def sample(self) -> Sample:
+        # Scalar arithmetic: the fake topic's own cost is not the controller's to measure.
         now = self.clock()
-        r = float(self.rate(now))
+        x = ((now + self.phase) % DAY) / DAY * 2 * math.pi
+        r = self.peak * (0.15 + 0.85 * (1 - math.cos(x)) / 2)
         return Sample(time=now, arrival_rate=r, consumption_rate=r, lag=0.0, oldest_age_s=0.0)
 
     def arrivals(self, now: float, interval_s: float, history_s: float) -> ArrivalHistory:

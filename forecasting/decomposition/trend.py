@@ -17,6 +17,7 @@ from forecasting.decomposition.clock import CLOCK_MAX_CHANGES, ClockChange, find
 from forecasting.decomposition.daytypes import DayTypes
 from forecasting.decomposition.profile import inlier_profile
 from forecasting.decomposition.stl import decompose
+from forecasting.seasonality import moving_average
 
 TREND_ROUNDS = 3
 """At most this many re-decompositions with the outliers replaced (each one costs an MSTL)."""
@@ -78,10 +79,75 @@ def robust_trend(
             break
         # Judged afresh each round: steps that only the bent trend made look odd go back.
         replaced = ~keep
-        season = table[np.mod(steps, len(table))]
-        # The seasonally adjusted series is interpolated across the outliers (not filled
-        # with the trend, which the outliers bent).
-        adjusted = np.interp(steps, steps[keep], (x - season)[keep])
-        filled = np.where(replaced, adjusted + season, x)
+        filled = _filled(x, table, replaced)
         trend = decompose(filled, plist).trend
     return RobustTrend(trend, filled, replaced, tuple(clocks))
+
+
+def _filled(x: np.ndarray, table: np.ndarray, replaced: np.ndarray) -> np.ndarray:
+    """``x`` with the ``replaced`` steps filled: the seasonally adjusted series (``table``
+    by step mod its length) interpolated across them (not filled with the trend, which the
+    outliers bent)."""
+    steps = np.arange(len(x))
+    season = table[np.mod(steps, len(table))]
+    keep = ~replaced
+    adjusted = np.interp(steps, steps[keep], (x - season)[keep])
+    return np.where(replaced, adjusted + season, x)
+
+
+def extend_robust_trend(
+    values: np.ndarray,
+    previous: RobustTrend,
+    periods: dict[str, int],
+    season: np.ndarray,
+    day_start: int = 0,
+    *,
+    day_types: DayTypes | None = None,
+) -> RobustTrend:
+    """:func:`robust_trend` of a history whose first steps it already holds (``previous``:
+    their trend, cleaned values and outliers), without decomposing it again.
+
+    ``values`` are those cleaned steps followed by the new, raw ones. The old steps keep
+    their cleaned values and outlier marks; the trend of the new steps, and of the last day
+    before them (where the previous trend was one-sided), is a centred moving average over a
+    day of the values less ``season`` (the last fit's profile), blended into the previous
+    trend across that day. The new steps' outliers are judged against the whole history as
+    :func:`robust_trend` judges them, replaced the same way, and the tail's trend taken again,
+    at most :data:`TREND_ROUNDS` times. Clock changes are not looked for: a new one shows as
+    a changed daily shape, which asks for a full fit (:func:`forecasting.refit.decide_refit`).
+    """
+    x = np.asarray(values, dtype=float).copy()
+    kept = len(previous.trend)
+    day, week = periods.get("daily"), periods.get("weekly")
+    if not day and not week:
+        return RobustTrend(decompose(x, []).trend, x, np.zeros(len(x), dtype=bool), ())
+    window = day or week or 1
+    raw = x[kept:].copy()
+    replaced = np.concatenate([previous.replaced, np.zeros(len(x) - kept, dtype=bool)])
+    steps = np.arange(len(x))
+    trend = _tail_trend(x - season, previous.trend, window)
+    for _ in range(TREND_ROUNDS):
+        table, keep, _ = inlier_profile(x - trend, steps, day, week, day_start, day_types=day_types)
+        if np.array_equal(~keep[kept:], replaced[kept:]):
+            break
+        replaced[kept:] = ~keep[kept:]
+        x[kept:] = raw
+        x[kept:] = _filled(x, table, replaced)[kept:]
+        trend = _tail_trend(x - season, previous.trend, window)
+    return RobustTrend(trend, x, replaced, previous.clocks)
+
+
+def _tail_trend(adjusted: np.ndarray, old: np.ndarray, window: int) -> np.ndarray:
+    """``old`` (the trend of the first steps) continued by a centred moving average of the
+    seasonally adjusted series over ``window`` steps, blended in across the last ``window``
+    old steps."""
+    n, kept = len(adjusted), len(old)
+    start = max(0, kept - window)
+    lo = max(0, start - window)
+    ma = moving_average(adjusted[lo:], window)[start - lo :]
+    trend = np.empty(n)
+    trend[:start] = old[:start]
+    w = np.linspace(0.0, 1.0, kept - start + 2)[1:-1]
+    trend[start:kept] = (1.0 - w) * old[start:] + w * ma[: kept - start]
+    trend[kept:] = ma[kept - start :]
+    return trend

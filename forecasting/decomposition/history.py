@@ -101,7 +101,6 @@ def extend_history(
     shift: int,
     day_start: int,
     held: np.ndarray,
-    season: np.ndarray,
 ) -> CleanHistory:
     """:func:`clean_history` of a history that continues ``previous``'s: it starts ``shift``
     steps later and its steps past ``previous``'s end are new (``z_raw``: the whole log
@@ -109,8 +108,8 @@ def extend_history(
 
     Everything that was chosen stays chosen (day types, recency, clock changes); the old
     steps keep their cleaned values; the trend is extended over the new steps
-    (:func:`~.trend.extend_robust_trend`, ``season``: the last fit's profile over the new
-    history) and the profile estimated again before the held-out tail.
+    (:func:`~.trend.extend_robust_trend`) and the profile estimated again before the held-out
+    tail.
     """
     n = len(z_raw)
     kept = len(previous.z) - shift
@@ -121,7 +120,6 @@ def extend_history(
         np.concatenate([previous.z[old], z_raw[kept:]]),
         RobustTrend(previous.trend[old], previous.z[old], previous.outliers[old], clocks),
         periods,
-        season,
         day_start,
         day_types=day_types,
     )

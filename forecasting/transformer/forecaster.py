@@ -395,7 +395,7 @@ class KaleForecaster(Forecaster):
         return RefitState(
             basis=basis,
             memory=memory,
-            previous=Previous(self.offset, memory.report, self.geom, clean, self.profile),
+            previous=Previous(self.offset, memory.report, self.geom, clean),
             net=copy.deepcopy(self.net),
             net_config=dict(self.net_config),
             scale=self.scale,

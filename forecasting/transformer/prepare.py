@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 
 from forecasting.backbone import BackboneFit, Geometry, cv_origins, cv_residuals
-from forecasting.decomposition import SeasonalProfile
 from forecasting.decomposition.history import (
     CleanHistory,
     clean_history,
@@ -124,7 +123,6 @@ def prepare_refit(
         shift=shift,
         day_start=midnight,
         held=windows.held,
-        season=previous.profile.at(steps[:n] + shift),
     )
     season = clean.profile.at(steps)
     return FitData(
@@ -151,8 +149,6 @@ class Previous:
     report: SeasonalityReport
     geom: Geometry
     clean: CleanHistory
-    profile: SeasonalProfile
-    """The last fit's forecasting profile (step 0: its first step)."""
 
 
 def prepare(y: np.ndarray, t0: pd.Timestamp | None, interval: float, p: dict[str, Any]) -> FitData:

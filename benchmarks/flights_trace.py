@@ -10,8 +10,8 @@ on 30 June 2001::
 
     npm pack vega-datasets && tar xzf vega-datasets-*.tgz package/data/flights-3m.parquet
     .venv/bin/pip install pyarrow          # only this script reads parquet
-    .venv/bin/python benchmarks/flights_trace.py package/data/flights-3m.parquet -o /tmp/fl
-    .venv/bin/python benchmarks/forecast.py --csv /tmp/fl/flights_1m_28d.csv --only-csv
+    .venv/bin/python -m benchmarks.flights_trace package/data/flights-3m.parquet -o flights
+    .venv/bin/python -m benchmarks.forecast --csv flights/flights_1m_28d.csv --only-csv
 
 Files: ``flights_1m_28d``, ``flights_5m_28d``, ``flights_30m_42d``, ``flights_1h_28d``,
 ``flights_1h_181d`` (``.csv``; departures per minute, averaged over the interval; local
@@ -21,15 +21,11 @@ time written as UTC).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from autoscaler.sim.traces import save_trace  # noqa: E402
+from autoscaler.sim.traces import save_trace
 
 WINDOWS: tuple[tuple[str, str, int], ...] = (
     # file stem, interval, days (ending on the last whole day)

@@ -2,20 +2,20 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/forecast.py                       # all traces, table + verdict
-    .venv/bin/python benchmarks/forecast.py --traces nasa_1m --json-out bench.json
-    .venv/bin/python benchmarks/forecast.py --device cuda         # kale trained on a GPU
-    .venv/bin/python benchmarks/forecast.py --seeds 11-16 --only-seeds   # fresh generated
+    .venv/bin/python -m benchmarks.forecast                       # all traces, table + verdict
+    .venv/bin/python -m benchmarks.forecast --traces nasa_1m --json-out bench.json
+    .venv/bin/python -m benchmarks.forecast --device cuda         # kale trained on a GPU
+    .venv/bin/python -m benchmarks.forecast --seeds 11-16 --only-seeds   # fresh generated
                                                       # traces, summarised per interval
-    .venv/bin/python benchmarks/forecast.py --seeds 24-29 --only-seeds --incidents
-    .venv/bin/python benchmarks/forecast.py --structures  # no season, a DST clock change, …
-    .venv/bin/python benchmarks/forecast.py --csv my_trace.csv --only-csv   # your own trace
+    .venv/bin/python -m benchmarks.forecast --seeds 24-29 --only-seeds --incidents
+    .venv/bin/python -m benchmarks.forecast --structures  # no season, a DST clock change, …
+    .venv/bin/python -m benchmarks.forecast --csv my_trace.csv --only-csv   # your own trace
 
 Per trace: ``forecasting.backtest.backtest`` with horizon 60 steps, 7 folds, 7 test days
 (each model fitted once before the test window). Traces: generated 1-minute (28 days, three
 seeds and peak/trough ratios), 30-minute (42 days) and 1-hour (28 and 56 days) ones, one per
 interval with a holiday, an outage and a spike in its fit window (``with_incidents``), the real
-NASA July 1995 trace (1 minute) from ``../shared/data`` when present, and the same NASA trace
+NASA July 1995 trace (1 minute) from the shared data folder when present, and the same NASA trace
 averaged to 30 minutes and 1 hour (real traffic at the coarser intervals). The verdict checks
 the targets of the forecasting issue: kale has the lowest MASE, at most 0.8x seasonal naive's,
 p90 coverage within 0.85-0.95, fit <= 120 s (28 days of 1-minute data), predict <= 50 ms.
@@ -24,29 +24,25 @@ Not a test: numbers are printed, nothing is asserted.
 
 from __future__ import annotations
 
+import argparse
+import json
+import logging
 import sys
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import numpy as np
+import pandas as pd
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import warnings  # noqa: E402
-from collections.abc import Callable  # noqa: E402
+from autoscaler.sim.tracegen import generate_trace
+from autoscaler.sim.traces import load_trace
+from benchmarks.forecast_structures import STRUCTURES
+from benchmarks.paths import add_data_flag, nasa_trace
+from common.errors import UserError
+from forecasting.backtest import backtest
+from forecasting.registry import MODEL_NAMES, make_forecaster
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from forecast_structures import STRUCTURES  # noqa: E402
-
-from autoscaler.sim.tracegen import generate_trace  # noqa: E402
-from autoscaler.sim.traces import load_trace  # noqa: E402
-from common.errors import UserError  # noqa: E402
-from forecasting.backtest import backtest  # noqa: E402
-from forecasting.registry import MODEL_NAMES, make_forecaster  # noqa: E402
-
-NASA = ROOT.parent / "shared" / "data" / "nasa_http_jul1995_1min.csv"
 HORIZON, FOLDS, TEST_DAYS = 60, 7, 7.0
 FIT_LIMIT_S, PREDICT_LIMIT_MS = 120.0, 50.0
 COVERAGE = (0.85, 0.95)
@@ -59,16 +55,25 @@ def averaged(series: pd.Series, interval_s: int) -> pd.Series:
     return out.iloc[1:-1]  # the first and last buckets are partial
 
 
-def _nasa(interval_s: int) -> Callable[[], pd.Series]:
+def _nasa(path: Path, interval_s: int) -> Callable[[], pd.Series]:
     def load() -> pd.Series:
-        series = load_trace(NASA).series
+        series = load_trace(path).series
         return series if interval_s == 60 else averaged(series, interval_s)
 
     return load
 
 
-# Generated traces by their generator arguments (``forecast_oracle.py`` rebuilds the same
-# traces part by part, so they are kept as data, not only as loaders).
+def nasa_traces(path: Path) -> dict[str, tuple[str, Callable[[], pd.Series]]]:
+    """The real NASA trace at 1 minute and averaged to 30 minutes and 1 hour."""
+    return {
+        "nasa_1m": ("real: NASA HTTP Jul 1995, 1 min, 27.6 d", _nasa(path, 60)),
+        "nasa_30m": ("real: NASA HTTP Jul 1995, averaged to 30 min", _nasa(path, 1800)),
+        "nasa_1h": ("real: NASA HTTP Jul 1995, averaged to 1 h", _nasa(path, 3600)),
+    }
+
+
+# Generated traces by their generator arguments (``experiments/forecast_oracle.py`` rebuilds
+# the same traces part by part, so they are kept as data, not only as loaders).
 GENERATED: dict[str, tuple[str, dict[str, float]]] = {
     "gen_1m_s1": (
         "generated, 1 min, 28 d, peak/trough 20",
@@ -132,9 +137,7 @@ TRACES: dict[str, tuple[str, Callable[[], pd.Series]]] = {
         name: (label, lambda kw=kw: with_incidents(generate_trace(**kw)))
         for name, (label, kw) in INCIDENTS.items()
     },
-    "nasa_1m": ("real: NASA HTTP Jul 1995, 1 min, 27.6 d", _nasa(60)),
-    "nasa_30m": ("real: NASA HTTP Jul 1995, averaged to 30 min", _nasa(1800)),
-    "nasa_1h": ("real: NASA HTTP Jul 1995, averaged to 1 h", _nasa(3600)),
+    **nasa_traces(nasa_trace()),
 }
 
 
@@ -324,7 +327,10 @@ def main(argv: list[str] | None = None) -> int:
         help="with --csv: also backtest each file averaged to this interval "
         "(repeatable), e.g. 1800 and 3600 for a 5-minute trace",
     )
+    add_data_flag(ap)
     args = ap.parse_args(argv)
+    nasa = nasa_trace(args.data)
+    TRACES.update(nasa_traces(nasa))
     TRACES.update(STRUCTURES)
     trace_names = (
         [] if args.only_seeds or args.only_csv else [t for t in args.traces.split(",") if t]
@@ -362,8 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict] = {}
     for trace_name in trace_names:
         label, load = TRACES[trace_name]
-        if trace_name.startswith("nasa") and not NASA.exists():
-            print(f"\n## {trace_name}: skipped ({NASA} not found)")
+        if trace_name.startswith("nasa") and not nasa.exists():
+            print(f"\n## {trace_name}: skipped ({nasa} not found)")
             continue
         series = load()
         interval = float((series.index[1] - series.index[0]).total_seconds())

@@ -1,6 +1,6 @@
 """Hostile job files through `kale validate`: no traceback, exit 0 or 2, ≤ 1 s and ≤ 200 MB each.
 
-Generates every defect issue 34 lists (inf/Infinity/1e400/"５m" durations, 99999999999w,
+Generates every known defect of job files (inf/Infinity/1e400/"５m" durations, 99999999999w,
 1 ms intervals, 500-deep nesting, 1 MB and 10 MB flow lists, names with a trailing newline,
 duplicate keys, /etc/passwd as the model, a Local target with a shell, the metadata service
 as a broker) plus seeded random mutations of a valid job — type confusion, huge/negative/NaN
@@ -8,7 +8,7 @@ numbers, deep nesting, long strings, duplicate keys, bad unicode, binary garbage
 aliases and billion-laughs bombs — and runs ``kale validate`` on each in its own process
 under an address-space limit, measuring exit code, traceback, seconds and peak RSS.
 
-    python benchmarks/hostile_jobs.py --count 1000 --json-out out/hostile.json
+    python -m benchmarks.hostile_jobs --count 1000 --json-out out/hostile.json
 
 Cases named ``cluster-*`` run with ``--config`` of a cluster-mode controller.yaml (the
 platform's default policy). "s" is the CPU time of the process (user + system, from
@@ -37,7 +37,8 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.paths import ROOT
+
 BASE: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "ctr-sync.yaml").read_text())
 BASE["spec"]["throughput"]["model"] = "model.json"
 MEMORY_LIMIT = 1024 * 1024 * 1024  # address space per run: a runaway dies, it cannot swap
@@ -65,7 +66,7 @@ def _bomb(levels: int, width: int = 9) -> bytes:
 
 
 def named_cases() -> Iterator[tuple[str, bytes]]:
-    """Each reproduction from the issue, and the classic document attacks."""
+    """Each known defect reproduced, and the classic document attacks."""
     fields = {
         "slo-inf": ("spec.slo.maxDelay", float("inf")),
         "slo-Infinity": ("spec.slo.maxDelay", "Infinity"),
@@ -289,7 +290,7 @@ def _report(rows: list[dict[str, Any]], json_out: Path | None) -> int:
         "max_rss_mb": rss[-1],
         "max_wall_s": max(r["wall_seconds"] for r in rows),
     }
-    print("\nnamed cases (the issue's reproductions and document attacks)")
+    print("\nnamed cases (known defects and document attacks)")
     print(f"{'case':28} {'exit':>4} {'cpu s':>6} {'MB':>6}  first line of stderr")
     for r in rows:
         if not r["file"].startswith("random-"):

@@ -3,8 +3,8 @@ Fragmentation" (ATC'23) on the openb default workload, next to the published mea
 
 Run from the repository root::
 
-    nice .venv/bin/python benchmarks/placement.py                 # seeds 42-51, all policies
-    nice .venv/bin/python benchmarks/placement.py --seeds 42-44 --json-out bench.json
+    nice .venv/bin/python -m benchmarks.placement                 # seeds 42-51, all policies
+    nice .venv/bin/python -m benchmarks.placement --seeds 42-44 --json-out bench.json
 
 Prints, per policy, the mean allocation share at 130 % and 100 % arrived demand over the
 seeds, the published mean, the difference and whether it is inside the target band
@@ -15,37 +15,29 @@ test: numbers are printed, nothing is asserted.
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
+import time
 from pathlib import Path
 
-# This file is named like the package it measures; drop its own directory from the path so
-# ``import placement`` finds the package, not this script.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
+from tqdm import tqdm
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-from placement.cluster import Cluster  # noqa: E402
-from placement.frag import typical_pods  # noqa: E402
-from placement.inflation import (  # noqa: E402
+from benchmarks.paths import add_data_flag, placement_dir
+from placement.cluster import Cluster
+from placement.frag import typical_pods
+from placement.inflation import (
     InflationSettings,
     arrival_list,
     parse_seeds,
     run_experiment,
 )
-from placement.placer import choose, place, tie_order  # noqa: E402
-from placement.policies import PolicyContext, make_policy  # noqa: E402
-from placement.policies.registry import PUBLISHED as PAPER_POLICIES  # noqa: E402
-from placement.workloads.openb import load_nodes, load_pods  # noqa: E402
+from placement.placer import choose, place, tie_order
+from placement.policies import PolicyContext, make_policy
+from placement.policies.registry import PUBLISHED as PAPER_POLICIES
+from placement.workloads.openb import load_nodes, load_pods
 
-DATA = Path(os.environ.get("KALE_PLACEMENT_DATA", "/work/shared/data/placement"))
 # Published means over 10 seeds, default openb workload (PLACEMENT.md): (at 130 %, at 100 %)
 PUBLISHED = {
     "random": (87.47, 86.30),
@@ -78,12 +70,16 @@ def decision_latency(nodes, pods, name: str, *, warm: int, samples: int) -> floa
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", default=str(DATA / "openb_node_list_gpu_node.csv"))
-    parser.add_argument("--pods", default=str(DATA / "openb_pod_list_default.csv"))
+    parser.add_argument("--nodes", help="openb node list (default: the shared data's)")
+    parser.add_argument("--pods", help="openb pod list (default: the shared data's)")
+    add_data_flag(parser)
     parser.add_argument("--seeds", default="42-51")
     parser.add_argument("--policies", default=",".join(PAPER_POLICIES))
     parser.add_argument("--json-out", type=Path, help="Also write the results here (JSON).")
     args = parser.parse_args()
+    data = placement_dir(args.data)
+    args.nodes = args.nodes or str(data / "openb_node_list_gpu_node.csv")
+    args.pods = args.pods or str(data / "openb_pod_list_default.csv")
 
     nodes, pods = load_nodes(args.nodes), load_pods(args.pods)
     seeds = parse_seeds(args.seeds)

@@ -2,12 +2,12 @@
 
 Run from the repository root::
 
-    nice .venv/bin/python benchmarks/placement_agents.py            # judge the shipped agents
-    nice .venv/bin/python benchmarks/placement_agents.py --train    # retrain them first
-    nice .venv/bin/python benchmarks/placement_agents.py --seeds 42-44 --json-out out.json
+    nice .venv/bin/python -m benchmarks.placement_agents            # judge the shipped agents
+    nice .venv/bin/python -m benchmarks.placement_agents --train    # retrain them first
+    nice .venv/bin/python -m benchmarks.placement_agents --seeds 42-44 --json-out out.json
 
 ``--train`` retrains ``balance_dqn`` and ``tr_dqn`` with the settings below — on the data in
-``$KALE_PLACEMENT_DATA`` only — and writes ``examples/placement/agents/*.pt``. Training
+the shared data only — and writes ``examples/placement/agents/*.pt``. Training
 never touches what is judged:
 
 * ``balance_dqn`` trains on episodes of the openb default pod list on random 15 % shares
@@ -27,41 +27,36 @@ time. Not a test: numbers are printed, nothing is asserted.
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
+import time
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import time  # noqa: E402
+from benchmarks.paths import ROOT, add_data_flag, placement_dir
+from placement.agents import load_agent
+from placement.agents.common import EpsilonSchedule
+from placement.agents.training import train_agent
+from placement.cluster import Cluster
+from placement.frag import typical_pods
+from placement.inflation import InflationSettings, arrival_list, parse_seeds, run_experiment
+from placement.placer import choose, place, tie_order
+from placement.policies import PolicyContext, make_policy
+from placement.protocol import ProtocolSettings, run_protocol, sequences
+from placement.queue.priorities import queue_policy
+from placement.queue.rlscheduler import simulate
+from placement.timed_experiment import TimedConfig, run_timed
+from placement.workloads.batch import batch_jobs_from_swf
+from placement.workloads.generate import WorkloadShape, generate_pods
+from placement.workloads.openb import load_nodes, load_pods
+from placement.workloads.swf import load_swf
 
-import numpy as np  # noqa: E402
+OUT = ROOT / "examples" / "placement" / "agents"
 
-from placement.agents import load_agent  # noqa: E402
-from placement.agents.common import EpsilonSchedule  # noqa: E402
-from placement.agents.training import train_agent  # noqa: E402
-from placement.cluster import Cluster  # noqa: E402
-from placement.frag import typical_pods  # noqa: E402
-from placement.inflation import InflationSettings, arrival_list, parse_seeds, run_experiment  # noqa: E402
-from placement.placer import choose, place, tie_order  # noqa: E402
-from placement.policies import PolicyContext, make_policy  # noqa: E402
-from placement.protocol import ProtocolSettings, run_protocol, sequences  # noqa: E402
-from placement.queue.priorities import queue_policy  # noqa: E402
-from placement.queue.rlscheduler import simulate  # noqa: E402
-from placement.timed_experiment import TimedConfig, run_timed  # noqa: E402
-from placement.workloads.batch import batch_jobs_from_swf  # noqa: E402
-from placement.workloads.generate import WorkloadShape, generate_pods  # noqa: E402
-from placement.workloads.openb import load_nodes, load_pods  # noqa: E402
-from placement.workloads.swf import load_swf  # noqa: E402
-
-DATA = Path(os.environ.get("KALE_PLACEMENT_DATA", "/work/shared/data/placement"))
-OUT = _HERE.parent / "examples" / "placement" / "agents"
-
-# The shipped agents' training (chosen on training seeds / windows only; decision 0125).
+# The shipped agents' training (chosen on training seeds / windows only;
+# docs/decisions/0125-training-and-judging-apart.md).
 BALANCE = {
     "episodes": 12,
     "seed": 0,
@@ -265,11 +260,11 @@ faster make pods queue (FCFS), so placement decides the waits."""
 TIMED_KEYS = ("bsld", "mean_wait_s", "mean_jct_s", "makespan_s", "util")
 
 
-def judge_timed(agent_node: str, agent_queue: str) -> dict[str, object]:
+def judge_timed(data: Path, agent_node: str, agent_queue: str) -> dict[str, object]:
     """The openb timed experiment: node policies under FCFS, queue policies under BestFit."""
     common = {
-        "nodes": str(DATA / "openb_node_list_gpu_node.csv"),
-        "pods": str(DATA / "openb_pod_list_default.csv"),
+        "nodes": str(data / "openb_node_list_gpu_node.csv"),
+        "pods": str(data / "openb_pod_list_default.csv"),
         **TIMED_PRESSURE,
     }
     places = run_timed(
@@ -346,10 +341,12 @@ def main() -> int:
         "--tr-agent", type=Path, help="judge this tr_dqn file instead of the shipped one"
     )
     parser.add_argument("--json-out", type=Path)
+    add_data_flag(parser)
     args = parser.parse_args()
-    nodes = load_nodes(DATA / "openb_node_list_gpu_node.csv")
-    pods = load_pods(DATA / "openb_pod_list_default.csv")
-    trace = load_swf(DATA / "lublin_256.swf")
+    data = placement_dir(args.data)
+    nodes = load_nodes(data / "openb_node_list_gpu_node.csv")
+    pods = load_pods(data / "openb_pod_list_default.csv")
+    trace = load_swf(data / "lublin_256.swf")
     jobs, processors = batch_jobs_from_swf(trace), int(trace.processors or 256)
     result: dict[str, object] = {}
     if args.train:
@@ -383,7 +380,7 @@ def main() -> int:
                 f"failed {s['failed_pods']:.1f}"
             )
     if not args.skip_timed:
-        result["timed"] = judge_timed(agent_node, agent_queue)
+        result["timed"] = judge_timed(data, agent_node, agent_queue)
     print_tables(result, agent_node, agent_queue)
     if args.json_out:
         args.json_out.write_text(json.dumps(result, indent=2, default=float))

@@ -1,15 +1,16 @@
-"""Benchmark of ``fault_aware`` (seed 000) beside the placements a user would pick instead.
+"""Benchmark of ``fault_aware`` (fault-aware DRL placement) beside the placements a user
+would pick instead.
 
 Run from the repository root::
 
-    nice .venv/bin/python benchmarks/placement_agents_faults.py            # judge the shipped agent
-    nice .venv/bin/python benchmarks/placement_agents_faults.py --train    # retrain it first
-    nice .venv/bin/python benchmarks/placement_agents_faults.py --batches 4 --json-out f.json
+    nice .venv/bin/python -m benchmarks.placement_agents_faults            # judge the shipped agent
+    nice .venv/bin/python -m benchmarks.placement_agents_faults --train    # retrain it first
+    nice .venv/bin/python -m benchmarks.placement_agents_faults --batches 4 --json-out f.json
 
 ``--train`` retrains ``examples/placement/agents/fault_aware.pt`` with :data:`SHIPPED` on
-the data in ``$KALE_PLACEMENT_DATA`` only: batches drawn from the first 70 % of the openb
-pod list (by creation time), on random 8–16-node shares of the node list, under fault
-patterns drawn from a range, with batch seeds from 200,000 up. Nothing judged is trained on:
+the shared data only: batches drawn from the first 70 % of the openb pod list (by creation
+time), on random 8–16-node shares of the node list, under fault patterns drawn from a range,
+with batch seeds from 200,000 up. Nothing judged is trained on:
 
 * **batches** come from the last 30 % of the pod list, with seeds from 900,000 up, on
   clusters of the training size and on 64–128-node clusters the agent never saw;
@@ -17,7 +18,7 @@ patterns drawn from a range, with batch seeds from 200,000 up. Nothing judged is
   GPUs and nodes are flaky is new in every batch, and ``default`` is the ``--faults
   default`` model, far milder than any training pattern.
 
-Judged (seed 000's experiment): each batch's makespan, restarts and GPU-hours lost to
+Judged (the source document's experiment): each batch's makespan, restarts and GPU-hours lost to
 failures, mean JCT, for random units (the document's reference), first-fit, BestFit, FGD,
 fault-bestfit, the agent, the agent blind to faults (its fault inputs zeroed: the same
 network, fault-oblivious), and an *oracle* (fault-bestfit told the truly flaky GPUs: a bound
@@ -27,48 +28,44 @@ Prints tables and writes JSON; asserts nothing.
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from dataclasses import asdict, replace  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from placement.agents import load_agent  # noqa: E402
-from placement.agents.training import train_agent  # noqa: E402
-from placement.cluster import Cluster  # noqa: E402
-from placement.env.fault_batch import (  # noqa: E402
+from benchmarks.paths import ROOT, add_data_flag, placement_dir
+from placement.agents import load_agent
+from placement.agents.training import train_agent
+from placement.cluster import Cluster
+from placement.env.fault_batch import (
     FaultBatchEnv,
     FaultBatchSettings,
     RandomUnitPolicy,
     run_batch,
 )
-from placement.env.locality_env import split_pods  # noqa: E402
-from placement.fault_patterns import FaultPattern  # noqa: E402
-from placement.frag import typical_pods  # noqa: E402
-from placement.placer import choose, place, tie_order  # noqa: E402
-from placement.policies import PolicyContext, ScorePolicy, make_policy  # noqa: E402
-from placement.policies.fault_aware import FaultAwareBestFitPolicy  # noqa: E402
-from placement.workloads.openb import load_nodes, load_pods  # noqa: E402
+from placement.env.locality_env import split_pods
+from placement.fault_patterns import FaultPattern
+from placement.frag import typical_pods
+from placement.placer import choose, place, tie_order
+from placement.policies import PolicyContext, ScorePolicy, make_policy
+from placement.policies.fault_aware import FaultAwareBestFitPolicy
+from placement.workloads.openb import load_nodes, load_pods
 
-DATA = Path(os.environ.get("KALE_PLACEMENT_DATA", "/work/shared/data/placement"))
-OUT = _HERE.parent / "examples" / "placement" / "agents"
+OUT = ROOT / "examples" / "placement" / "agents"
 BATCH = FaultBatchSettings()
 """The training batches (the agent's defaults): 32–64 nodes, one GPU job per GPU arriving over
 a period at a load of 0.5–1, 10 % multi-GPU, runs clipped to 24 h, patterns of 5–20 % flaky
-GPUs at 0.05–0.5 failures per hour (decision 0153)."""
+GPUs at 0.05–0.5 failures per hour (docs/decisions/0153-judging-fault-aware-placement.md)."""
 SHIPPED = {"episodes": 300, "seed": 0, "overrides": {}}
 """The shipped agent's training: ``kale place train --agent fault_aware --episodes 300`` with
-the defaults (chosen on training batches only; decision 0152)."""
+the defaults (chosen on training batches only;
+docs/decisions/0152-fault-aware-reward-and-two-attempts.md)."""
 ALL_AT_ONCE = replace(
     BATCH,
     nodes=(8, 16),
@@ -320,10 +317,12 @@ def main() -> None:
     parser.add_argument("--agent", default=str(OUT / "fault_aware.pt"))
     parser.add_argument("--batches", type=int, default=8, help="batches per pattern and size")
     parser.add_argument("--json-out", default=None)
+    add_data_flag(parser)
     args = parser.parse_args()
 
-    nodes = load_nodes(DATA / "openb_node_list_gpu_node.csv")
-    pods = load_pods(DATA / "openb_pod_list_default.csv")
+    data = placement_dir(args.data)
+    nodes = load_nodes(data / "openb_node_list_gpu_node.csv")
+    pods = load_pods(data / "openb_pod_list_default.csv")
     report: dict = {
         "settings": {
             "batch": asdict(BATCH),

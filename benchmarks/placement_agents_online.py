@@ -1,13 +1,14 @@
-"""Benchmark of ``async_transformer`` (seed 003) beside FCFS + BestFit and the other placements.
+"""Benchmark of ``async_transformer`` (the asynchronous transformer scheduler) beside
+FCFS + BestFit and the other placements.
 
 Run from the repository root::
 
-    nice .venv/bin/python benchmarks/placement_agents_online.py            # judge the shipped agent
-    nice .venv/bin/python benchmarks/placement_agents_online.py --train    # retrain it first
-    nice .venv/bin/python benchmarks/placement_agents_online.py --sequences 4 --json-out o.json
+    nice .venv/bin/python -m benchmarks.placement_agents_online            # judge the shipped agent
+    nice .venv/bin/python -m benchmarks.placement_agents_online --train    # retrain it first
+    nice .venv/bin/python -m benchmarks.placement_agents_online --sequences 4 --json-out o.json
 
 ``--train`` retrains ``examples/placement/agents/async_transformer.pt`` with :data:`SHIPPED`
-on ``$KALE_PLACEMENT_DATA`` only: windows of 1,000 pods from the first 70 % of the openb pod
+on the shared data only: windows of 1,000 pods from the first 70 % of the openb pod
 list (by creation time) on random 5 % node shares, arrivals 300× faster, sequence seeds
 from 300,000 up, with data locality (``placement.locality``). Judged on windows of the
 *last* 30 % (seeds from 910,000 up, their own node shares) — pods it never saw.
@@ -25,41 +26,37 @@ running. Prints tables and writes JSON; asserts nothing.
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import sys
+import time
+from dataclasses import asdict
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import time  # noqa: E402
-from dataclasses import asdict  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from placement.agents import load_agent  # noqa: E402
-from placement.agents.training import train_agent  # noqa: E402
-from placement.env.locality_env import (  # noqa: E402
+from benchmarks.paths import ROOT, add_data_flag, placement_dir
+from placement.agents import load_agent
+from placement.agents.training import train_agent
+from placement.env.locality_env import (
     SequenceSettings,
     draw_sequence,
     run_sequence,
     split_pods,
 )
-from placement.frag import typical_pods  # noqa: E402
-from placement.policies import PolicyContext, ScorePolicy, make_policy  # noqa: E402
-from placement.timed_experiment import summarise_timed  # noqa: E402
-from placement.workloads.openb import load_nodes, load_pods  # noqa: E402
+from placement.frag import typical_pods
+from placement.policies import PolicyContext, ScorePolicy, make_policy
+from placement.timed_experiment import summarise_timed
+from placement.workloads.openb import load_nodes, load_pods
 
-DATA = Path(os.environ.get("KALE_PLACEMENT_DATA", "/work/shared/data/placement"))
-OUT = _HERE.parent / "examples" / "placement" / "agents"
+OUT = ROOT / "examples" / "placement" / "agents"
 SEQUENCES = SequenceSettings()
 """Windows of 1,000 pods on 5 % of the nodes, arrivals 300× faster (the agent's defaults)."""
 SHIPPED = {"episodes": 40, "seed": 0, "overrides": {}}
 """The shipped agent's training: ``kale place train --agent async_transformer --episodes 40``
-with the defaults (synchronous: repeatable; chosen on training windows only; decision 0158)."""
+with the defaults (synchronous: repeatable; chosen on training windows only;
+docs/decisions/0158-async-transformer-action-slots-and-training.md)."""
 JUDGED_SEED = 910_000
 ONLINE = {"warmup": 256, "train_every": 64, "copy_every": 256}
 """The online mode's pace (fixed before judging): the document's 1,024-decision warm-up and
@@ -222,10 +219,12 @@ def main() -> None:
     parser.add_argument("--agent", default=str(OUT / "async_transformer.pt"))
     parser.add_argument("--sequences", type=int, default=6)
     parser.add_argument("--json-out", default=None)
+    add_data_flag(parser)
     args = parser.parse_args()
 
-    nodes = load_nodes(DATA / "openb_node_list_gpu_node.csv")
-    pods = load_pods(DATA / "openb_pod_list_default.csv")
+    data = placement_dir(args.data)
+    nodes = load_nodes(data / "openb_node_list_gpu_node.csv")
+    pods = load_pods(data / "openb_pod_list_default.csv")
     report: dict = {"settings": {"sequences": asdict(SEQUENCES)}}
     if args.train:
         report["training"] = train(nodes, pods)

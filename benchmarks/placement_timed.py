@@ -2,15 +2,15 @@
 
 Run from the repository root::
 
-    nice .venv/bin/python benchmarks/placement_timed.py                      # everything
-    nice .venv/bin/python benchmarks/placement_timed.py --skip-openb --json-out t.json
+    nice .venv/bin/python -m benchmarks.placement_timed                      # everything
+    nice .venv/bin/python -m benchmarks.placement_timed --skip-openb --json-out t.json
 
 Three tables:
 
 1. **RLScheduler's protocol** (``--protocol rlscheduler``) on an SWF log (default: the
    Lublin-1 file): FCFS/SJF/F1 without and with EASY backfilling, average bounded slowdown
    and utilisation beside the values RLScheduler published (SC'20), and the relative gap
-   (the issue's target: within 1 %). WFP3 and UNICEP are shown with the real wait; their
+   (the target: within 1 %). WFP3 and UNICEP are shown with the real wait; their
    published columns came from a bug (the wait was −(submit+1)) and are not targets.
 2. **Kale's rules** (``--protocol kale``) on the same ten sequences: the head job re-decided
    at every event, classic EASY recomputed at every event, every job run to completion and
@@ -27,21 +27,16 @@ Not a test: numbers are printed, nothing is asserted.
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
+import time
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.paths import add_data_flag, placement_dir
+from kale.terminal.output import table
+from placement.timed_experiment import TimedConfig, run_timed
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import time  # noqa: E402
-from typing import Any  # noqa: E402
-
-from kale.terminal.output import table  # noqa: E402
-from placement.timed_experiment import TimedConfig, run_timed  # noqa: E402
-
-DATA = Path("/work/shared/data/placement")
 PUBLISHED = {  # RLScheduler (SC'20), Lublin-1: (bsld, util) without / with EASY backfilling
     "fcfs": ((7273.77, 0.657), (235.82, 0.868)),
     "sjf": ((277.35, 0.762), (73.31, 0.778)),
@@ -110,13 +105,18 @@ def openb_table(nodes: str, pods: str, seed: int) -> tuple[str, dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--swf", default=str(DATA / "lublin_256.swf"))
-    parser.add_argument("--nodes", default=str(DATA / "openb_node_list_gpu_node.csv"))
-    parser.add_argument("--pods", default=str(DATA / "openb_pod_list_default.csv"))
+    parser.add_argument("--swf", help="SWF log (default: the shared data's Lublin-1 file)")
+    parser.add_argument("--nodes", help="openb node list (default: the shared data's)")
+    parser.add_argument("--pods", help="openb pod list (default: the shared data's)")
+    add_data_flag(parser)
     parser.add_argument("--seed", type=int, default=0, help="Fault and tie-break seed.")
     parser.add_argument("--skip-openb", action="store_true")
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args()
+    data = placement_dir(args.data)
+    args.swf = args.swf or str(data / "lublin_256.swf")
+    args.nodes = args.nodes or str(data / "openb_node_list_gpu_node.csv")
+    args.pods = args.pods or str(data / "openb_pod_list_default.csv")
 
     result: dict[str, Any] = {}
     for protocol in ("rlscheduler", "kale"):

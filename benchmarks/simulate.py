@@ -2,17 +2,19 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/simulate.py                      # default traces, kale forecaster
-    .venv/bin/python benchmarks/simulate.py --forecaster seasonal_naive --json-out sim.json
-    .venv/bin/python benchmarks/simulate.py --trace my.csv --trace other.csv
+    .venv/bin/python -m benchmarks.simulate                      # default traces, kale forecaster
+    .venv/bin/python -m benchmarks.simulate --forecaster seasonal_naive --json-out sim.json
+    .venv/bin/python -m benchmarks.simulate --trace my.csv --trace other.csv
 
-Setting of the issues (35, 37): rescale 5 min, SLO 10 min, 1-minute steps, ``--scale-peak 0.8``,
+The setting the project's targets are stated for: rescale 5 min, SLO 10 min, 1-minute steps,
+``--scale-peak 0.8``,
 7 days of warm-up, the example sync job and its fitted throughput model, and the offline
 ``optimal`` beside every policy (``regret`` = GPU-hours over optimal's; Σminw is the per-step
 sizing reference ``lower_bound_gpu_hours``). Per-policy seconds are measured here, not in
 tests. Traces: generated 28-day traces (two seeds) plus every real trace given with
-``--trace`` (default: the NASA trace in ``../shared/data`` when present). Prints a table per
-trace, the targets as pass/fail lines, and a JSON document. Forecaster fits are cached
+``--trace`` (default: the NASA trace in the shared data folder when present,
+:mod:`benchmarks.paths`). Prints a table per trace, the targets as pass/fail lines, and a
+JSON document. Forecaster fits are cached
 (``~/.cache/kale/fits``), so a second run costs only the simulation. Not a test: numbers are
 printed, nothing is asserted.
 """
@@ -25,44 +27,35 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from autoscaler.job.loading import load_job  # noqa: E402
-from autoscaler.policy.sizing import sizing_for  # noqa: E402
-from autoscaler.sim.forecasting import default_cache_dir, source_factory  # noqa: E402
-from autoscaler.sim.optimal import OptimalSettings  # noqa: E402
-from autoscaler.sim.runner import compare, optimal_metrics, scale_to_peak  # noqa: E402
-from autoscaler.sim.tracegen import generate_trace  # noqa: E402
-from autoscaler.sim.traces import load_trace  # noqa: E402
-from kale.terminal.output import table  # noqa: E402
-from throughput.model import ThroughputModel  # noqa: E402
+from autoscaler.job.loading import load_job
+from autoscaler.policy.sizing import sizing_for
+from autoscaler.sim.forecasting import default_cache_dir, source_factory
+from autoscaler.sim.optimal import OptimalSettings
+from autoscaler.sim.runner import compare, optimal_metrics, scale_to_peak
+from autoscaler.sim.tracegen import generate_trace
+from autoscaler.sim.traces import load_trace
+from benchmarks.paths import ROOT, add_data_flag, nasa_trace
+from kale.terminal.output import table
+from throughput.model import ThroughputModel
 
 POLICIES = ["kale", "hpa", "keda", "autopilot", "madu", "static", "oracle"]
-REAL = next(
-    (
-        base / "shared" / "data" / "nasa_http_jul1995_1min.csv"
-        for base in (ROOT.parent, ROOT.parent.parent)  # a checkout in /work or a worktree
-        if (base / "shared" / "data" / "nasa_http_jul1995_1min.csv").exists()
-    ),
-    ROOT.parent / "shared" / "data" / "nasa_http_jul1995_1min.csv",
-)
 
 
 def traces(
-    paths: list[str], days: int, seeds: list[int], real: bool = True
+    paths: list[str], days: int, seeds: list[int], real: Path | None
 ) -> list[tuple[str, object]]:
+    """Generated traces for ``seeds``, then ``paths`` (none given: ``real`` if it exists)."""
     out = [
         (f"generated seed {s}", generate_trace(days=days, interval_s=60, peak_trough=20, seed=s))
         for s in seeds
     ]
-    for p in paths or ([str(REAL)] if real and REAL.exists() else []):
+    for p in paths or ([str(real)] if real is not None and real.exists() else []):
         out.append((Path(p).name, load_trace(p).series))
     return out
 
 
 def targets(m: dict, lb: float, best: dict, elapsed: dict) -> list[tuple[str, bool, str]]:
-    """The issue's targets (issue 37) for one trace."""
+    """The project's simulation targets for one trace."""
     k, h, o = m["kale"], m["hpa"], m["oracle"]
     opt = best["gpu_hours"]
     fast = sum(v for n, v in elapsed.items() if n != "optimal")
@@ -129,6 +122,7 @@ def main() -> int:
         help="Kale's planner for kale, madu and oracle (default: KaleSettings.planner)",
     )
     ap.add_argument("--json-out", default=None)
+    add_data_flag(ap)
     args = ap.parse_args()
 
     loaded = load_job(args.job)
@@ -137,7 +131,8 @@ def main() -> int:
     fc = loaded.job.spec.forecast
     results = {}
     seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
-    for name, series in traces(args.trace, args.days, seeds, real=not args.no_real):
+    real = None if args.no_real else nasa_trace(args.data)
+    for name, series in traces(args.trace, args.days, seeds, real):
         values, _ = scale_to_peak(series.to_numpy(dtype=float), 0.8, sizing.peak_throughput)
         factory = source_factory(
             args.forecaster or fc.model,

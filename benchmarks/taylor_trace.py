@@ -6,10 +6,10 @@ exponential smoothing": half-hourly electricity demand in England and Wales from
 it as a Python list; this script reads it from the wheel (nothing is installed or imported
 from it) and writes ``taylor_30m.csv`` and, averaged, ``taylor_1h.csv``::
 
-    .venv/bin/pip download pmdarima --no-deps -d /tmp/pm
-    .venv/bin/python benchmarks/taylor_trace.py /tmp/pm/pmdarima-*.whl -o /tmp/pm
-    .venv/bin/python benchmarks/forecast.py --csv /tmp/pm/taylor_30m.csv \\
-        --csv /tmp/pm/taylor_1h.csv --only-csv
+    .venv/bin/pip download pmdarima --no-deps -d pm
+    .venv/bin/python -m benchmarks.taylor_trace pm/pmdarima-*.whl -o pm
+    .venv/bin/python -m benchmarks.forecast --csv pm/taylor_30m.csv \\
+        --csv pm/taylor_1h.csv --only-csv
 
 The values are demand, not arrivals per second; a forecaster only sees a rate with a daily
 and weekly shape, which is what it is used for here. Local time (BST, no clock change in
@@ -20,17 +20,13 @@ from __future__ import annotations
 
 import argparse
 import ast
-import sys
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from autoscaler.sim.traces import save_trace  # noqa: E402
+from autoscaler.sim.traces import save_trace
 
 MEMBER = "pmdarima/datasets/taylor.py"
 

@@ -2,8 +2,8 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/throughput.py            # 10 seeds, table + JSON
-    .venv/bin/python benchmarks/throughput.py --seeds 3 --json-out bench.json
+    .venv/bin/python -m benchmarks.throughput            # 10 seeds, table + JSON
+    .venv/bin/python -m benchmarks.throughput --seeds 3 --json-out bench.json
 
 For every seed and mode it simulates a profile (3 % noise), holds out 20 % of the
 configurations, fits ``auto`` on the rest and reports the held-out MAPE, the error against
@@ -14,31 +14,23 @@ profile (the ``compare`` table). Not a test: numbers are printed, nothing is ass
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
+import random
+import statistics
+import time
+import warnings
 from pathlib import Path
 
-# This file is named like the package it measures; drop its own directory from the path so
-# ``import throughput`` finds the package, not this script.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import random  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from throughput.errors import ExtrapolationWarning  # noqa: E402
-from throughput.families import families_for  # noqa: E402
-from throughput.fit import compare_families, fit_model  # noqa: E402
-from throughput.model import ThroughputModel  # noqa: E402
-from throughput.simulate import generate_profile  # noqa: E402
-from throughput.solver import plan  # noqa: E402
-from throughput.theta import fit_theta  # noqa: E402
+from throughput.errors import ExtrapolationWarning
+from throughput.families import families_for
+from throughput.fit import compare_families, fit_model
+from throughput.model import ThroughputModel
+from throughput.simulate import generate_profile
+from throughput.solver import plan
+from throughput.theta import fit_theta
 
 MODES = ("sync", "async")
 HI = 80  # planning range for accuracy: the profiled range

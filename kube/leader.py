@@ -23,8 +23,10 @@ import datetime as dt
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -112,6 +114,9 @@ class LeaderElector:
         self._observed_at = 0.0
         self.last_error: str | None = None
         self.transitions = 0
+        self.resource_version: str | None = None
+        """The Lease's resourceVersion after this replica's last write (the fence's token)."""
+        self._lock = threading.Lock()
 
     # -- state ---------------------------------------------------------------------------
     def is_leader(self) -> bool:
@@ -139,7 +144,8 @@ class LeaderElector:
         """One round of the protocol; returns :meth:`is_leader` afterwards. Never raises."""
         held = self._renewed_at is not None
         try:
-            self._round()
+            with self._lock:
+                self._round()
             self.last_error = None
         except ActuatorError as exc:
             self.last_error = str(exc)
@@ -165,11 +171,12 @@ class LeaderElector:
                 "spec": self._spec(now, now, 0),
             }
             try:
-                self.kube.call(
+                made = self.kube.call(
                     self.what, self.kube.coordination.create_namespaced_lease, self.namespace, body
                 )
             except Conflict:
                 return  # another replica created it first
+            self.resource_version = _version(made)
             self._won(now, 0)
             return
         spec = lease.spec or V1LeaseSpec()  # a Lease may have no spec: nobody holds it
@@ -202,7 +209,8 @@ class LeaderElector:
 
     def _replace(self, lease: V1Lease, spec: dict[str, Any]) -> None:
         """Replace the Lease with ``spec``, carrying the resourceVersion read with ``lease``
-        (optimistic concurrency: a writer who came first makes this a :class:`Conflict`)."""
+        (optimistic concurrency: a writer who came first makes this a :class:`Conflict`);
+        remembers the resourceVersion the write left."""
         body = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -213,13 +221,37 @@ class LeaderElector:
             },
             "spec": spec,
         }
-        self.kube.call(
+        written = self.kube.call(
             self.what,
             self.kube.coordination.replace_namespaced_lease,
             self.name,
             self.namespace,
             body,
         )
+        self.resource_version = _version(written)
+
+    def fence(self) -> bool:
+        """Whether this replica may still act for the Lease: it holds it by its own clock
+        (:meth:`is_leader`) *and* the Lease on the server is still the one its last write left
+        (same holder, same resourceVersion). A takeover, a deleted or rewritten Lease, or an API
+        server that cannot be read all answer False: acting is skipped, never doubled."""
+        if not self.is_leader():
+            return False
+        with self._lock:
+            try:
+                lease = self.kube.call(
+                    self.what,
+                    self.kube.coordination.read_namespaced_lease,
+                    self.name,
+                    self.namespace,
+                )
+            except ActuatorError as exc:
+                log.warning("leader election: cannot check %s before acting: %s", self.what, exc)
+                return False
+            spec = lease.spec or V1LeaseSpec()
+            return (spec.holder_identity or None) == self.identity and (
+                _version(lease) == self.resource_version
+            )
 
     def _won(self, now: float, transitions: int) -> None:
         self._renewed_at = now
@@ -233,28 +265,118 @@ class LeaderElector:
             return False
         self._renewed_at = None
         try:
-            lease = self.kube.call(
-                self.what, self.kube.coordination.read_namespaced_lease, self.name, self.namespace
-            )
-            spec = lease.spec or V1LeaseSpec()
-            if (spec.holder_identity or None) != self.identity:
-                return False
-            now = self.clock()
-            self._replace(
-                lease,
-                {
-                    "holderIdentity": None,
-                    "leaseDurationSeconds": 1,
-                    "acquireTime": micro_time(now),
-                    "renewTime": micro_time(now),
-                    "leaseTransitions": int(spec.lease_transitions or 0),
-                },
-            )
+            with self._lock:
+                released = self._release()
         except ActuatorError as exc:
             log.warning("leader election: could not release %s: %s", self.what, exc)
             return False
-        log.info("leader election: %s released %s", self.identity, self.what)
+        if released:
+            log.info("leader election: %s released %s", self.identity, self.what)
+        return released
+
+    def _release(self) -> bool:
+        lease = self.kube.call(
+            self.what, self.kube.coordination.read_namespaced_lease, self.name, self.namespace
+        )
+        spec = lease.spec or V1LeaseSpec()
+        if (spec.holder_identity or None) != self.identity:
+            return False
+        now = self.clock()
+        self._replace(
+            lease,
+            {
+                "holderIdentity": None,
+                "leaseDurationSeconds": 1,
+                "acquireTime": micro_time(now),
+                "renewTime": micro_time(now),
+                "leaseTransitions": int(spec.lease_transitions or 0),
+            },
+        )
         return True
+
+
+class ShardElector:
+    """One replica's leases over ``shards`` shards: it holds as many as it can take, at most
+    ``max_held``; a shard whose holder stops renewing is taken over once its lease expires.
+
+    Each shard is an independent :class:`LeaderElector` on its own Lease
+    (``<name>-<shard>``), so everything that makes one lease safe (observed expiry, optimistic
+    concurrency on the resourceVersion, :meth:`LeaderElector.fence`) holds per shard. Replicas
+    try free shards starting at a different one each (from their identity), so two replicas
+    starting together do not both queue on shard 0.
+    """
+
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        namespace: str,
+        name: str,
+        shards: int,
+        max_held: int | None = None,
+        identity: str | None = None,
+        lease_duration_s: float = 15.0,
+        renew_deadline_s: float = 10.0,
+        retry_period_s: float = 2.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if shards < 1:
+            raise ValueError("need at least one shard")
+        self.identity = identity or default_identity()
+        self.shards = shards
+        self.max_held = shards if max_held is None else max(1, min(max_held, shards))
+        self.retry_period_s = retry_period_s
+        self.electors = [
+            LeaderElector(
+                kube,
+                namespace=namespace,
+                name=f"{name}-{k}",
+                identity=self.identity,
+                lease_duration_s=lease_duration_s,
+                renew_deadline_s=renew_deadline_s,
+                retry_period_s=retry_period_s,
+                clock=clock,
+            )
+            for k in range(shards)
+        ]
+        start = zlib.crc32(self.identity.encode()) % shards
+        self._order = [(start + k) % shards for k in range(shards)]
+        self.last_error: str | None = None
+
+    def held(self) -> frozenset[int]:
+        """The shards this replica may act for now."""
+        return frozenset(k for k, e in enumerate(self.electors) if e.is_leader())
+
+    def is_leader(self) -> bool:
+        """Whether it holds any shard (the runner ticks only then)."""
+        return any(e.is_leader() for e in self.electors)
+
+    def try_acquire_or_renew(self) -> bool:
+        """Renew the shards held, then try free ones up to ``max_held``. Never raises."""
+        errors = []
+        for k in self._order:
+            e = self.electors[k]
+            if e.is_leader() or len(self.held()) < self.max_held:
+                e.try_acquire_or_renew()
+                if e.last_error:
+                    errors.append(f"shard {k}: {e.last_error}")
+        self.last_error = "; ".join(errors) or None
+        return self.is_leader()
+
+    def fence(self, shard: int) -> bool:
+        """See :meth:`LeaderElector.fence`, for one shard's Lease."""
+        return self.electors[shard].fence()
+
+    def holders(self) -> dict[int, str | None]:
+        """Each shard's holder as last seen (this replica's own shards included)."""
+        return {
+            k: (self.identity if e.is_leader() else e.holder) for k, e in enumerate(self.electors)
+        }
+
+    def release(self) -> bool:
+        """Give up every shard held (clean shutdown); whether any was released."""
+        released = [e.release() for e in self.electors]
+        return any(released)
 
 
 class LeaderElection(SettingsModel):
@@ -283,6 +405,29 @@ class LeaderElection(SettingsModel):
             kube,
             namespace=self.namespace or os.environ.get("POD_NAMESPACE") or "kale-system",
             name=self.lease_name,
+            identity=identity,
+            lease_duration_s=self.lease_duration,
+            renew_deadline_s=self.renew_deadline,
+            retry_period_s=self.retry_period,
+            clock=clock,
+        )
+
+    def shard_elector(
+        self,
+        kube: Any,
+        *,
+        identity: str,
+        clock: Callable[[], float],
+        shards: int,
+        max_held: int | None = None,
+    ) -> ShardElector:
+        """One Lease per shard, ``<leaseName>-<shard>`` (see :class:`ShardElector`)."""
+        return ShardElector(
+            kube,
+            namespace=self.namespace or os.environ.get("POD_NAMESPACE") or "kale-system",
+            name=self.lease_name,
+            shards=shards,
+            max_held=max_held,
             identity=identity,
             lease_duration_s=self.lease_duration,
             renew_deadline_s=self.renew_deadline,

@@ -25,6 +25,14 @@ def _private_cache(
     monkeypatch.setenv("KALE_CACHE_DIR", str(tmp_path_factory.mktemp("kale-cache")))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses the session broker is a ``kafka`` test, whether or not it says so:
+    the fast lane (``make test-fast``, ``-m "not kafka ..."``) must never start the broker."""
+    for item in items:
+        if "kafka_broker" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.kafka)
+
+
 @pytest.fixture(scope="session")
 def kafka_broker() -> Iterator[Any]:
     """A running tansu broker on 127.0.0.1 (in-memory); ``.bootstrap`` is ``HOST:PORT``."""

@@ -1,6 +1,6 @@
 """Write manifests/crd/elastictrainingjobs.yaml from the pydantic models.
 
-Run: ``python tools/gen_crd.py`` (``--check`` exits 1 when the committed file is stale).
+Run: ``python -m tools.gen_crd`` (``--check`` exits 1 when the committed file is stale).
 """
 
 from __future__ import annotations
@@ -8,10 +8,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from autoscaler.job.crd import render_crd
 
-from autoscaler.job.crd import render_crd  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 TARGET = ROOT / "manifests" / "crd" / "elastictrainingjobs.yaml"
 
@@ -22,7 +21,7 @@ def main(argv: list[str]) -> int:
         current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
         if current != text:
             print(
-                f"{TARGET.relative_to(ROOT)} is stale: run python tools/gen_crd.py", file=sys.stderr
+                f"{TARGET.relative_to(ROOT)} is stale: run python -m tools.gen_crd", file=sys.stderr
             )
             return 1
         return 0

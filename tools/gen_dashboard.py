@@ -1,6 +1,6 @@
 """Write manifests/grafana/kale-dashboard.json from autoscaler/controller/grafana.py.
 
-Run: ``python tools/gen_dashboard.py`` (``--check`` exits 1 when the committed file is stale).
+Run: ``python -m tools.gen_dashboard`` (``--check`` exits 1 when the committed file is stale).
 """
 
 from __future__ import annotations
@@ -8,10 +8,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from autoscaler.controller.grafana import render_dashboard
 
-from autoscaler.controller.grafana import render_dashboard  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 TARGET = ROOT / "manifests" / "grafana" / "kale-dashboard.json"
 
@@ -21,7 +20,7 @@ def main(argv: list[str]) -> int:
     if "--check" in argv:
         current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
         if current != text:
-            print(f"{TARGET.relative_to(ROOT)} is stale: run python tools/gen_dashboard.py")
+            print(f"{TARGET.relative_to(ROOT)} is stale: run python -m tools.gen_dashboard")
             return 1
         return 0
     TARGET.write_text(text, encoding="utf-8")

@@ -1,6 +1,6 @@
 """Write manifests/release.yaml: the kustomize base rendered, the file users apply.
 
-Run: ``python tools/gen_release.py`` (or ``make release``); ``--check`` exits 1 when the
+Run: ``python -m tools.gen_release`` (or ``make release``); ``--check`` exits 1 when the
 committed file differs from ``kubectl kustomize manifests`` (a test does the same).
 """
 

@@ -1,8 +1,7 @@
-"""The tick's last stages: resize where needed, then report — per job, isolated, in parallel.
+"""The act stage: resize where the approved size differs from the current one.
 
-Why this module exists (split from the loop, which measures and plans): acting is where the
-controller changes the world, so it carries the two guarantees that make a resize safe to
-interrupt:
+Why a stage of its own: acting is where the controller changes the world, so it carries the
+two guarantees that make a resize safe to interrupt:
 
 * **a resize-in-progress marker.** Before the first write, the resize (``from``, ``to``,
   ``since``, ``attempts``) is stored in the job's state — the SQLite store, and in cluster
@@ -12,151 +11,125 @@ interrupt:
   forward*: it re-applies ``to`` (actuators are level-triggered: what is already in place is
   not written again) instead of planning afresh on a half-resized job. One marker is one
   resize: its Event and ``kale_resizes_total`` count once, when it completes.
-* **bounded, concurrent I/O.** The resize writes of different jobs, and then the status
-  writes and Events of all jobs, run on a pool of ``act_threads`` threads, and the tick waits
-  for them at most ``act_deadline_s``. A write still running at the deadline stays with its
-  job (``resize_in_progress``); the job is neither measured nor planned until it is done.
+* **bounded, concurrent I/O.** The resize writes of different jobs run on a pool of
+  ``act_threads`` threads, and the tick waits for them at most ``act_deadline_s``. A write
+  still running at the deadline stays with its job (``resize_in_progress``); the job is
+  neither measured nor planned until it is done (:meth:`Act.collect_late` picks it up).
+
+Its result is one :class:`~autoscaler.controller.tick.Outcome` per job it acted on.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from autoscaler.actuators.base import Size
+from autoscaler.actuators.base import Size, fitted
 from autoscaler.controller import overrides
-from autoscaler.controller.reporting import Acting, Outcome, ReportingStages, size_text
+from autoscaler.controller.guard import Guard
+from autoscaler.controller.metering import Backfilling, WarmingUp
+from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.runtime import JobRuntime
-from autoscaler.controller.status import (
-    Conditions,
-    JobReport,
-    iso,
-    resize_message,
+from autoscaler.controller.settings import Clock, ControllerSettings
+from autoscaler.controller.sinks import StatusSink
+from autoscaler.controller.state import StateStore
+from autoscaler.controller.status import Conditions, iso, resize_message, size_text
+from autoscaler.controller.tick import (
+    NO_PLAN,
+    Approvals,
+    Observation,
+    Outcome,
+    Plan,
+    Tick,
+    TickEvents,
 )
-from autoscaler.controller.workers import DaemonPool, wait_until
-from autoscaler.policy.types import Decision
+from autoscaler.controller.workers import DaemonPool, IoResult, run_all
+from autoscaler.policy.forecasts import ForecastWindow
 from kube.errors import ActuatorError, TargetGone, TargetRejected
-
-if TYPE_CHECKING:  # the loop imports this module
-    from autoscaler.controller.loop import ControllerSettings
-    from autoscaler.controller.metrics import ControllerMetrics
-    from autoscaler.controller.sinks import EventSink, StatusSink
-    from autoscaler.controller.state import StateStore
-    from autoscaler.controller.timeline import TimelineStore
 
 log = logging.getLogger("autoscaler.controller.loop")
 
 
-class ActingStages(ReportingStages):
-    """Mixed into :class:`~autoscaler.controller.loop.Controller` (its attributes are used)."""
+@dataclass
+class Act:
+    """The act stage: decide each job's action, write the resizes, record them."""
 
-    clock: Callable[[], float]
-    metrics: ControllerMetrics
     settings: ControllerSettings
+    metrics: ControllerMetrics
     store: StateStore
     status_sink: StatusSink
-    event_sink: EventSink
-    timeline: TimelineStore | None
-    _act_pool: DaemonPool | None
-    _writes_status: bool
-    on_progress: Callable[[], None] | None
-    _fail: Callable[..., None]
-    _guarded: Callable[..., Any]
-    forget: Callable[..., None]
+    writes_status: bool
+    """Cluster mode's status sink: the marker is written on the job too."""
+    clock: Clock
+    act_pool: DaemonPool | None
+    progress: Callable[[], None] | None = None
+    """Called as each pooled write finishes (the runner's liveness beat)."""
 
-    # -- driving the stage ---------------------------------------------------------------
-    def _act_all(
+    def __call__(
         self,
         runtimes: list[JobRuntime],
-        plans: dict[str, Decision | None],
-        approved: dict[str, Size],
-        now: float,
-    ) -> list[JobReport]:
-        acts: dict[str, Acting] = {}
+        observations: dict[str, Observation],
+        plans: dict[str, Plan],
+        approvals: Approvals,
+        tick: Tick,
+        guard: Guard,
+        events: TickEvents,
+    ) -> dict[str, Outcome]:
+        """The outcome of every job that neither failed nor has a write still running."""
+        now = tick.now
+        acts: dict[str, Outcome] = {}
         for rt in runtimes:
-            if rt.failure is None and rt.applying is None:
-                act = self._guarded(
-                    rt, "act", self._prepare, rt, plans.get(rt.key), approved.get(rt.key), now
+            if not guard.failed(rt) and rt.applying is None:
+                act = guard.run(
+                    rt,
+                    "act",
+                    self._prepare,
+                    rt,
+                    observations[rt.key],
+                    plans.get(rt.key, NO_PLAN),
+                    approvals.get(rt.key),
+                    now,
+                    events,
                 )
                 if act is not None:
                     acts[rt.key] = act
         writing = [rt for rt in runtimes if rt.key in acts and acts[rt.key].write is not None]
-        outcomes = self._run_io(
-            writing, "applying", lambda rt: self._write_size_task(rt, acts[rt.key].write)
-        )
+        outcomes = self._run(writing, lambda rt: self._write_size_task(rt, acts[rt.key].write))
         for rt in writing:
-            self._guarded(rt, "act", self._after_write, rt, acts[rt.key], outcomes[rt.key], now)
-        reports = []
-        status: dict[str, dict[str, Any] | None] = {}
-        for rt in runtimes:
-            act = acts.get(rt.key)
-            rep = None
-            if rt.failure is None:
-                rep = self._guarded(rt, "record", self._report, rt, act, now)
-                status[rt.key] = act.status if act is not None else None
-            if rep is None:
-                rep, status[rt.key] = self._failure_report(rt, act, now)
-            reports.append(rep)
-        sending = [
-            rt
-            for rt in runtimes
-            if rt.writing is None and (rt.events or status.get(rt.key) is not None)
-        ]
-        results = self._run_io(
-            sending, "writing", lambda rt: self._send_task(rt, status.get(rt.key), rt.events)
-        )
-        for rt in sending:
-            self._after_send(rt, results[rt.key])
-        return reports
+            if outcomes[rt][0] == "running":
+                rt.applying = outcomes[rt][1]
+            guard.run(
+                rt,
+                "act",
+                self._after_write,
+                rt,
+                acts[rt.key],
+                outcomes[rt],
+                now,
+                observations[rt.key].current,
+                plans.get(rt.key, NO_PLAN).window,
+                guard,
+                events,
+            )
+        return acts
 
-    def _run_io(
-        self, runtimes: list[JobRuntime], attr: str, task: Callable[[JobRuntime], Callable[[], Any]]
-    ) -> dict[str, Outcome]:
-        """Run each job's task: inline without a pool, else on the pool until the deadline.
-
-        Returns per job ``("ok", value)``, ``("error", exc)`` or ``("running", future)``; a
-        running future is left on ``rt.<attr>`` for a later tick to collect.
-        """
-        out: dict[str, Outcome] = {}
-        if self._act_pool is None:
-            for rt in runtimes:
-                try:
-                    out[rt.key] = ("ok", task(rt)())
-                except Exception as exc:
-                    out[rt.key] = ("error", exc)
-            return out
-        futures: dict[Future[Any], JobRuntime] = {}
-        for rt in runtimes:
-            try:
-                futures[self._act_pool.submit(task(rt))] = rt
-            except Exception as exc:
-                out[rt.key] = ("error", exc)
-        progress = self.on_progress
-        wait_until(futures, self.settings.act_deadline_s, on_done=lambda f: progress and progress())
-        for fut, rt in futures.items():
-            if not fut.done():
-                setattr(rt, attr, fut)
-                out[rt.key] = ("running", fut)
-            elif fut.exception() is not None:
-                out[rt.key] = ("error", fut.exception())
-            else:
-                out[rt.key] = ("ok", fut.result())
-        return out
-
-    def _collect_late_io(self, runtimes: list[JobRuntime], now: float) -> None:
-        """Finish what a previous tick's writes left running (called before measuring)."""
+    def collect_late(
+        self, runtimes: list[JobRuntime], tick: Tick, guard: Guard, events: TickEvents
+    ) -> None:
+        """Finish the resize writes a previous tick left running (before measuring)."""
+        now = tick.now
         for rt in runtimes:
             fut = rt.applying
             if fut is not None and fut.done():
                 rt.applying = None
                 exc = fut.exception()
                 cond = Conditions(rt.state.conditions, now)
-                act = Acting(cond, "resize_in_progress", {}, None, None)
-                self._guarded(
+                act = Outcome(cond, "resize_in_progress", {}, None, None)
+                guard.run(
                     rt,
                     "act",
                     self._after_write,
@@ -164,36 +137,54 @@ class ActingStages(ReportingStages):
                     act,
                     ("error", exc) if exc is not None else ("ok", None),
                     now,
+                    None,
+                    None,
+                    guard,
+                    events,
                 )
                 rt.state.conditions = cond.to_list()
-            fut = rt.writing
-            if fut is not None and fut.done():
-                rt.writing = None
-                exc = fut.exception()
-                self._after_send(rt, ("error", exc) if exc is not None else ("ok", None))
+
+    def _run(
+        self, runtimes: list[JobRuntime], task: Callable[[JobRuntime], Callable[[], Any]]
+    ) -> dict[JobRuntime, IoResult]:
+        progress = self.progress
+        return run_all(
+            runtimes,
+            task,
+            self.act_pool,
+            self.settings.act_deadline_s,
+            on_done=lambda f: progress and progress(),
+        )
 
     # -- deciding what to write ----------------------------------------------------------
     def _prepare(
-        self, rt: JobRuntime, plan: Decision | None, approved: Size | None, now: float
-    ) -> Acting:
+        self,
+        rt: JobRuntime,
+        seen: Observation,
+        plan: Plan,
+        approved: Size | None,
+        now: float,
+        events: TickEvents,
+    ) -> Outcome:
         state = rt.state
         cond = Conditions(state.conditions, now)
-        cur = rt.current
-        reason: dict[str, Any] = dict(plan.reason) if plan is not None else {}
+        cur = seen.current
+        wish = plan.decision
+        reason: dict[str, Any] = dict(wish.reason) if wish is not None else {}
         action = str(reason.get("action", "hold"))
         error: str | None = None
         if cur is None:
-            error = str(rt.target_error or rt.problem)
+            error = str(seen.target_error)
             action, reason = "hold", {"action": "hold", "why": f"cannot read the target: {error}"}
-            if isinstance(rt.target_error, TargetGone) and state.pending is not None:
+            if isinstance(seen.target_error, TargetGone) and state.pending is not None:
                 log.info("%s: the target is gone; dropping the unfinished resize", rt.key)
                 state.pending = None
-        action = self._observed_conditions(rt, cond) or action
-        ov = rt.override
+        action = observed_conditions(rt, seen, plan.window, cond) or action
+        ov = plan.override
         overrides.mark(cond, ov)
         if ov is not None and cur is not None:
             action = str(reason.get("action", ov.kind))  # paused/pinned, metrics or not
-        planned = Size(plan.workers, plan.ps) if plan is not None else None
+        planned = Size(wish.workers, wish.ps) if wish is not None else None
         desired = approved if approved is not None else planned
         if planned is not None and desired is not None and cur is not None:
             if desired.workers < planned.workers and planned.workers > cur.workers:
@@ -208,7 +199,16 @@ class ActingStages(ReportingStages):
                     action = "hold_quota"
             else:
                 cond.set("QuotaLimited", False, "WithinQuota", "")
-        act = Acting(cond, action, reason, planned, desired, error)
+        if desired is not None:  # a size the target takes (its bounds; no PS where it has none)
+            taken = fitted(rt.actuator, desired)
+            if taken.workers != desired.workers:
+                reason["target"] = (
+                    f"the {rt.actuator.kind} takes {taken.workers} workers, not {desired.workers}"
+                )
+                if ov is None and cur is not None and taken.workers == cur.workers:
+                    action = "hold_target_bounds"
+            desired = taken
+        act = Outcome(cond, action, reason, planned, desired, error)
         pending = state.pending
         if cur is None or desired is None:
             return act
@@ -217,13 +217,13 @@ class ActingStages(ReportingStages):
         if pending is not None:
             act.action = "resize_resumed"
             if desired == cur:  # the writes had all landed (an earlier tick, or a crash)
-                self._finish_resize(rt, act, cur, now)
+                self._finish_resize(rt, act, cur, now, plan.window, events)
             else:
                 act.write = desired
                 pending["to"] = [desired.workers, desired.ps]  # what the quota allows now
                 pending["attempts"] = int(pending.get("attempts", 0)) + 1
                 self._save_marker(rt)
-        elif (rt.sample is not None or overrides.is_pinned(ov)) and desired != cur:
+        elif (seen.sample is not None or overrides.is_pinned(ov)) and desired != cur:
             state.pending = {
                 "from": [cur.workers, cur.ps],
                 "to": [desired.workers, desired.ps],
@@ -233,8 +233,8 @@ class ActingStages(ReportingStages):
             }
             act.write = desired
             self._save_marker(rt)
-        elif planned is not None and planned != cur and rt.saved_policy is not None:
-            state.policy = rt.saved_policy  # nothing was applied: plan afresh next tick
+        elif planned is not None and planned != cur and plan.saved_policy is not None:
+            state.policy = plan.saved_policy  # nothing was applied: plan afresh next tick
         return act
 
     def _save_marker(self, rt: JobRuntime) -> None:
@@ -245,7 +245,7 @@ class ActingStages(ReportingStages):
     def _write_size_task(self, rt: JobRuntime, size: Size | None) -> Callable[[], Any]:
         assert size is not None
         pending = dict(rt.state.pending or {})
-        mark = getattr(self.status_sink, "mark_resize", None) if self._writes_status else None
+        mark = getattr(self.status_sink, "mark_resize", None) if self.writes_status else None
         ns, name, saved_at = rt.entry.namespace, rt.entry.name, rt.state.saved_at
 
         def write() -> Any:
@@ -255,11 +255,21 @@ class ActingStages(ReportingStages):
 
         return write
 
-    def _after_write(self, rt: JobRuntime, act: Acting, outcome: Outcome, now: float) -> None:
-        kind, value = outcome
+    def _after_write(
+        self,
+        rt: JobRuntime,
+        act: Outcome,
+        result: IoResult,
+        now: float,
+        current: Size | None,
+        window: ForecastWindow | None,
+        guard: Guard,
+        events: TickEvents,
+    ) -> None:
+        kind, value = result
         if kind == "ok":
-            cur = rt.current or Size(*(rt.state.pending or {}).get("from", [0, 0]))
-            self._finish_resize(rt, act, cur, now)
+            cur = current or Size(*(rt.state.pending or {}).get("from", [0, 0]))
+            self._finish_resize(rt, act, cur, now, window, events)
             return
         if kind == "running":
             act.action = "resize_in_progress"
@@ -267,7 +277,7 @@ class ActingStages(ReportingStages):
             return
         exc = value
         if not isinstance(exc, ActuatorError):
-            self._fail(rt, "act", exc)  # the marker stays: the next tick finishes the resize
+            guard.fail(rt, "act", exc)  # the marker stays: the next tick finishes the resize
             return
         self.metrics.errors.labels(kind="actuator").inc()
         pending = rt.state.pending or {}
@@ -285,8 +295,8 @@ class ActingStages(ReportingStages):
         )
         frm, to = pending.get("from"), pending.get("to")
         if int(pending.get("attempts", 1)) <= 1:  # one Warning per resize, not per retry
-            self._event(
-                rt, "ResizeFailed", f"resize {size_text(frm)} -> {size_text(to)} failed: {exc}"
+            events.add(
+                rt.key, "ResizeFailed", f"resize {size_text(frm)} -> {size_text(to)} failed: {exc}"
             )
         if rt.state.pending is not None:
             act.reason["resize"] = (
@@ -296,7 +306,15 @@ class ActingStages(ReportingStages):
         log.warning("resizing %s failed: %s", rt.key, exc)
         act.error, act.action = str(exc), "resize_failed"
 
-    def _finish_resize(self, rt: JobRuntime, act: Acting, cur: Size, now: float) -> None:
+    def _finish_resize(
+        self,
+        rt: JobRuntime,
+        act: Outcome,
+        cur: Size,
+        now: float,
+        window: ForecastWindow | None,
+        events: TickEvents,
+    ) -> None:
         """The marker's resize is done: record it once (metric, Event, rescale window)."""
         state = rt.state
         pending = state.pending or {}
@@ -309,7 +327,7 @@ class ActingStages(ReportingStages):
         act.resized = True
         up = to.workers > frm.workers or (to.workers == frm.workers and to.ps > frm.ps)
         self.metrics.resizes.labels(job=rt.key, direction="up" if up else "down").inc()
-        peak = float(np.max(rt.window.high)) if rt.window is not None else None
+        peak = float(np.max(window.high)) if window is not None else None
         tries = int(pending.get("attempts", 1))
         reason = act.reason
         if act.action in ("resize_resumed", "resize_in_progress"):
@@ -321,4 +339,48 @@ class ActingStages(ReportingStages):
             }
             act.reason.update(reason)
         act.desired = to
-        self._event(rt, "ScaledUp" if up else "ScaledDown", resize_message(frm, to, reason, peak))
+        events.add(
+            rt.key, "ScaledUp" if up else "ScaledDown", resize_message(frm, to, reason, peak)
+        )
+
+
+def observed_conditions(
+    rt: JobRuntime, seen: Observation, window: ForecastWindow | None, cond: Conditions
+) -> str | None:
+    """Target, metrics and forecast conditions; returns the action a hold forces."""
+    cur, sample = seen.current, seen.sample
+    if cur is None:
+        gone = isinstance(seen.target_error, TargetGone)
+        cond.set(
+            "TargetAvailable",
+            False,
+            "TargetNotFound" if gone else "TargetUnavailable",
+            str(seen.target_error or ""),
+        )
+        return None
+    cond.set("TargetAvailable", True, "TargetFound", f"{rt.actuator.kind} at {cur}")
+    if sample is None:
+        err = seen.metric_error
+        why, action = "KafkaUnavailable", "hold_metrics_unavailable"
+        if isinstance(err, WarmingUp):
+            why, action = "WarmingUp", "hold_warming_up"
+        elif isinstance(err, Backfilling):
+            why, action = "Backfilling", "hold_backfilling"
+        cond.set("MetricsAvailable", False, why, f"{err}; holding the current size")
+        return action
+    cond.set(
+        "MetricsAvailable",
+        True,
+        "Measured",
+        f"arrival {sample.arrival_rate:.4g}/s, lag {sample.lag:.0f}",
+    )
+    if window is not None:
+        cond.set("ForecastAvailable", True, "Forecasting", rt.forecast.name)
+    else:
+        cond.set(
+            "ForecastAvailable",
+            False,
+            "NoForecast",
+            f"{rt.forecast.reason or 'no forecast'}; sizing for the recent peak",
+        )
+    return None

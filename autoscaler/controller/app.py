@@ -4,7 +4,7 @@ Builds the pieces the loop takes as arguments — the jobs source, Kafka metric 
 their SQLite history, forecasters, actuators for each target kind, the GPU quota, status and
 event sinks, the state store, metrics and the health server, and the leader elector — and
 nothing else. The Kubernetes client is created only when something needs it (cluster mode,
-leader election, or a job whose target is a StatefulSet or TFJob).
+leader election, or a job whose target lives in the cluster: :data:`CLUSTER_KINDS`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.config import ControllerConfig
 from autoscaler.controller.factories import forecaster_factory
 from autoscaler.controller.jobs import DirectoryJobs, JobEntry, JobsSource
-from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.loop import Controller
 from autoscaler.controller.metering import KafkaMetricSource
 from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.runner import Runner
+from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.sinks import FileStatusSink, LogEventSink, NullSink
 from autoscaler.controller.state import SqliteStateStore
 from autoscaler.controller.timeline import TimelineStore
@@ -39,6 +40,9 @@ from common.errors import UserError
 from common.metrics_server import Health, MetricsServer
 
 log = logging.getLogger(__name__)
+
+CLUSTER_KINDS = ("StatefulSet", "TFJob", "PyTorchJob", "Scale")
+"""Target kinds that live in the cluster (their actuator needs the Kubernetes client)."""
 
 
 class LazyKube:
@@ -74,9 +78,18 @@ def actuator_factory(
     :class:`DryRunActuator` starting at ``minWorkers``, so a laptop can dry-run any job.
     """
 
+    scales: list[Any] = []  # one discovery cache for every Scale target, made on first use
+
+    def scale_subresources() -> Any:
+        if not scales:
+            from kube.scale import ScaleSubresources
+
+            scales.append(ScaleSubresources(kube.get()))
+        return scales[0]
+
     def make(entry: JobEntry) -> Actuator:
         target = entry.job.spec.target
-        if dry_run and target.kind in ("StatefulSet", "TFJob"):
+        if dry_run and target.kind in CLUSTER_KINDS:
             try:
                 kube.get()
             except UserError as exc:
@@ -105,6 +118,30 @@ def actuator_factory(
 
             assert target.name is not None  # validated: a TFJob target names it
             return TFJobActuator(kube.get(), namespace=ns, name=target.name)
+        if target.kind == "PyTorchJob":
+            from autoscaler.actuators.pytorchjob import PyTorchJobActuator
+
+            assert target.name is not None  # validated: a PyTorchJob target names it
+            tr = entry.job.spec.training
+            return PyTorchJobActuator(
+                kube.get(),
+                namespace=ns,
+                name=target.name,
+                min_workers=tr.min_workers,
+                max_workers=tr.max_workers,
+            )
+        if target.kind == "Scale":
+            from autoscaler.actuators.scale import ScaleActuator
+            from kube.scale import ObjectRef
+
+            ref, ps = target.scale_target_ref, target.ps_ref
+            assert ref is not None  # validated: a Scale target names its workers' object
+            return ScaleActuator(
+                scale_subresources(),
+                namespace=ns,
+                workers=ObjectRef(ref.api_version, ref.kind, ref.name),
+                ps=ObjectRef(ps.api_version, ps.kind, ps.name) if ps is not None else None,
+            )
         if target.kind == "Local":
             from autoscaler.actuators.local import LocalActuator
 
@@ -318,12 +355,24 @@ def build(
             act_threads=cfg.tick.write_threads,
             act_deadline_s=deadlines.act_s,
             identity=me,
+            shards=cfg.shards,
             forecast_model=cfg.forecasting.model,
             planner=options.planner,
         ),
     )
     le = cfg.leader_election
-    elector = le.elector(kube.get(), identity=me, clock=clock) if le.enabled else None
+    elector: Any = None
+    if le.enabled and cfg.shards > 1:
+        elector = le.shard_elector(
+            kube.get(),
+            identity=me,
+            clock=clock,
+            shards=cfg.shards,
+            max_held=cfg.max_shards_per_replica,
+        )
+        controller.ownership = elector
+    elif le.enabled:
+        elector = le.elector(kube.get(), identity=me, clock=clock)
     health = Health(stale_after_s=max(3 * cfg.interval, 60.0), clock=clock)
     server = None
     if cfg.metrics.port:

@@ -72,6 +72,21 @@ class ControllerConfig(SettingsModel):
     quota: Quota = Quota()
     metrics: Metrics = Metrics()
     leader_election: LeaderElection = LeaderElection()
+    shards: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="Spread the jobs over this many shards, each with its own Lease "
+        "(<leaderElection.leaseName>-<shard>): every replica plans the jobs of the shards it "
+        "holds. 1: one Lease, one acting replica. More than 1 needs leaderElection.enabled.",
+    )
+    max_shards_per_replica: int | None = Field(
+        default=None,
+        ge=1,
+        le=256,
+        description="The most shards one replica takes (default: all of them). With R replicas, "
+        "ceil(shards / R) spreads the jobs; a dead replica's shards go to replicas with room.",
+    )
     meter: Meter = Meter()
     forecasting: Forecasting = Forecasting()
     tick: Tick = Tick()
@@ -107,6 +122,17 @@ class ControllerConfig(SettingsModel):
         if self.tick.write_deadline is not None:
             return self.tick.write_deadline
         return self.interval / 3
+
+    @model_validator(mode="after")
+    def _shards_need_leases(self) -> ControllerConfig:
+        if self.shards > 1 and not self.leader_election.enabled:
+            raise ValueError(
+                f"shards: {self.shards} needs leaderElection.enabled: true "
+                "(each shard is owned through its own Lease)"
+            )
+        if self.max_shards_per_replica is not None and self.shards == 1:
+            raise ValueError("maxShardsPerReplica needs shards greater than 1")
+        return self
 
     @model_validator(mode="after")
     def _tick_fits_its_interval(self) -> ControllerConfig:

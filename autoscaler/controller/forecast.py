@@ -8,19 +8,26 @@ seconds to a minute, and a loop that waited for it would stop deciding for every
 meanwhile; the old model keeps serving until the new one is ready, and before the first fit
 is done an *interim* model — seasonal naive, which needs no training — serves, so a new job is
 never planned blind), failures turned into "no forecast" with the reason kept for the job's
-status, and the status summary.
+status, and the status summary; and the planner's source (:class:`GivenForecast`), through
+which the window made here reaches the planner as the value of each decision.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
+import math
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any, TypedDict
+
+import numpy as np
 
 from autoscaler.controller.metering import ArrivalHistory
 from autoscaler.controller.timefmt import iso
-from autoscaler.controller.workers import DaemonPool
 from autoscaler.policy.feed import FeedSettings, ForecastFeed, History, refresh
 from autoscaler.policy.forecasts import ForecastWindow
 
@@ -42,15 +49,77 @@ class ForecastSummary(TypedDict, total=False):
     horizonSeconds: float
 
 
-class FitPool(DaemonPool):
-    """A few daemon threads that run forecaster fits, shared by every job of a controller.
+class FitPool:
+    """A few daemon threads that run forecaster fits, shared by every job of a replica,
+    the stalest forecast first.
 
-    Daemon threads (see :class:`DaemonPool`): a fit cannot be interrupted, and a controller
-    that is stopping must not wait a minute for a model nobody will use.
+    Fits wait in a priority queue keyed by when the serving model was fitted (never: first),
+    so when fits pile up — a replica taking over a dead one's shards, thousands of jobs due
+    on the same day — the jobs planning on the oldest models get new ones first, not the
+    ones that happened to ask first. Daemon threads: a fit cannot be interrupted, and a
+    controller that is stopping must not wait a minute for a model nobody will use.
     """
 
     def __init__(self, threads: int = 1) -> None:
-        super().__init__(threads, name="kale-fit")
+        if threads < 1:
+            raise ValueError("a pool needs at least one thread")
+        self.threads = threads
+        self._heap: list[tuple[float, int, Future[Any], Callable[[], Any]]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._started: list[threading.Thread] = []
+        self._idle = 0
+        self._closed = False
+
+    def submit(self, fn: Callable[[], Any], *, fitted_at: float | None = None) -> Future[Any]:
+        """Run ``fn()`` when its turn comes: the oldest ``fitted_at`` first (None, a job
+        with no model yet, before all), in the order submitted among equals."""
+        fut: Future[Any] = Future()
+        with self._cond:
+            if self._closed:
+                fut.set_exception(RuntimeError("the fit pool is closed"))
+                return fut
+            key = -math.inf if fitted_at is None else fitted_at
+            heapq.heappush(self._heap, (key, next(self._seq), fut, fn))
+            if self._idle == 0 and len(self._started) < self.threads:
+                t = threading.Thread(
+                    target=self._work, name=f"kale-fit-{len(self._started)}", daemon=True
+                )
+                self._started.append(t)
+                t.start()
+            self._cond.notify()
+        return fut
+
+    def queued(self) -> int:
+        """Fits waiting for a thread (the backlog a replica exports)."""
+        with self._cond:
+            return sum(1 for *_, fut, _ in self._heap if not fut.cancelled())
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                self._idle += 1
+                while not self._heap and not self._closed:
+                    self._cond.wait()
+                self._idle -= 1
+                if not self._heap:
+                    return  # closed and drained
+                _, _, fut, fn = heapq.heappop(self._heap)
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn())
+            except BaseException as exc:  # the future carries it to whoever reads it
+                fut.set_exception(exc)
+
+    def close(self) -> None:
+        """Stop taking work; queued fits are cancelled, running ones finish unobserved."""
+        with self._cond:
+            self._closed = True
+            for _, _, fut, _ in self._heap:
+                fut.cancel()
+            self._heap.clear()
+            self._cond.notify_all()
 
 
 class ForecastCache:
@@ -80,6 +149,8 @@ class ForecastCache:
         self.make = make
         self.interval_s = interval_s
         self.horizon_steps = horizon_steps
+        self.quantile = quantile
+        """The upper band's quantile (``spec.forecast.quantile``)."""
         every = 1 if reforecast_s is None else max(1, round(reforecast_s / interval_s))
         extra = {} if context_s is None else {"context_s": context_s}
         self.feed = ForecastFeed(
@@ -165,7 +236,8 @@ class ForecastCache:
                 model.fit(series)
                 return model
 
-            self._pending, self._pending_at = self.pool.submit(fit), now
+            self._pending = self.pool.submit(fit, fitted_at=self.fitted_at)
+            self._pending_at = now
             self._pending_due, self._pending_len = due, len(series)
         if self.feed.in_force(step) is not None or self.interim is None:
             return
@@ -233,3 +305,48 @@ class ForecastCache:
             out["peak"] = float(w.high.max())
             out["horizonSeconds"] = len(w) * self.interval_s
         return out
+
+
+class GivenForecast:
+    """The planner's :class:`~autoscaler.policy.forecasts.ForecastSource` in the controller:
+    the window the plan stage made for the decision at hand.
+
+    The controller makes each job's forecast itself, before the planner runs (fits in the
+    background, failures counted, the window also shown in the status), so the planner's
+    source does not forecast: :meth:`given` hands it the window for one decision step, and
+    :meth:`window` answers for that step only, cut to the horizon asked for — outside a
+    ``given`` block, or for another step, there is no forecast.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        """Names the forecast when the window does not (``ForecastWindow.source`` empty)."""
+        self._step: int | None = None
+        self._window: ForecastWindow | None = None
+
+    def given(self, step: int, window: ForecastWindow | None) -> GivenForecast:
+        """The decision at ``step`` is made on ``window`` (None: no forecast), until the
+        ``with`` block this is used in ends."""
+        self._step, self._window = step, window
+        return self
+
+    def __enter__(self) -> GivenForecast:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._step, self._window = None, None
+
+    def window(self, step: int, past: np.ndarray, horizon: int) -> ForecastWindow | None:
+        w = self._window
+        if step != self._step or w is None or len(w) < horizon:
+            return None
+        if len(w) == horizon and w.source and _float_arrays(w):
+            return w  # what the cut would give: the planner asks for the whole window
+        return replace(w.head(horizon), source=w.source or self.name)
+
+
+def _float_arrays(w: ForecastWindow) -> bool:
+    """Every band of ``w`` is already the float array :meth:`ForecastWindow.head` makes."""
+    return all(
+        type(a) is np.ndarray and a.dtype == np.float64 for a in (w.mean, w.low, w.high, w.central)
+    )

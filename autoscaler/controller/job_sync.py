@@ -1,11 +1,10 @@
-"""Stage 1 of the tick: keep the set of managed jobs in step with the listing.
+"""The sync stage: keep the set of managed jobs in step with the listing.
 
-Why a module of its own: building a job (sizing, forecast cache, meter, actuator, the state
+Why a stage of its own: building a job (sizing, forecast cache, meter, actuator, the state
 resumed from the store or from the job's status) and forgetting it is where a bad or
 changed spec meets the controller, so it carries its own failure policy — an expected error
 marks the job invalid, an unexpected one backs off exponentially up to
-:data:`MAX_BUILD_BACKOFF_S` instead of rebuilding every tick. Mixed into
-:class:`~autoscaler.controller.loop.Controller`.
+:data:`MAX_BUILD_BACKOFF_S` instead of rebuilding every tick.
 """
 
 from __future__ import annotations
@@ -14,16 +13,18 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autoscaler.actuators.base import Actuator
 from autoscaler.actuators.dryrun import DryRunActuator
 from autoscaler.controller.forecast import FitPool, ForecastCache
 from autoscaler.controller.isolation import JobFailure, safe_text, steps
-from autoscaler.controller.jobs import InvalidJob, JobEntry, JobsSource, Listing
+from autoscaler.controller.jobs import InvalidJob, JobEntry, Listing
 from autoscaler.controller.metering import MetricSource
 from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.runtime import JobRuntime
+from autoscaler.controller.settings import ControllerSettings
+from autoscaler.controller.sharding import shard_of
 from autoscaler.controller.sinks import EventSink, StatusSink
 from autoscaler.controller.state import JobState, StateStore
 from autoscaler.controller.status import Conditions
@@ -31,9 +32,6 @@ from autoscaler.policy.quota import ResourceManager
 from autoscaler.policy.types import JobSizing
 from common.errors import KaleError
 from kube.errors import ActuatorError
-
-if TYPE_CHECKING:  # the loop imports this module
-    from autoscaler.controller.loop import ControllerSettings
 
 # One logger for the whole tick, whatever module a stage lives in.
 log = logging.getLogger("autoscaler.controller.loop")
@@ -54,10 +52,19 @@ class BuildFailure:
     problems: list[str]
 
 
-class JobSyncStages:
-    """Mixed into :class:`~autoscaler.controller.loop.Controller` (its attributes are used)."""
+@dataclass
+class JobSync:
+    """The sync stage, over the controller's set of managed jobs.
 
-    jobs_source: JobsSource
+    ``runtimes`` (the jobs managed now) and ``build_failures`` are the controller's
+    long-lived dicts, which this stage keeps in step with the listing; ``invalid`` (the
+    problems of the jobs that cannot be managed) is replaced by :meth:`sync`, for the
+    controller to keep. The rest is what building and forgetting a job needs.
+    """
+
+    runtimes: dict[str, JobRuntime]
+    invalid: dict[str, list[str]]
+    build_failures: dict[str, BuildFailure]
     meter_factory: Callable[[JobEntry], MetricSource]
     forecaster_factory: Callable[[JobEntry], Any]
     actuator_factory: Callable[[JobEntry], Actuator]
@@ -68,20 +75,19 @@ class JobSyncStages:
     settings: ControllerSettings
     status_sink: StatusSink
     event_sink: EventSink
-    runtimes: dict[str, JobRuntime]
-    invalid: dict[str, list[str]]
-    _build_failures: dict[str, BuildFailure]
-    _fits: FitPool | None
+    fits: FitPool | None
 
-    # -- 1. jobs -------------------------------------------------------------------------
-    def _sync(self, listing: Listing, now: float) -> None:
+    def sync(self, listing: Listing, now: float, elsewhere: set[str] | None = None) -> None:
+        """Build the jobs listed (anew when their spec changed), forget the others;
+        ``elsewhere``: jobs listed but in shards another replica holds."""
         valid = {e.key: e for e in listing.jobs}
         invalid = {i.key: i for i in listing.invalid if i.key not in valid}
         for key in list(self.runtimes):
             if key not in valid:
-                self.forget(
-                    key, why="no longer listed" if key not in invalid else "its spec became invalid"
-                )
+                why = "its spec became invalid" if key in invalid else "no longer listed"
+                if elsewhere and key in elsewhere:
+                    why = "its shard is held by another replica"
+                self.forget(key, why=why)
         for key, bad in invalid.items():
             if self.invalid.get(key) != bad.problems:
                 log.warning(
@@ -94,22 +100,22 @@ class JobSyncStages:
                 )
             self._report_invalid(bad, now)
         self.invalid = {k: v.problems for k, v in invalid.items()}
-        for key in list(self._build_failures):
+        for key in list(self.build_failures):
             if key not in valid:
-                del self._build_failures[key]
+                del self.build_failures[key]
         for key, entry in valid.items():
             rt = self.runtimes.get(key)
             if rt is not None and rt.entry.fingerprint == entry.fingerprint:
                 rt.entry = self._new_credentials(rt, entry)
                 self._adopt_newer_state(rt, entry)
                 continue
-            held = self._build_failures.get(key)
+            held = self.build_failures.get(key)
             if held is not None and held.fingerprint == entry.fingerprint and now < held.retry_at:
                 self.invalid[key] = held.problems  # not retried yet: it raised last time
                 continue
             try:
                 self.runtimes[key] = self._build(entry, rt)
-                self._build_failures.pop(key, None)
+                self.build_failures.pop(key, None)
             except Exception as exc:
                 self._build_failed(key, entry, rt, exc, now)
 
@@ -135,10 +141,10 @@ class JobSyncStages:
             return
         # An exception no job should be able to cause: count it, say so on the job, and
         # back off (the same spec raised last time; rebuilding every tick would only repeat).
-        held = self._build_failures.get(key)
+        held = self.build_failures.get(key)
         tries = held.tries + 1 if held is not None and held.fingerprint == entry.fingerprint else 1
         backoff = min(MAX_BUILD_BACKOFF_S, self.settings.interval_s * 2 ** (tries - 1))
-        self._build_failures[key] = BuildFailure(
+        self.build_failures[key] = BuildFailure(
             entry.fingerprint, now + backoff, tries, bad.problems
         )
         self.metrics.job_error(key, "build", failure.error)
@@ -170,15 +176,16 @@ class JobSyncStages:
         sizing = self.sizing_factory(entry)
         fc = job.spec.forecast
         horizon = steps(float(fc.horizon), float(fc.interval), what="spec.forecast.horizon")
+        make = self.forecaster_factory  # the cache outlives this stage: keep the factory only
         cache = ForecastCache(
-            lambda: self.forecaster_factory(entry),
+            lambda: make(entry),
             name=self.settings.forecast_model or fc.model,
             interval_s=float(fc.interval),
             horizon_steps=horizon,
             refit_s=float(fc.refit),
             quantile=float(fc.quantile),
             reforecast_s=self.settings.reforecast_s,
-            pool=self._fits,
+            pool=self.fits,
             interim=_interim_model,
         )
         keep_meter = (
@@ -204,6 +211,10 @@ class JobSyncStages:
             state=state,
             planner=self.settings.planner,
         )
+        if self.settings.shards > 1:
+            rt.shard = shard_of(entry.key, self.settings.shards)
+            if old is None:
+                self._owned_event(entry, rt.shard)
         if old is not None:
             for part, kept in ((old.meter, keep_meter), (old.actuator, keep_actuator)):
                 if not kept:
@@ -217,6 +228,25 @@ class JobSyncStages:
             extra={"fields": {"event": "job_added", "job": entry.key}},
         )
         return rt
+
+    def _owned_event(self, entry: JobEntry, shard: int) -> None:
+        """An Event saying which replica plans the job now, and which did before."""
+        before = entry.status.get("controller") if isinstance(entry.status, dict) else None
+        me = self.settings.identity
+        message = f"planned by replica {me} (shard {shard} of {self.settings.shards})"
+        if isinstance(before, str) and before and before != me:
+            message += f", taken over from {before}"
+        try:
+            self.event_sink.emit(
+                namespace=entry.namespace,
+                name=entry.name,
+                uid=entry.uid,
+                reason="ShardOwned",
+                message=message,
+            )
+        except Exception as err:  # events are a courtesy
+            self.metrics.errors.labels(kind="event").inc()
+            log.warning("event for %s failed: %s", entry.key, safe_text(err))
 
     def _new_credentials(self, rt: JobRuntime, entry: JobEntry) -> JobEntry:
         """A rotated Secret: reconnect with the new credentials (a new meter), keeping the
@@ -253,7 +283,7 @@ class JobSyncStages:
         if isinstance(theirs, dict) and _saved_at(theirs) > (rt.state.saved_at or -math.inf):
             rt.state = JobState.from_dict(theirs)
 
-    def forget(self, key: str, *, why: str = "") -> None:
+    def forget(self, key: str, why: str = "") -> None:
         """Stop managing a job: close its meter and actuator, return its GPUs to the pool."""
         rt = self.runtimes.pop(key, None)
         if rt is not None:

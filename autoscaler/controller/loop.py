@@ -1,103 +1,100 @@
 """The reconcile loop: one :meth:`Controller.tick` measures, plans, approves and acts for all jobs.
 
 A tick, level-triggered (it reads the world every time and acts on the difference, so
-running it twice, or after a restart, converges to the same state):
+running it twice, or after a restart, converges to the same state), is a pipeline of
+stages, each a function of the values the stages before it returned
+(:mod:`autoscaler.controller.tick`):
 
-1. **list** the jobs (directory or cluster); a failure to list skips the tick and keeps every
+1. **sync** the jobs with the listing (directory or cluster;
+   :mod:`~autoscaler.controller.job_sync`): a failure to list skips the tick and keeps every
    job as it is; jobs no longer listed are forgotten (their GPUs return to the pool);
-2. **observe** each job: its current size from the actuator and a Kafka sample from its
-   metric source (on bounded thread pools, waited for at most ``observe_deadline_s``: a job
-   whose measurement is still running holds its size; it never holds up the others);
-3. **plan** each job with the same :class:`KalePolicy` the simulator runs, fed the arrival
-   history and a cached live forecast. Missing metrics mean *hold the current size* — never
-   a zero load, never a scale to zero — and a ``MetricsAvailable=False`` condition;
+2. **observe** each job (:mod:`~autoscaler.controller.observing`) → an
+   :class:`~autoscaler.controller.tick.Observation`: its current size from the actuator and
+   a Kafka sample from its metric source (on bounded thread pools, waited for at most
+   ``observe_deadline_s``: a job whose measurement is still running holds its size; it
+   never holds up the others);
+3. **forecast and plan** each job (:func:`~autoscaler.controller.planning.plan_job`) → a
+   :class:`~autoscaler.controller.tick.Plan`: the same :class:`KalePolicy` the simulator
+   runs, fed the arrival history and the job's live forecast. Missing metrics mean *hold
+   the current size* — never a zero load, never a scale to zero — and a
+   ``MetricsAvailable=False`` condition;
 4. **approve** all wishes in one round of the GPU :class:`ResourceManager` (priority,
-   minimum guarantees, max-min fair when short) before any GPU is given or taken back;
-5. **act** where the approved size differs from the current one, and **record**: status on
-   the job (sizes, last decision, forecast summary, conditions, planner state), an Event per
-   resize, Prometheus metrics, one JSON log line per decision, and the state store
-   (:mod:`autoscaler.controller.acting`: resize markers, concurrent bounded writes).
+   minimum guarantees, max-min fair when short) before any GPU is given or taken back
+   (:func:`~autoscaler.controller.planning.approve`) → the approved sizes;
+5. **act** where the approved size differs from the current one
+   (:mod:`~autoscaler.controller.acting`: resize markers, concurrent bounded writes) → an
+   :class:`~autoscaler.controller.tick.Outcome` per job;
+6. **report** (:mod:`~autoscaler.controller.reporting`): status on the job (sizes, last
+   decision, forecast summary, conditions, planner state), an Event per resize, Prometheus
+   metrics, one JSON log line per decision — then **save** every job's state.
 
-The stages live in mixins, one module each: :mod:`~autoscaler.controller.job_sync` (1),
-:mod:`~autoscaler.controller.observing` (2), :mod:`~autoscaler.controller.planning` (3, 4)
-and :mod:`~autoscaler.controller.acting` (5); this module holds the settings, the wiring and
-the order of the stages.
-
-Every stage runs every job under a guard (:mod:`autoscaler.controller.isolation`): an
-exception of any type marks that job and the tick goes on with the others.
+Every stage runs every job under the tick's :class:`~autoscaler.controller.guard.Guard`
+(:mod:`autoscaler.controller.isolation`): an exception of any type marks that job and the
+tick goes on with the others. The stages import none of this module; it composes them.
 
 Everything with a clock takes ``clock`` (epoch seconds); nothing here sleeps.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from autoscaler.actuators.base import Actuator
-from autoscaler.controller.acting import ActingStages
+from autoscaler.controller.acting import Act
 from autoscaler.controller.forecast import FitPool
-from autoscaler.controller.isolation import JobFailure, safe_text
-from autoscaler.controller.job_sync import BuildFailure, JobSyncStages
-from autoscaler.controller.jobs import JobEntry, JobsSource
+from autoscaler.controller.guard import Guard
+from autoscaler.controller.isolation import safe_text
+from autoscaler.controller.job_sync import BuildFailure, JobSync
+from autoscaler.controller.jobs import JobEntry, JobsSource, Listing
 from autoscaler.controller.metering import MetricSource
 from autoscaler.controller.metrics import ControllerMetrics
-from autoscaler.controller.observing import ObservingStages
-from autoscaler.controller.planning import PlanningStages
+from autoscaler.controller.observing import Observe
+from autoscaler.controller.planning import approve, plan_job
+from autoscaler.controller.reporting import Report
 from autoscaler.controller.runtime import JobRuntime
+from autoscaler.controller.settings import Clock, ControllerSettings
+from autoscaler.controller.sharding import Ownership, owned_part
 from autoscaler.controller.sinks import EventSink, NullSink, StatusSink
 from autoscaler.controller.state import MemoryStateStore, SavedState, StateStore
 from autoscaler.controller.status import JobReport
+from autoscaler.controller.tick import NOTHING_OBSERVED, Plan, Tick, TickEvents
 from autoscaler.controller.timeline import TimelineStore
 from autoscaler.controller.workers import DaemonPool
-from autoscaler.policy.kale import KaleSettings
 from autoscaler.policy.quota import ResourceManager
 from autoscaler.policy.types import JobSizing
 from common.errors import KaleError
 
 log = logging.getLogger(__name__)
 
-Clock = Callable[[], float]
+
+@contextmanager
+def _collect_after() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a tick runs; collect once it is over.
+
+    A tick makes a few objects per job in every stage, which all live until the tick ends and
+    are then freed by reference counting. A collection in the middle of the tick scans them
+    all for no garbage (with many jobs, several collections a tick); one collection after it
+    scans only what the tick left behind. The oldest generation is collected as often as the
+    collector would do it itself (once the middle one was collected more often than its
+    threshold). A collector that is off (``gc.disable()``) stays off.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect(2 if gc.get_count()[2] > gc.get_threshold()[2] else 1)
 
 
-@dataclass
-class ControllerSettings:
-    """How the loop runs (the job files say what each job wants)."""
-
-    interval_s: float = 60.0
-    """Time between ticks (the runner's business; here only for messages)."""
-    history_s: float = 28 * 86400.0
-    """Arrival history handed to the forecaster."""
-    reforecast_s: float | None = None
-    """Reuse a forecast this long; None: a new forecast whenever the history grew."""
-    dry_run: bool = False
-    """Read real sizes, apply nothing (every actuator is wrapped in :class:`DryRunActuator`)."""
-    observe_threads: int = 1
-    """Jobs measured in parallel (1: one after another inside the tick, no deadline — what
-    fake-clock tests want; the real controller uses ``meter.threads``)."""
-    observe_deadline_s: float | None = None
-    """Longest a tick waits for measurements and target reads (None: until all are done).
-    A job whose measurement is still running holds its size and is measured again later."""
-    act_threads: int = 1
-    """Target reads, resize writes and status writes of different jobs run in parallel on
-    this many threads (1: one after another inside the tick, no deadline)."""
-    act_deadline_s: float | None = None
-    """Longest a tick waits for resize and status writes (None: until all are done)."""
-    identity: str = ""
-    """This replica's name, written to the status."""
-    planner: KaleSettings | None = None
-    """Planner tunables (``horizon_steps`` is always set from each job's forecast horizon)."""
-    forecast_model: str | None = None
-    """The model the forecaster factory uses for every job (None: each job's own)."""
-    fit_threads: int = 0
-    """Background threads for forecaster fits, shared by all jobs (0: fit inside the tick,
-    which keeps a test's ticks deterministic; the real controller uses 1 or more)."""
-
-
-class Controller(JobSyncStages, ObservingStages, PlanningStages, ActingStages):
+class Controller:
     """See the module docstring. All collaborators are injected:
 
     * ``jobs_source.list() -> Listing``;
@@ -105,7 +102,11 @@ class Controller(JobSyncStages, ObservingStages, PlanningStages, ActingStages):
       (fresh, unfitted); ``actuator_factory(entry) -> Actuator``;
     * ``sizing_factory(entry) -> JobSizing`` (default: from the job's throughput model);
     * ``resource_manager``: the GPU quota (None: unlimited);
-    * ``status_sink``, ``event_sink``, ``metrics``, ``state_store``; ``clock`` (epoch s).
+    * ``status_sink``, ``event_sink``, ``metrics``, ``state_store``; ``clock`` (epoch s);
+    * ``ownership``: the shards this replica holds, when jobs are spread over replicas.
+
+    They stay attributes (replaceable between ticks); each tick hands the stages the ones
+    they use.
     """
 
     def __init__(
@@ -124,6 +125,7 @@ class Controller(JobSyncStages, ObservingStages, PlanningStages, ActingStages):
         state_store: StateStore | None = None,
         settings: ControllerSettings | None = None,
         timeline: TimelineStore | None = None,
+        ownership: Ownership | None = None,
     ) -> None:
         self.jobs_source = jobs_source
         self.meter_factory = meter_factory
@@ -142,32 +144,47 @@ class Controller(JobSyncStages, ObservingStages, PlanningStages, ActingStages):
         self.sizing_factory = sizing_factory
         self.status_sink: StatusSink = status_sink or NullSink()
         self.event_sink: EventSink = event_sink or NullSink()
-        self._writes_status = not isinstance(self.status_sink, NullSink)
         self.metrics = metrics or ControllerMetrics()
         self.store: StateStore = state_store or MemoryStateStore()
         self.settings = settings or ControllerSettings()
         self.timeline = timeline
         """Per-tick history (:class:`~autoscaler.controller.timeline.TimelineStore`) or None."""
+        self.ownership = ownership
+        """The shards this replica plans (None: every job; see :mod:`.sharding`)."""
         self.runtimes: dict[str, JobRuntime] = {}
+        """The jobs managed now."""
         self.invalid: dict[str, list[str]] = {}
-        self._build_failures: dict[str, BuildFailure] = {}
+        """The problems of each listed job that cannot be managed."""
         self.on_progress: Callable[[], None] | None = None
         """Called as slow work finishes (the runner beats the liveness probe with it)."""
+        self.ticks = 0
+        """Ticks started so far (the next tick's number)."""
+        self._build_failures: dict[str, BuildFailure] = {}
         s = self.settings
         self._fits = FitPool(s.fit_threads) if s.fit_threads > 0 else None
         self._meter_pool = (
             DaemonPool(s.observe_threads, name="kale-observe") if s.observe_threads > 1 else None
         )
         self._act_pool = DaemonPool(s.act_threads, name="kale-act") if s.act_threads > 1 else None
-        self.metrics.quota_total.set(
-            -1 if resource_manager is None else resource_manager.quota_gpus
-        )
+        self._quota = None if resource_manager is None else resource_manager.quota_gpus
+        """The whole GPU quota; a replica holding some of the shards gets their share."""
+        self.metrics.quota_total.set(-1 if self._quota is None else self._quota)
 
     # -- the tick ------------------------------------------------------------------------
     def tick(self) -> list[JobReport]:
-        """One reconcile round over every job; returns what happened to each."""
+        """One reconcile round over every job; returns what happened to each.
+
+        The cyclic garbage collector waits until the round is over (:func:`_collect_after`).
+        """
+        with _collect_after():
+            reports = self._round()
+        return reports
+
+    def _round(self) -> list[JobReport]:
         started = time.perf_counter()
-        now = self.clock()
+        tick = Tick(self.ticks, self.clock())
+        self.ticks += 1
+        now = tick.now
         try:
             listing = self.jobs_source.list()
         except Exception as exc:  # whatever reading the jobs raised: skip, keep every job
@@ -179,66 +196,133 @@ class Controller(JobSyncStages, ObservingStages, PlanningStages, ActingStages):
                 extra={"fields": {"event": "list_failed", "error": safe_text(exc)}},
             )
             return []
-        self._sync(listing, now)
+        elsewhere: set[str] = set()
+        if self.ownership is not None:
+            held = self.ownership.held()
+            self.metrics.shards_held.set(len(held))
+            self.metrics.shards_total.set(self.ownership.shards)
+            listing, elsewhere = owned_part(listing, held, self.ownership.shards)
+            if self.resources is not None and self._quota is not None:
+                share = self._quota * len(held) // self.ownership.shards
+                self.resources.quota_gpus = share
+                self.metrics.quota_total.set(share)
+        sync = self._sync(listing, now, elsewhere)
         runtimes = list(self.runtimes.values())
+        guard, events = Guard(self.metrics), TickEvents()
+        found = {rt.key: rt.state.conditions for rt in runtimes}
+        act, report = self._act_stage(), self._report_stage(sync)
+        act.collect_late(runtimes, tick, guard, events)
+        report.collect_late(runtimes)
+        observations = self._observe_stage()(runtimes, tick, guard)
         for rt in runtimes:
-            rt.begin_tick()
-        self._collect_late_io(runtimes, now)
-        self._observe_all(runtimes, now)
+            seen = rt.observed = observations.get(rt.key, NOTHING_OBSERVED)
+            if seen.current is not None and seen.sample is not None:
+                rt.last_observed = (now, seen.sample, seen.current)
+        plans: dict[str, Plan] = {}
         for rt in runtimes:
-            if rt.current is not None and rt.sample is not None:
-                rt.last_observed = (now, rt.sample, rt.current)
-        plans = {rt.key: self._guarded(rt, "plan", self._plan, rt, now) for rt in runtimes}
-        approved = self._approve(runtimes, plans, now)
-        reports = self._act_all(runtimes, plans, approved, now)
+            plan = guard.run(rt, "plan", plan_job, rt, observations[rt.key], tick, self.metrics)
+            if plan is not None:
+                plans[rt.key] = plan
+        approvals = approve(
+            self.resources, runtimes, observations, plans, tick, guard, self.metrics
+        )
+        if self.ownership is not None:
+            runtimes = self._fenced(runtimes, sync)
+        outcomes = act(runtimes, observations, plans, approvals, tick, guard, events)
+        reports = report(runtimes, observations, plans, outcomes, found, tick, guard, events)
         self._save([rt for rt in runtimes if rt.key in self.runtimes])
         self.metrics.jobs.labels(state="valid").set(len(self.runtimes))
         self.metrics.jobs.labels(state="invalid").set(len(self.invalid))
         if self.resources is not None:
             self.metrics.quota_used.set(sum(self.resources.held.values()))
+        if self._fits is not None:
+            self.metrics.fits_queued.set(self._fits.queued())
         self.metrics.tick_seconds.observe(time.perf_counter() - started)
         self.metrics.last_tick.set(now)
         return reports
 
-    # -- isolation -----------------------------------------------------------------------
-    def _guarded(self, rt: JobRuntime, stage: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` unless the job already failed this tick; an exception of any type
-        marks the job (and returns None) instead of leaving the tick."""
-        if rt.failure is not None:
-            return None
-        try:
-            return fn(*args)
-        except Exception as exc:
-            self._fail(rt, stage, exc)
-            return None
+    # -- the stages, with this controller's collaborators ---------------------------------
+    def _fenced(self, runtimes: list[JobRuntime], sync: JobSync) -> list[JobRuntime]:
+        """The jobs whose shard this replica still holds on the server; the others are
+        forgotten before anything is acted on (another replica owns them now)."""
+        assert self.ownership is not None
+        ok: dict[int, bool] = {}
+        kept = []
+        for rt in runtimes:
+            shard = rt.shard if rt.shard is not None else 0
+            if shard not in ok:
+                ok[shard] = self.ownership.fence(shard)
+                if not ok[shard]:
+                    self.metrics.errors.labels(kind="fence").inc()
+                    log.warning(
+                        "shard %d was lost before acting; its jobs are left to its new owner",
+                        shard,
+                        extra={"fields": {"event": "shard_lost", "shard": shard}},
+                    )
+            if ok[shard]:
+                kept.append(rt)
+            else:
+                sync.forget(rt.key, why=f"shard {shard} was lost before acting")
+        return kept
 
-    def _fail(self, rt: JobRuntime, stage: str, exc: BaseException) -> None:
-        failure = JobFailure.of(stage, exc)
-        first = rt.failure is None
-        if first:
-            rt.failure = failure
-        self.metrics.job_error(rt.key, stage, failure.error)
-        seen: set[tuple[str, str]] = getattr(rt, "_logged_failures", set())
-        known = (stage, failure.error) in seen
-        seen.add((stage, failure.error))
-        rt._logged_failures = seen  # type: ignore[attr-defined]
-        log.error(
-            "job %s failed in %s (it holds; the other jobs go on): %s",
-            rt.key,
-            stage,
-            failure.describe(),
-            exc_info=exc if not known else None,
-            extra={
-                "fields": {
-                    "event": "job_error",
-                    "job": rt.key,
-                    "stage": stage,
-                    "error": failure.error,
-                }
-            },
+    def _sync(self, listing: Listing, now: float, elsewhere: set[str] | None = None) -> JobSync:
+        """The sync stage: the managed jobs in step with ``listing``."""
+        sync = JobSync(
+            runtimes=self.runtimes,
+            invalid=self.invalid,
+            build_failures=self._build_failures,
+            meter_factory=self.meter_factory,
+            forecaster_factory=self.forecaster_factory,
+            actuator_factory=self.actuator_factory,
+            sizing_factory=self.sizing_factory,
+            resources=self.resources,
+            metrics=self.metrics,
+            store=self.store,
+            settings=self.settings,
+            status_sink=self.status_sink,
+            event_sink=self.event_sink,
+            fits=self._fits,
+        )
+        try:
+            sync.sync(listing, now, elsewhere or set())
+        finally:
+            self.invalid = sync.invalid
+        return sync
+
+    def _observe_stage(self) -> Observe:
+        return Observe(
+            self.settings, self.metrics, self._meter_pool, self._act_pool, self.on_progress
         )
 
-    # -- 6. save -------------------------------------------------------------------------
+    def _act_stage(self) -> Act:
+        return Act(
+            settings=self.settings,
+            metrics=self.metrics,
+            store=self.store,
+            status_sink=self.status_sink,
+            writes_status=self._writes_status(),
+            clock=self.clock,
+            act_pool=self._act_pool,
+            progress=self.on_progress,
+        )
+
+    def _report_stage(self, sync: JobSync) -> Report:
+        return Report(
+            settings=self.settings,
+            metrics=self.metrics,
+            status_sink=self.status_sink,
+            event_sink=self.event_sink,
+            writes_status=self._writes_status(),
+            timeline=self.timeline,
+            act_pool=self._act_pool,
+            forget=sync.forget,
+            progress=self.on_progress,
+        )
+
+    def _writes_status(self) -> bool:
+        return not isinstance(self.status_sink, NullSink)
+
+    # -- the end of the tick ---------------------------------------------------------------
     def _save(self, runtimes: list[JobRuntime]) -> None:
         """Every job's state in one transaction; a state that cannot be stored fails alone."""
         states: dict[str, SavedState] = {}

@@ -40,6 +40,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 
+from common.version import __version__
+
 JOB_LABELS = ("namespace", "etj")
 
 JOB_GAUGES: dict[str, str] = {
@@ -110,15 +112,6 @@ class _ByJob:
         return getattr(self.metric, name)
 
 
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("kale-autoscaler")
-    except Exception:  # running from a source tree that was never installed
-        return "unknown"
-
-
 LABELLED: dict[str, tuple[str, str, str]] = {
     # set_job key prefix -> (metric name, extra label, help)
     "recommended_": (
@@ -152,9 +145,10 @@ def _label_value(prefix: str, rest: str) -> str:
 
 class JobGauges:
     """The per-job gauges, kept as plain numbers and turned into metric families when
-    scraped: with 10,000 jobs a tick sets ~250,000 values, and a ``Gauge`` child's lock and
-    checks cost ~3 µs per set, a dict assignment ~0.1 µs. None is kept as NaN (unknown this
-    tick, never a false 0)."""
+    scraped: a tick sets about two dozen values per job, and a dict assignment costs a
+    small fraction of a ``Gauge`` child's lock and checks (see
+    docs/decisions/0135-metrics-names-and-unknown-values.md). None is kept as NaN (unknown
+    this tick, never a false 0)."""
 
     def __init__(self) -> None:
         self.values: dict[str, dict[str, float]] = {}
@@ -170,6 +164,16 @@ class JobGauges:
         nan = math.nan
         for key, value in values.items():
             row[_OLD_NAMES.get(key, key)] = nan if value is None else float(value)
+
+    def update(self, job: str, values: dict[str, float]) -> None:
+        """:meth:`set` for values already as exported (floats, NaN for unknown) under the
+        current names: what the report stage gives every job every tick."""
+        row = self.values.get(job)
+        if row is None:
+            with self._lock:
+                self._labels[job] = job_labels(job)
+                row = self.values.setdefault(job, {})
+        row.update(values)
 
     def remove(self, job: str) -> None:
         with self._lock:
@@ -210,7 +214,7 @@ class ControllerMetrics:
             ["version", "python_version"],
             registry=r,
         )
-        build.labels(version=_version(), python_version=platform.python_version()).set(1)
+        build.labels(version=__version__, python_version=platform.python_version()).set(1)
         self.job = JobGauges()
         r.register(self.job)
         decision_labels = (*JOB_LABELS, "action")
@@ -230,7 +234,7 @@ class ControllerMetrics:
         self.errors = Counter(
             "kale_errors",
             "Failures by kind (metrics, forecast, planner, "
-            "actuator, status, event, list, build, quota, lease).",
+            "actuator, status, event, list, build, quota, lease, fence).",
             ["kind"],
             registry=r,
         )
@@ -244,6 +248,25 @@ class ControllerMetrics:
             "kale_jobs", "Jobs managed (valid) and rejected (invalid).", ["state"], registry=r
         )
         self.leader = Gauge("kale_leader", "1 while this replica holds the lease.", registry=r)
+        self.shards_held = Gauge(
+            "kale_shards_held",
+            "Shards whose Lease this replica holds (jobs spread over replicas).",
+            registry=r,
+        )
+        self.shards_total = Gauge(
+            "kale_shards", "Shards the jobs are spread over (1: not sharded).", registry=r
+        )
+        self.owner = Gauge(
+            "kale_job_owner_info",
+            "1 for each job this replica plans, labelled with the replica and the job's shard.",
+            [*JOB_LABELS, "replica", "shard"],
+            registry=r,
+        )
+        self.fits_queued = Gauge(
+            "kale_forecast_fits_queued",
+            "Forecaster fits waiting for a thread of this replica's fit pool (stalest first).",
+            registry=r,
+        )
         self.quota_total = Gauge(
             "kale_quota_gpus", "GPU quota shared by the jobs (-1: none).", registry=r
         )
@@ -260,6 +283,7 @@ class ControllerMetrics:
         )
         self.errors.labels(kind="metrics")  # the series exist from the start
         self._decided: dict[tuple[str, str], Any] = {}
+        self._owners: dict[str, tuple[str, ...]] = {}
         self._job_error_labels: dict[str, set[tuple[str, str, str, str]]] = {}
         self._lock = threading.Lock()
 
@@ -280,6 +304,23 @@ class ControllerMetrics:
         """
         self.job.set(job, values)
 
+    def owned(self, job: str, replica: str, shard: int | None) -> None:
+        """Say that ``replica`` plans ``job`` (in ``shard``; "" when jobs are not sharded)."""
+        labels = (*job_labels(job), replica, "" if shard is None else str(shard))
+        if self._owners.get(job) == labels:
+            return
+        old = self._owners.get(job)
+        if old is not None:
+            with contextlib.suppress(KeyError):
+                self.owner.remove(*old)
+        self._owners[job] = labels
+        self.owner.labels(*labels).set(1)
+
+    def set_job_gauges(self, job: str, values: dict[str, float]) -> None:
+        """Set ``job``'s gauges from values already as exported (floats, NaN for unknown;
+        the names :meth:`set_job` takes, without the former ones)."""
+        self.job.update(job, values)
+
     def decided(self, job: str, action: str) -> None:
         """Count one decision (the labelled child is looked up once per job and action)."""
         child = self._decided.get((job, action))
@@ -290,6 +331,10 @@ class ControllerMetrics:
     def forget(self, job: str) -> None:
         """Drop every series of ``job`` (it is no longer managed)."""
         self.job.remove(job)
+        owner = self._owners.pop(job, None)
+        if owner is not None:
+            with contextlib.suppress(KeyError):
+                self.owner.remove(*owner)
         for key in [k for k in self._decided if k[0] == job]:
             del self._decided[key]
         labels = job_labels(job)

@@ -1,10 +1,11 @@
-"""The tick's report stage: conditions, status, the decision log, Events — and sending them.
+"""The report stage: conditions, status, the decision log, Events — and sending them.
 
-Why a module of its own: what the controller *says* about a job (conditions a person reads
+Why a stage of its own: what the controller *says* about a job (conditions a person reads
 with ``kubectl describe``, one JSON log line per decision, Warning Events on transitions,
 metrics, the timeline) is separate from what it *does* to the job (:mod:`acting`, the
 resize and its marker). Status writes and Events of all jobs go out together on the act
-pool; a 404 on the status means the job was deleted and is forgotten.
+pool, waited for at most ``act_deadline_s``; a 404 on the status means the job was deleted
+and is forgotten.
 """
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autoscaler.actuators.base import Size
+from autoscaler.controller.guard import Guard
 from autoscaler.controller.isolation import JobFailure, safe_text
 from autoscaler.controller.job_metrics import job_gauges
-from autoscaler.controller.metering import Backfilling, WarmingUp
+from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.runtime import JobRuntime
+from autoscaler.controller.settings import ControllerSettings
+from autoscaler.controller.sinks import EventSink, StatusSink
 from autoscaler.controller.state import Condition
 from autoscaler.controller.status import (
     Conditions,
@@ -27,99 +31,83 @@ from autoscaler.controller.status import (
     iso,
     jsonable,
     selector_of,
+    size_text,
 )
+from autoscaler.controller.tick import NO_PLAN, Event, Observation, Outcome, Plan, Tick, TickEvents
+from autoscaler.controller.timeline import TimelineStore
+from autoscaler.controller.workers import DaemonPool, IoResult, run_all
 from kube.errors import ActuatorError, TargetGone
-
-if TYPE_CHECKING:  # the loop imports this module (through acting)
-    from autoscaler.controller.loop import ControllerSettings
-    from autoscaler.controller.metrics import ControllerMetrics
-    from autoscaler.controller.sinks import EventSink, StatusSink
-    from autoscaler.controller.timeline import TimelineStore
 
 log = logging.getLogger("autoscaler.controller.loop")
 
-Outcome = tuple[str, Any]
-"""How one job's pooled I/O ended: ``("ok", result)``, ``("error", exception)`` or
-``("running", future)``."""
+Status = dict[str, Any]
+"""A status document to write (the custom resource's ``status``, or its file)."""
 
 
 @dataclass
-class Acting:
-    """One job's act stage in one tick (the loop's scratch, kept off :class:`JobRuntime`)."""
+class Report:
+    """The report stage: one :class:`JobReport` per job, and its status and Events sent."""
 
-    cond: Conditions
-    action: str
-    reason: dict[str, Any]
-    planned: Size | None
-    desired: Size | None
-    error: str | None = None
-    write: Size | None = None
-    """The size to write this tick (None: nothing to write)."""
-    resized: bool = False
-    status: dict[str, Any] | None = None
-    """The status document to write (None: none)."""
-
-
-class ReportingStages:
-    """Mixed into :class:`~autoscaler.controller.loop.Controller` through
-    :class:`~autoscaler.controller.acting.ActingStages` (its attributes are used)."""
-
-    clock: Callable[[], float]
-    metrics: ControllerMetrics
     settings: ControllerSettings
+    metrics: ControllerMetrics
     status_sink: StatusSink
     event_sink: EventSink
+    writes_status: bool
+    """False: the status goes nowhere, so none is built."""
     timeline: TimelineStore | None
-    _writes_status: bool
-    forget: Callable[..., None]
+    act_pool: DaemonPool | None
+    forget: Callable[[str, str], None]
+    """Stops managing a job (``forget(key, why)``): its status answered 404."""
+    progress: Callable[[], None] | None = None
+    """Called as each pooled write finishes (the runner's liveness beat)."""
 
-    # -- reporting -----------------------------------------------------------------------
-    def _observed_conditions(self, rt: JobRuntime, cond: Conditions) -> str | None:
-        """Target, metrics and forecast conditions; returns the action a hold forces."""
-        cur, sample = rt.current, rt.sample
-        if cur is None:
-            gone = isinstance(rt.target_error, TargetGone)
-            cond.set(
-                "TargetAvailable",
-                False,
-                "TargetNotFound" if gone else "TargetUnavailable",
-                str(rt.target_error or rt.problem or ""),
-            )
-            return None
-        cond.set("TargetAvailable", True, "TargetFound", f"{rt.actuator.kind} at {cur}")
-        if sample is None:
-            err = rt.metric_error
-            why, action = "KafkaUnavailable", "hold_metrics_unavailable"
-            if isinstance(err, WarmingUp):
-                why, action = "WarmingUp", "hold_warming_up"
-            elif isinstance(err, Backfilling):
-                why, action = "Backfilling", "hold_backfilling"
-            cond.set("MetricsAvailable", False, why, f"{err}; holding the current size")
-            return action
-        cond.set(
-            "MetricsAvailable",
-            True,
-            "Measured",
-            f"arrival {sample.arrival_rate:.4g}/s, lag {sample.lag:.0f}",
-        )
-        if rt.window is not None:
-            cond.set("ForecastAvailable", True, "Forecasting", rt.forecast.name)
-        else:
-            cond.set(
-                "ForecastAvailable",
-                False,
-                "NoForecast",
-                f"{rt.forecast.reason or 'no forecast'}; sizing for the recent peak",
-            )
-        return None
+    def __call__(
+        self,
+        runtimes: list[JobRuntime],
+        observations: dict[str, Observation],
+        plans: dict[str, Plan],
+        outcomes: dict[str, Outcome],
+        found: dict[str, list[Condition]],
+        tick: Tick,
+        guard: Guard,
+        events: TickEvents,
+    ) -> list[JobReport]:
+        """Every job's report; ``found``: the conditions each job had when the tick began
+        (a failed job's report compares with them)."""
+        now = tick.now
+        reports = []
+        status: dict[str, Status | None] = {}
+        for rt in runtimes:
+            act = outcomes.get(rt.key)
+            seen, plan = observations[rt.key], plans.get(rt.key, NO_PLAN)
+            done = None
+            if not guard.failed(rt):
+                done = guard.run(rt, "record", self._report, rt, seen, plan, act, now, events)
+            if done is None:
+                failure = guard.failures.get(rt.key)
+                done = self._failure_report(
+                    rt, failure, seen, plan, act, found[rt.key], now, events
+                )
+            reports.append(done[0])
+            status[rt.key] = done[1]
+        self._send(runtimes, status, events)
+        return reports
 
-    def _report(self, rt: JobRuntime, act: Acting | None, now: float) -> JobReport:
+    def _report(
+        self,
+        rt: JobRuntime,
+        seen: Observation,
+        plan: Plan,
+        act: Outcome | None,
+        now: float,
+        events: TickEvents,
+    ) -> tuple[JobReport, Status | None]:
         if act is None:  # a write of an earlier tick is still running
-            return self._busy_report(rt, now)
+            return self._busy_report(rt, now), None
         state = rt.state
-        self._summarise(rt, act, now)
+        self._summarise(rt, seen, act, now, events)
         state.conditions = act.cond.to_list()
-        desired, cur = act.desired, rt.current
+        desired, cur = act.desired, seen.current
         state.last_decision = {
             "time": iso(now),
             "action": act.action,
@@ -136,12 +124,11 @@ class ReportingStages:
             action=act.action,
             reason=jsonable(act.reason),
             forecast=jsonable(rt.forecast.summary()),
-            sample=rt.sample,
+            sample=seen.sample,
             resized=act.resized,
             error=act.error,
         )
-        act.status = self._record(rt, report, now)
-        return report
+        return report, self._record(rt, plan, report, now)
 
     def _busy_report(self, rt: JobRuntime, now: float) -> JobReport:
         last = rt.state.last_current
@@ -155,7 +142,9 @@ class ReportingStages:
         self.metrics.decided(rt.key, report.action)
         return report
 
-    def _summarise(self, rt: JobRuntime, act: Acting, now: float) -> None:
+    def _summarise(
+        self, rt: JobRuntime, seen: Observation, act: Outcome, now: float, events: TickEvents
+    ) -> None:
         """Resizing and Ready conditions, and Warning events on transitions."""
         state, cond, error = rt.state, act.cond, act.error
         resizing, left = rt.resizing(now)
@@ -176,10 +165,10 @@ class ReportingStages:
             )
         else:
             cond.set("Resizing", False, "Stable", "")
-        if rt.current is None:
+        if seen.current is None:
             cond.set("Ready", False, "TargetUnavailable", str(error or ""))
-        elif rt.sample is None and not act.resized:
-            cond.set("Ready", False, "MetricsUnavailable", str(rt.metric_error or ""))
+        elif seen.sample is None and not act.resized:
+            cond.set("Ready", False, "MetricsUnavailable", str(seen.metric_error or ""))
         elif error:
             cond.set("Ready", False, "ResizeFailed", error)
         else:
@@ -189,27 +178,35 @@ class ReportingStages:
             ("TargetAvailable", "TargetUnavailable"),
         ):
             if cond.became(type_, False) and not (
-                type_ == "TargetAvailable" and error and rt.current is not None
+                type_ == "TargetAvailable" and error and seen.current is not None
             ):
-                self._event(rt, event, cond.by_type[type_]["message"], "Warning")
+                events.add(rt.key, event, cond.by_type[type_]["message"], "Warning")
         if cond.became("QuotaLimited", True):
-            self._event(rt, "QuotaLimited", cond.by_type["QuotaLimited"]["message"], "Warning")
+            events.add(rt.key, "QuotaLimited", cond.by_type["QuotaLimited"]["message"], "Warning")
 
     def _failure_report(
-        self, rt: JobRuntime, act: Acting | None, now: float
-    ) -> tuple[JobReport, dict[str, Any] | None]:
+        self,
+        rt: JobRuntime,
+        failure: JobFailure | None,
+        seen: Observation,
+        plan: Plan,
+        act: Outcome | None,
+        found: list[Condition],
+        now: float,
+        events: TickEvents,
+    ) -> tuple[JobReport, Status | None]:
         """The report (and status) of a job whose handling raised: it holds; say so."""
-        failure = rt.failure or JobFailure("record", "Unknown", "")
+        failure = failure or JobFailure("record", "Unknown", "")
         state = rt.state
         resized = act is not None and act.resized
-        if rt.saved_policy is not None and not resized:
-            state.policy = rt.saved_policy  # the decision did not happen
+        if plan.saved_policy is not None and not resized:
+            state.policy = plan.saved_policy  # the decision did not happen
         why = f"controller error in {failure.describe()}; holding the current size"
         try:
-            cond = Conditions(rt.tick_conditions, now)
+            cond = Conditions(found, now)
             cond.set("Ready", False, "ControllerError", why)
-            if cond.became("Ready", False) or _reason_changed(rt.tick_conditions, failure):
-                self._event(rt, "ControllerError", why, "Warning")
+            if cond.became("Ready", False) or _reason_changed(found, failure):
+                events.add(rt.key, "ControllerError", why, "Warning")
             state.conditions = cond.to_list()
             state.last_decision = {"time": iso(now), "action": "error", "reason": why}
         except Exception:  # hostile state: keep only what we can say
@@ -219,20 +216,24 @@ class ReportingStages:
         report = JobReport(
             job=rt.key,
             time=now,
-            current=rt.current,
+            current=seen.current,
             planned=None,
             desired=None,
             action="error",
             reason={"action": "error", "why": why, "stage": failure.stage},
-            sample=rt.sample,
+            sample=seen.sample,
             resized=resized,
             error=failure.describe(),
         )
-        status: dict[str, Any] | None = None
-        if self._writes_status:
+        status: Status | None = None
+        if self.writes_status:
             try:
                 status = build_status(
-                    report, state, generation=rt.entry.generation, identity=self.settings.identity
+                    report,
+                    state,
+                    generation=rt.entry.generation,
+                    identity=self.settings.identity,
+                    shard=rt.shard,
                 )
             except Exception:  # the minimum that tells a person what is wrong
                 status = {"conditions": state.conditions, "controller": self.settings.identity}
@@ -252,22 +253,24 @@ class ReportingStages:
         )
         return report, status
 
-    def _record(self, rt: JobRuntime, rep: JobReport, now: float) -> dict[str, Any] | None:
+    def _record(self, rt: JobRuntime, plan: Plan, rep: JobReport, now: float) -> Status | None:
         """Metrics, the decision log line, the timeline; returns the status to write."""
         st = rt.state
         m = self.metrics
         m.decided(rt.key, rep.action)
         s = rep.sample
-        m.set_job(rt.key, **job_gauges(rt, rep))
+        m.set_job_gauges(rt.key, job_gauges(rt, rep, plan.window, plan.override))
+        m.owned(rt.key, self.settings.identity, rt.shard)
         st.saved_at = now
         status = None
-        if self._writes_status:
+        if self.writes_status:
             status = build_status(
                 rep,
                 st,
                 generation=rt.entry.generation,
                 identity=self.settings.identity,
                 selector=selector_of(rt.actuator),
+                shard=rt.shard,
             )
         level = logging.INFO if rep.resized or rep.error else logging.DEBUG
         if log.isEnabledFor(level):
@@ -293,45 +296,76 @@ class ReportingStages:
             )
         if self.timeline is not None:
             try:
-                self.timeline.record(rt, rep, now)
+                self.timeline.record(rt, rep, now, plan.window)
             except Exception:  # the history is for people; it must not stop a tick
                 m.errors.labels(kind="timeline").inc()
                 log.exception("recording the timeline of %s", rt.key)
         return status
 
     # -- status and events (I/O) -----------------------------------------------------------
-    def _event(self, rt: JobRuntime, reason: str, message: str, type_: str = "Normal") -> None:
-        rt.events.append((reason, message, type_))
+    def _send(
+        self, runtimes: list[JobRuntime], status: dict[str, Status | None], events: TickEvents
+    ) -> None:
+        """Every job's Events and status, on the act pool until the deadline (a job whose
+        status write of an earlier tick is still running sends nothing this tick)."""
+        sending = [
+            rt
+            for rt in runtimes
+            if rt.writing is None and (events.of(rt.key) or status.get(rt.key) is not None)
+        ]
+        progress = self.progress
+        results = run_all(
+            sending,
+            lambda rt: self._send_task(rt, status.get(rt.key), events.of(rt.key)),
+            self.act_pool,
+            self.settings.act_deadline_s,
+            on_done=lambda f: progress and progress(),
+        )
+        for rt in sending:
+            if results[rt][0] == "running":
+                rt.writing = results[rt][1]
+            self._after_send(rt, results[rt])
+
+    def collect_late(self, runtimes: list[JobRuntime]) -> None:
+        """Finish the status writes a previous tick left running (before measuring)."""
+        for rt in runtimes:
+            fut = rt.writing
+            if fut is not None and fut.done():
+                rt.writing = None
+                exc = fut.exception()
+                self._after_send(rt, ("error", exc) if exc is not None else ("ok", None))
 
     def _send_task(
-        self, rt: JobRuntime, status: dict[str, Any] | None, events: list[tuple[str, str, str]]
+        self, rt: JobRuntime, status: Status | None, events: list[Event]
     ) -> Callable[[], Any]:
         entry = rt.entry
         events = list(events)
 
         def send() -> Any:
             failed = 0
-            for reason, message, type_ in events:
+            for event in events:
                 try:
                     self.event_sink.emit(
                         namespace=entry.namespace,
                         name=entry.name,
                         uid=entry.uid,
-                        reason=reason,
-                        message=message,
-                        type=type_,
+                        reason=event.reason,
+                        message=event.message,
+                        type=event.type,
                     )
                 except Exception as exc:  # events are a courtesy
                     failed += 1
-                    log.warning("event %s for %s failed: %s", reason, entry.key, safe_text(exc))
+                    log.warning(
+                        "event %s for %s failed: %s", event.reason, entry.key, safe_text(exc)
+                    )
             if status is not None:
                 self.status_sink.write_status(entry.namespace, entry.name, status)
             return failed
 
         return send
 
-    def _after_send(self, rt: JobRuntime, outcome: Outcome) -> None:
-        kind, value = outcome
+    def _after_send(self, rt: JobRuntime, result: IoResult) -> None:
+        kind, value = result
         if kind == "ok":
             if value:
                 self.metrics.errors.labels(kind="event").inc(value)
@@ -339,7 +373,7 @@ class ReportingStages:
         if kind == "running":
             return
         if isinstance(value, TargetGone):
-            self.forget(rt.key, why="its resource was deleted (404 on status)")
+            self.forget(rt.key, "its resource was deleted (404 on status)")
         elif isinstance(value, ActuatorError):
             self.metrics.errors.labels(kind="status").inc()
             log.warning("cannot write the status of %s: %s", rt.key, value)
@@ -347,11 +381,6 @@ class ReportingStages:
             self.metrics.errors.labels(kind="status").inc()
             self.metrics.job_error(rt.key, "record", type(value).__name__)
             log.error("writing the status of %s: %s", rt.key, safe_text(value))
-
-
-def size_text(v: Any) -> str:
-    """A ``[workers, ps]`` pair as a size (``?`` when it is not one: a damaged marker)."""
-    return str(Size(*v)) if isinstance(v, list | tuple) and len(v) == 2 else "?"
 
 
 def _reason_changed(conditions: list[Condition], failure: JobFailure) -> bool:

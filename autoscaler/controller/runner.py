@@ -42,10 +42,10 @@ def settle_heap() -> None:
     """Keep the cyclic garbage collector off the controller's long-lived state.
 
     After the first tick the heap holds every job's runtime, model and caches — millions of
-    objects with 10,000 jobs — and every full collection would walk them all, ~20 % of a
-    tick. Freezing them moves them out of the collector's generations (they are still freed
-    by reference counting when a job is forgotten), and a higher young-generation threshold
-    collects a tick's short-lived garbage in fewer, cheaper passes.
+    objects with 10,000 jobs — and every full collection would walk them all, a large share
+    of a tick's time. Freezing them moves them out of the collector's generations (they are
+    still freed by reference counting when a job is forgotten), and a higher young-generation
+    threshold collects a tick's short-lived garbage in fewer, cheaper passes.
     """
     gc.collect()
     gc.freeze()

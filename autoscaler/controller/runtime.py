@@ -1,46 +1,31 @@
-"""One job's long-lived pieces in the controller, and what one tick learned about it.
+"""One job's long-lived pieces in the controller: what outlives a tick.
 
-Kept apart from the loop so the loop reads as the tick's stages; everything per job that
-outlives a tick (sizing, planner, forecast cache, meter, actuator, saved state, work still
-running on a pool thread) lives on :class:`JobRuntime`.
+Everything per job that a later tick needs lives on :class:`JobRuntime` — sizing, planner,
+forecast cache, meter, actuator, saved state, and work still running on a pool thread.
+What one tick learns about a job travels between the stages as values
+(:mod:`autoscaler.controller.tick`) and is not kept here, except the latest observation,
+which people read between ticks (a progress line, a test).
 """
 
 from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from autoscaler.actuators.base import Actuator, Size
-from autoscaler.controller.forecast import ForecastCache
-from autoscaler.controller.isolation import MAX_PLAN_STEPS, JobFailure, JobLimitError, steps
+from autoscaler.controller.forecast import ForecastCache, GivenForecast
+from autoscaler.controller.isolation import MAX_PLAN_STEPS, JobLimitError, steps
 from autoscaler.controller.jobs import JobEntry
-from autoscaler.controller.metering import ArrivalHistory, MetricSource, Sample
-from autoscaler.controller.state import Condition, JobState
-from autoscaler.job.overrides import Override
-from autoscaler.policy.forecasts import CallbackSource, ForecastWindow
+from autoscaler.controller.metering import MetricSource, Sample
+from autoscaler.controller.state import JobState
+from autoscaler.controller.tick import NOTHING_OBSERVED, Observation
 from autoscaler.policy.kale import KalePolicy, KaleSettings
 from autoscaler.policy.types import JobSizing
 from common.errors import MetricUnavailable
-from kube.errors import ActuatorError
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Observed:
-    """What one measurement task found (built on a pool thread, applied by the loop)."""
-
-    current: Size | None = None
-    target_error: ActuatorError | None = None
-    sample: Sample | None = None
-    metric_error: MetricUnavailable | None = None
-    history: ArrivalHistory | None = None
-    unexpected: list[tuple[str, BaseException]] | None = None
-    """Exceptions of unexpected types, turned into the errors above (counted per job)."""
 
 
 class JobRuntime:
@@ -58,12 +43,13 @@ class JobRuntime:
         planner: KaleSettings | None,
     ) -> None:
         self.entry = entry
+        self.key = entry.key
+        """``namespace/name`` (a rebuilt or re-credentialed entry keeps it)."""
         self.sizing = sizing
         self.forecast = forecast
         self.meter = meter
         self.actuator = actuator
         self.state = state
-        self.window: ForecastWindow | None = None
         settings = replace(planner or KaleSettings(), horizon_steps=forecast.horizon_steps)
         # The planner looks back this far (SLO window, the reactive fallback, a margin).
         back = steps(
@@ -77,31 +63,26 @@ class JobRuntime:
                 f"the planner would look back {self.past_steps} intervals; the controller "
                 f"handles at most {MAX_PLAN_STEPS} per job"
             )
-        self.policy = KalePolicy(
-            sizing, CallbackSource(self._window, name=forecast.name), settings=settings
-        )
-        # Scratch of the current tick.
-        self.current: Size | None = None
-        self.sample: Sample | None = None
+        self.forecast_given = GivenForecast(forecast.name)
+        """The planner's forecast source: the plan stage hands it each decision's window."""
+        self.policy = KalePolicy(sizing, self.forecast_given, settings=settings)
+        self.observed: Observation = NOTHING_OBSERVED
+        """What the latest tick observed (the stages pass it along as a value; this copy is
+        for readers between ticks)."""
         self.last_observed: tuple[float, Sample, Size] | None = None
         """(time, sample, size) of the latest tick that measured both: what a progress line
-        shows (``sample`` and ``current`` are cleared while a tick measures again)."""
-        self.history: ArrivalHistory | None = None
-        self.problem: str | None = None
-        self.target_error: ActuatorError | None = None
-        self.metric_error: MetricUnavailable | None = None
-        self.saved_policy: dict[str, Any] | None = None
-        self.override: Override | None = None
-        """A pause or pin in force this tick (:mod:`autoscaler.job.overrides`), set by the plan."""
-        """The planner state before this tick's decision, restored if nothing was applied."""
-        self.failure: JobFailure | None = None
-        """The first unexpected exception of this tick (the job then holds)."""
-        self.events: list[tuple[str, str, str]] = []
-        """(reason, message, type) of the Events this tick raised, sent with the status."""
-        self.tick_conditions: list[Condition] = state.conditions
-        """The conditions as the tick found them (a failure report compares with these)."""
+        shows (``observed`` has neither while a tick cannot measure)."""
+        self.shard: int | None = None
+        """The job's shard when jobs are spread over replicas (None: they are not)."""
+        self.gauge_basis: object | None = None
+        """What the job's gauges take from its sizing and spec alone
+        (:class:`~autoscaler.controller.job_metrics.JobBasis`), made at the first report."""
+        self.logged_failures: set[tuple[str, str]] = set()
+        """(stage, error) pairs already logged with a traceback (later ones log one line)."""
         # Work that outlives a tick.
-        self.measuring: Future[Observed] | None = None
+        self.reading: Future[Any] | None = None
+        """The target read running on a pool thread past its tick's deadline."""
+        self.measuring: Future[Any] | None = None
         """The measurement running on a pool thread (None: none running)."""
         self.measuring_since = 0.0
         self.measured_at: float | None = None
@@ -111,25 +92,20 @@ class JobRuntime:
         self.writing: Future[Any] | None = None
         """A status write still running on a pool thread after its tick's deadline."""
 
-    def begin_tick(self) -> None:
-        self.current = self.sample = self.history = None
-        self.problem = self.target_error = self.metric_error = None
-        self.window = None
-        self.saved_policy = None
-        self.override = None
-        self.failure = None
-        self.events = []
-        self.tick_conditions = self.state.conditions
-
-    def _window(self, step: int, past: np.ndarray, horizon: int) -> ForecastWindow | None:
-        w = self.window
-        if w is None or len(w) < horizon:
-            return None
-        return w
+    @property
+    def current(self) -> Size | None:
+        """The size the latest tick read (None: it could not)."""
+        return self.observed.current
 
     @property
-    def key(self) -> str:
-        return self.entry.key
+    def sample(self) -> Sample | None:
+        """The Kafka sample the latest tick took (None: it could not)."""
+        return self.observed.sample
+
+    @property
+    def metric_error(self) -> MetricUnavailable | None:
+        """Why the latest tick has no sample."""
+        return self.observed.metric_error
 
     def resizing(self, now: float) -> tuple[bool, float]:
         started = self.state.resize_started

@@ -31,10 +31,13 @@ def jsonable(value: Any) -> Any:
         return value
     if kind is float:
         return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, dict):  # plain items inline: a call each would cost more
+        return {
+            k if type(k) is str else str(k): v if type(v) in _PLAIN else jsonable(v)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple | np.ndarray):
-        return [jsonable(v) for v in value]
+        return [v if type(v) in _PLAIN else jsonable(v) for v in value]
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
@@ -137,6 +140,11 @@ def resize_message(
     return "; ".join(parts)
 
 
+def size_text(v: Any) -> str:
+    """A ``[workers, ps]`` pair as a size (``?`` when it is not one: a damaged marker)."""
+    return str(Size(*v)) if isinstance(v, list | tuple) and len(v) == 2 else "?"
+
+
 def selector_of(actuator: Any) -> str | None:
     """The worker pods' label selector an actuator knows (a dry run asks its reader)."""
     for part in (actuator, getattr(actuator, "reader", None)):
@@ -153,6 +161,7 @@ def build_status(
     generation: int | None,
     identity: str,
     selector: str | None = None,
+    shard: int | None = None,
 ) -> dict[str, Any]:
     """The job's ``.status`` (keys with no value are left out).
 
@@ -188,5 +197,6 @@ def build_status(
         "conditions": conditions,
         "plannerState": jsonable(state.to_dict() | {"conditions": []}),
         "controller": identity or None,
+        "shard": shard,
     }
     return {k: v for k, v in status.items() if v is not None}

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 if TYPE_CHECKING:  # the dashboard reads this module; it needs none of the loop's imports
     from autoscaler.controller.runtime import JobRuntime
     from autoscaler.controller.status import JobReport
+    from autoscaler.policy.forecasts import ForecastWindow
 
 #: Keep this much history (seconds of the controller's clock).
 RETENTION_S = 28 * 86400.0
@@ -178,8 +179,10 @@ class TimelineStore:
             )
 
     # -- writing (the controller) ---------------------------------------------------------
-    def record(self, rt: JobRuntime, rep: JobReport, now: float) -> None:
-        """Append the tick of one job."""
+    def record(
+        self, rt: JobRuntime, rep: JobReport, now: float, window: ForecastWindow | None
+    ) -> None:
+        """Append the tick of one job (``window``: the forecast its decision was made on)."""
         sz = rt.sizing
         s = rep.sample
         cur = rep.current
@@ -192,7 +195,7 @@ class TimelineStore:
                 if size:
                     held = max(held, int(size[0]))
         fc_t = fc_mean = fc_p10 = fc_p90 = fc_peak = None
-        w = rt.window
+        w = window
         if w is not None and len(w):
             lead = lead_steps(sz.rescale_s, sz.interval_s, len(w))
             fc_t = (step + lead + 1) * sz.interval_s

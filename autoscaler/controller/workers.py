@@ -16,9 +16,15 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import Any
+from typing import Any, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+IoResult = tuple[str, Any]
+"""How one pooled call ended: ``("ok", result)``, ``("error", exception)`` or
+``("running", future)`` (still running at the deadline)."""
 
 
 class DaemonPool:
@@ -105,3 +111,41 @@ def wait_until(
         if not done:  # the deadline passed
             break
     return pending
+
+
+def run_all(
+    items: Iterable[K],
+    task: Callable[[K], Callable[[], Any]],
+    pool: DaemonPool | None,
+    deadline_s: float | None,
+    *,
+    on_done: Callable[[Future[Any]], None] | None = None,
+) -> dict[K, IoResult]:
+    """Run ``task(item)()`` for each item: inline, one after another, without a pool (no
+    deadline); else on the pool, waiting until ``deadline_s``. An exception of type
+    ``Exception`` (building the call included) is the item's result, never raised; a call
+    still running at the deadline comes back as ``("running", future)`` for the caller to
+    collect later."""
+    out: dict[K, IoResult] = {}
+    if pool is None:
+        for item in items:
+            try:
+                out[item] = ("ok", task(item)())
+            except Exception as exc:
+                out[item] = ("error", exc)
+        return out
+    futures: dict[Future[Any], K] = {}
+    for item in items:
+        try:
+            futures[pool.submit(task(item))] = item
+        except Exception as exc:
+            out[item] = ("error", exc)
+    wait_until(futures, deadline_s, on_done=on_done)
+    for fut, item in futures.items():
+        if not fut.done():
+            out[item] = ("running", fut)
+        elif fut.exception() is not None:
+            out[item] = ("error", fut.exception())
+        else:
+            out[item] = ("ok", fut.result())
+    return out

@@ -117,3 +117,9 @@ class JobStatus(_Status):
     controller: str | None = Field(
         default=None, description="Identity of the replica that wrote this status."
     )
+    shard: int | None = Field(
+        default=None,
+        ge=0,
+        description="The shard the job belongs to when jobs are spread over controller "
+        "replicas (controller.yaml's shards); the replica holding its Lease plans it.",
+    )

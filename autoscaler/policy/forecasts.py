@@ -8,7 +8,6 @@ share), forecasts precomputed for every origin (tests), or the true future (the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -83,30 +82,6 @@ class TrueFuture:
             last = future[-1] if len(future) else (past[-1] if len(past) else 0.0)
             future = np.concatenate([future, np.full(horizon - len(future), last)])
         return ForecastWindow(future, future, future, source="oracle", median=future)
-
-
-class CallbackSource:
-    """Adapts any ``f(step, past, horizon) -> (mean, low, high)`` (e.g. a live forecaster).
-
-    ``f`` may also return a :class:`ForecastWindow`; its ``source`` then names the model that
-    made it (a live forecaster may serve an interim model while its own is fitted)."""
-
-    def __init__(
-        self,
-        fn: Callable[[int, np.ndarray, int], tuple[np.ndarray, ...] | ForecastWindow | None],
-        name: str = "forecast",
-    ) -> None:
-        self.fn = fn
-        self.name = name
-
-    def window(self, step: int, past: np.ndarray, horizon: int) -> ForecastWindow | None:
-        out = self.fn(step, past, horizon)
-        if out is None:
-            return None
-        if isinstance(out, ForecastWindow):
-            return replace(out.head(horizon), source=out.source or self.name)
-        mean, low, high = (np.asarray(a, dtype=float)[:horizon] for a in out)
-        return ForecastWindow(mean, low, high, source=self.name)
 
 
 class PrecomputedSource:

@@ -7,9 +7,11 @@ and later to w₂. Plans are judged on the fluid FIFO queue, counting each resiz
 the backlog it leaves and its GPUs, within the job's resize budget (``maxPerHour``). The
 cheapest feasible plan wins; only its first move, if it is due now, is acted on. With
 ``KaleSettings(planner="dp")`` the plan is instead the cheapest of every schedule of the
-horizon, from a dynamic program (:mod:`autoscaler.policy.mpc`, planner v3), and a feasible
-plan is followed while nothing it depends on changes; v2 stays the default
-(docs/decisions/0044-planner-v3.md).
+horizon, from a dynamic program (:mod:`autoscaler.policy.mpc`, planner v3); v2 stays the
+default (docs/decisions/0044-planner-v3.md). With either, a feasible plan is followed while
+nothing it depends on changes (the same forecast, the rate inside its band, the size and the
+backlog as planned), for at most ``replan_every_steps``: searching again would mostly find the same
+plan (docs/decisions/0045-follow-a-plan.md), and a search costs far more than following.
 
 Safety rules, for both planners:
 
@@ -88,8 +90,8 @@ class KaleSettings:
     forecast's timing). Off is cheaper when the forecast is right, but waits while
     under-provisioned (docs/decisions/0044-planner-v3.md)."""
     replan_every_steps: int = 10
-    """"dp": a feasible plan is followed for at most this many steps while nothing it
-    depends on changes (1: plan every step); see :meth:`KalePolicy._follow`."""
+    """A feasible plan is followed for at most this many steps while nothing it depends on
+    changes (1: plan every step); see :meth:`KalePolicy._follow`."""
 
 
 class KalePolicy:
@@ -138,6 +140,8 @@ class KalePolicy:
         """History the recent peak is read over when there is no forecast."""
         self.lookback_steps = int(max(s.fallback_window_s, sizing.slo_s) / dt) + self.n + 4
         """Arrivals the planner reads back (the controller keeps at least this many)."""
+        self.searches = 0
+        """Plan searches made: each costs far more than following a plan."""
 
     # -- the decision ---------------------------------------------------------------------
     def decide(self, obs: Observation, state: dict[str, Any]) -> Decision:
@@ -300,6 +304,7 @@ class KalePolicy:
         when the load planned for is the reactive floor's or the recent peak's (a guess, not a
         forecast), and when the job already serves less than the rate just observed (behind:
         waiting would spend the SLO's slack on the forecast being right about the timing)."""
+        self.searches += 1
         if self.settings.planner == "moves":
             return search(sizing=sz, settings=self.plan_settings, **kw)
         kw.pop("hour_steps")
@@ -347,8 +352,8 @@ class KalePolicy:
         keep = self.lead_steps + 1
         state["last_prediction"] = [
             int(step),
-            [float(x) for x in fc.low[:keep]],
-            [float(x) for x in fc.high[:keep]],
+            np.asarray(fc.low[:keep], dtype=float).tolist(),
+            np.asarray(fc.high[:keep], dtype=float).tolist(),
         ]
         reason["forecast"] = fc.source
         if surprised:

@@ -79,7 +79,7 @@ class TraceComponents:
 
     ``values = clip(base · level · bursts · exp(ar + white) − offset, 0)``. Keeping the parts
     lets a reference forecaster condition on exactly what has happened by some step and
-    simulate the rest (``benchmarks/forecast_oracle.py``: what a perfect model of this
+    simulate the rest (``experiments/forecast_oracle.py``: what a perfect model of this
     generator would score), and lets tests check each part.
     """
 

@@ -26,9 +26,10 @@ from kafka import TopicPartition
 from autoscaler.actuators.base import Size
 from autoscaler.actuators.statefulset import StatefulSetActuator
 from autoscaler.controller.cluster_jobs import ClusterJobs
-from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.loop import Controller
 from autoscaler.controller.metering import KafkaMetricSource
 from autoscaler.controller.runner import Runner
+from autoscaler.controller.settings import ControllerSettings
 from autoscaler.job.admission import cluster_policy, networks
 from autoscaler.job.rules import JobLimits
 from autoscaler.kafka import clients

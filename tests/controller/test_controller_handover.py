@@ -11,8 +11,9 @@ import pytest
 
 from autoscaler.actuators.statefulset import StatefulSetActuator
 from autoscaler.controller.cluster_jobs import ClusterJobs
-from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.loop import Controller
 from autoscaler.controller.runner import Runner
+from autoscaler.controller.settings import ControllerSettings
 from autoscaler.policy.quota import ResourceManager
 from forecasting.registry import make_forecaster
 from kube.client import RetryPolicy, connect

@@ -12,8 +12,9 @@ import pytest
 from autoscaler.actuators.base import Size
 from autoscaler.actuators.dryrun import DryRunActuator
 from autoscaler.controller.jobs import DirectoryJobs
-from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.loop import Controller
 from autoscaler.controller.metering import WarmingUp
+from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.sinks import FileStatusSink, LogEventSink
 from autoscaler.controller.state import SqliteStateStore
 from autoscaler.job.status import JobStatus
@@ -505,3 +506,17 @@ def test_the_last_complete_observation_survives_a_tick_that_cannot_measure(tmp_p
     rig.sources["ml/ctr"].sample = down
     rig.tick()
     assert rt.sample is None and rt.last_observed == (t, sample, size)
+
+
+def test_a_steady_job_costs_one_plan_search_in_ten_ticks(tmp_path):
+    # A search judges thousands of plans (milliseconds); a job whose traffic follows its
+    # forecast follows the plan instead, searching again every replan_every_steps (10).
+    # This pins that cost, so a default planner that searches every tick cannot land unseen.
+    settings = ControllerSettings(identity="test", reforecast_s=3600.0)
+    rig = Rig(tmp_path, [job_doc()], rate=lambda t: 50_000.0, settings=settings)
+    rig.tick(5)  # the first plan, a resize, and its downtime
+    policy = rig.controller.runtimes["ml/ctr"].policy
+    before = policy.searches
+    reports = rig.tick(30)
+    assert policy.searches - before == 3
+    assert all(rep.action == "hold" for (rep,) in reports)

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from autoscaler.controller.metrics import ControllerMetrics
+from scheduler.metrics import SchedulerMetrics
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
@@ -51,7 +52,9 @@ def rendered() -> dict[str, list[dict]]:
 
 
 def test_the_overlays_cover_the_common_choices():
-    assert {"watch-namespaces", "no-leader-election", "metrics", "history-pvc"} <= set(OVERLAYS)
+    assert {"watch-namespaces", "no-leader-election", "metrics", "history-pvc", "sharding"} <= set(
+        OVERLAYS
+    )
 
 
 @needs_kubectl
@@ -155,8 +158,10 @@ def test_the_service_monitor_scrapes_the_metrics_service(rendered, overlay):
 
 
 def _exported_names() -> set[str]:
+    """Every series the controller and `kale scheduler` export (the alerts cover both)."""
     names = set()
-    for m in ControllerMetrics().registry.collect():
+    registries = (ControllerMetrics().registry, SchedulerMetrics().registry)
+    for m in (m for r in registries for m in r.collect()):
         suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}
         names |= {m.name + s for s in suffixes.get(m.type, [""])}
     return names
@@ -193,3 +198,24 @@ def test_the_alerts_query_only_exported_metrics_and_pass_promtool(tmp_path):
         check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@needs_kubectl
+def test_the_sharding_overlay_grants_exactly_the_leases_its_shards_use(rendered):
+    from autoscaler.controller.config import parse_controller_config
+
+    docs = rendered["sharding"]
+    data = next(
+        d
+        for d in docs
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("kale-controller-config")
+    )["data"]["controller.yaml"]
+    cfg = parse_controller_config(yaml.safe_load(data))
+    assert cfg.shards > 1 and cfg.leader_election.enabled
+    dep = one(docs, "Deployment", "kale-controller")
+    replicas = dep["spec"]["replicas"]
+    assert cfg.max_shards_per_replica is not None
+    assert cfg.max_shards_per_replica * (replicas - 1) >= cfg.shards  # one replica may die
+    role = one(docs, "Role", "kale-controller-leader-election")
+    names = {n for rule in role["rules"] for n in rule.get("resourceNames", [])}
+    assert names == {f"{cfg.leader_election.lease_name}-{k}" for k in range(cfg.shards)}

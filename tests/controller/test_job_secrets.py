@@ -11,7 +11,8 @@ import base64
 
 from autoscaler.actuators.dryrun import DryRunActuator
 from autoscaler.controller.cluster_jobs import ClusterJobs
-from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.loop import Controller
+from autoscaler.controller.settings import ControllerSettings
 from forecasting.registry import make_forecaster
 from kube.client import RetryPolicy, connect
 from kube.custom_resources import ElasticTrainingJobs

@@ -16,7 +16,8 @@ import pytest
 from autoscaler.actuators.dryrun import DryRunActuator
 from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.jobs import DirectoryJobs
-from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.loop import Controller
+from autoscaler.controller.settings import ControllerSettings
 from autoscaler.job.loading import LoadedJob, load_job, parse_job
 from autoscaler.job.rules import THETA_COUNT
 from common.errors import UserError

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = ROOT / "docs" / "img" / "dashboard.png"
 TIMEOUT_MS = 30_000
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def _browser_or_skip() -> str:

@@ -18,8 +18,8 @@ import threading
 
 import pytest
 
-from autoscaler.controller.loop import ControllerSettings
 from autoscaler.controller.runner import Runner
+from autoscaler.controller.settings import ControllerSettings
 from common.errors import KaleError, MetricUnavailable, UserError
 from kube.errors import ActuatorError, TargetUnavailable
 from tests.support.fault_fakes import HOSTILE, PEACEFUL, HostileRig, job_doc, write_job

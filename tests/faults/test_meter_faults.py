@@ -171,7 +171,7 @@ def test_a_frozen_broker_costs_the_tick_only_its_deadline(broker, tmp_path, monk
     """SIGSTOP: the broker accepts connections and never answers. The controller's
     measurement runs on the pool; the tick waits at most its deadline, the job holds, and
     once the broker answers again the job is measured within two ticks."""
-    from autoscaler.controller.loop import ControllerSettings
+    from autoscaler.controller.settings import ControllerSettings
     from tests.support.fault_fakes import HostileRig
 
     settings = ControllerSettings(

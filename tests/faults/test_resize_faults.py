@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.controller.loop import ControllerSettings
+from autoscaler.controller.settings import ControllerSettings
 from tests.support.fault_fakes import ClusterRig, FakeKubeApi
 
 

@@ -31,6 +31,7 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
     return rc, out.out, out.err
 
 
+@pytest.mark.training
 def test_backtest_json_has_every_metric_for_every_model(capsys, trace_csv):
     rc, out, _ = run(
         capsys,
@@ -144,6 +145,7 @@ def test_backtest_with_nothing_scored_exits_2(capsys, short_fit_csv):
     assert "kale was not scored" in err
 
 
+@pytest.mark.training
 def test_predict_json_shape(capsys, trace_csv):
     rc, out, err = run(capsys, "predict", "--trace", trace_csv, "--model", "kale", *FAST, "--json")
     assert rc == 0, err
@@ -218,6 +220,7 @@ def test_short_trace_still_forecasts_and_warns(capsys, tmp_path):
     assert len(json.loads(out)["p90"]) == 8
 
 
+@pytest.mark.slow  # a real process: imports torch
 def test_the_fallback_reason_is_said_once(tmp_path):
     """In a real process (pytest's log capture would hide a second, bare copy from the
     fallback wrapper's log): one ``kale: warning:`` line and, stderr not being a terminal,

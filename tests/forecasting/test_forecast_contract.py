@@ -19,6 +19,12 @@ TINY_KALE = {
     "d_model": 16,
 }
 MODELS = [*MODEL_NAMES, "fallback"]
+TRAINED = [
+    pytest.param(name, marks=pytest.mark.training) if name in ("kale", "fallback") else name
+    for name in MODELS
+]
+"""MODELS for the tests that fit them: kale (and the fallback wrapper around it) trains its
+network, so those cases are in the training lane."""
 
 
 def daily_series(
@@ -54,9 +60,21 @@ def history() -> pd.Series:
     return daily_series(9, 900)
 
 
+class _Fitted(dict[str, Forecaster]):
+    """Each model fitted on the history's first part once, when a test first asks for it."""
+
+    def __init__(self, history: pd.Series) -> None:
+        super().__init__()
+        self.history = history
+
+    def __missing__(self, name: str) -> Forecaster:
+        self[name] = build(name).fit(self.history.iloc[:-96])
+        return self[name]
+
+
 @pytest.fixture(scope="module")
 def fitted(history: pd.Series) -> dict[str, Forecaster]:
-    return {name: build(name).fit(history.iloc[:-96]) for name in MODELS}
+    return _Fitted(history)
 
 
 def assert_valid(forecast, after: pd.Series, horizon: int) -> None:
@@ -77,7 +95,7 @@ def test_predict_before_fit_raises_not_fitted(name):
         build(name).predict(H)
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", TRAINED)
 def test_forecast_continues_the_grid_with_ordered_quantiles(name, fitted, history):
     model = fitted[name]
     fit_part = history.iloc[:-96]
@@ -87,12 +105,12 @@ def test_forecast_continues_the_grid_with_ordered_quantiles(name, fitted, histor
     assert model.fit_summary["fit_seconds"] >= 0
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", TRAINED)
 def test_longer_horizon_than_trained_still_works(name, fitted, history):
     assert_valid(fitted[name].predict(3 * H + 1, history=history), history, 3 * H + 1)
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", TRAINED)
 def test_save_load_round_trip_predicts_the_same(name, fitted, history, tmp_path):
     model = fitted[name]
     path = tmp_path / f"{name}.kale"
@@ -107,7 +125,7 @@ def test_save_load_round_trip_predicts_the_same(name, fitted, history, tmp_path)
         np.testing.assert_allclose(a.p90, b.p90, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", TRAINED)
 def test_update_extends_the_context_without_refit(name, history):
     model = build(name).fit(history.iloc[:-96])
     before = model.fit_summary["fit_seconds"]
@@ -130,7 +148,7 @@ def test_short_history_falls_back_and_says_why(name):
     assert_valid(model.predict(H), short, H)
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", TRAINED)
 def test_series_without_seasonality_is_handled(name):
     flat = daily_series(6, 900, seasonal=False, seed=3)
     model = build(name).fit(flat)
@@ -140,7 +158,7 @@ def test_series_without_seasonality_is_handled(name):
         assert inner["seasonality"]["detected"] == {}
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", TRAINED)
 def test_hourly_interval_works(name):
     hourly = daily_series(24, 3600, seed=4)
     model = build(name).fit(hourly)

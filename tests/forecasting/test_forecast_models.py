@@ -354,6 +354,7 @@ def traffic(days: int, interval_s: float, seed: int) -> pd.Series:
     )
 
 
+@pytest.mark.training
 def test_kale_is_deterministic_with_a_seed():
     s = traffic(6, 900, seed=5)
     a = make_forecaster("kale", seed=3, **TINY).fit(s).predict(6)
@@ -362,6 +363,7 @@ def test_kale_is_deterministic_with_a_seed():
     np.testing.assert_array_equal(a.p90, b.p90)
 
 
+@pytest.mark.training
 def test_kale_with_several_networks_averages_them_and_saves_them_all(tmp_path):
     s = traffic(6, 900, seed=5)
     one = make_forecaster("kale", seed=3, members=1, **TINY).fit(s)
@@ -381,6 +383,7 @@ def test_kale_with_several_networks_averages_them_and_saves_them_all(tmp_path):
     np.testing.assert_array_equal(again.p90, forecast.p90)
 
 
+@pytest.mark.training
 def test_kale_trains_one_network_when_the_first_learns_nothing():
     # lr=0: no epoch can beat the starting point (no correction) on the held-out tail.
     model = make_forecaster("kale", members=3, **{**TINY, "lr": 0.0}).fit(traffic(6, 900, 5))
@@ -389,6 +392,7 @@ def test_kale_trains_one_network_when_the_first_learns_nothing():
     assert model.predict(6).p50.shape == (6,)
 
 
+@pytest.mark.training
 def test_kale_reports_what_it_did():
     model = make_forecaster("kale", **TINY).fit(traffic(6, 900, seed=6))
     s = model.fit_summary
@@ -404,6 +408,7 @@ def test_kale_reports_what_it_did():
     assert model.supports_gpu and model.supports_probabilistic
 
 
+@pytest.mark.training
 def test_kale_profile_follows_a_drifting_weekly_shape():
     # Eight weeks of half-hourly traffic whose evening peak moves later every week.
     values = np.exp(2.0 + 0.5 * _drifting(8, drift=1.5, seed=8))
@@ -415,6 +420,7 @@ def test_kale_profile_follows_a_drifting_weekly_shape():
     assert steady["profile_half_life_days"] is None
 
 
+@pytest.mark.training
 def test_kale_does_not_repeat_an_outage_the_next_days():
     clean = traffic(9, 900, seed=7).iloc[: 8 * 96 + 40]  # ends at 10:00 on day 8
     hit = clean.copy()
@@ -443,6 +449,7 @@ def test_recent_band_factor_widens_after_misses_and_never_narrows():
     assert few["band_widening"] == 1.0 and few["recent_errors_scored"] == 5
 
 
+@pytest.mark.training
 def test_kale_widens_its_band_when_the_last_days_ran_off_the_forecast():
     history = traffic(8, 900, seed=11)
     model = make_forecaster("kale", **TINY).fit(history.iloc[: 6 * 96])
@@ -487,6 +494,7 @@ def test_kept_share_must_help_in_every_stretch_of_the_tail():
         choose_kept_share({1.0: base})
 
 
+@pytest.mark.training
 def test_kale_on_cuda_without_a_gpu_falls_back_to_cpu_with_a_warning():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
@@ -497,6 +505,7 @@ def test_kale_on_cuda_without_a_gpu_falls_back_to_cpu_with_a_warning():
     assert model.fit_summary["device"] == "cpu"
 
 
+@pytest.mark.training
 def test_kale_refit_schedule():
     s = traffic(8, 900, seed=8)
     model = make_forecaster("kale", refit_every=86400, **TINY).fit(s.iloc[:-100])
@@ -539,6 +548,7 @@ def test_decompose_keeps_only_periods_with_at_least_two_cycles():
         assert np.ptp(dec.seasonals[168]) > 2.0
 
 
+@pytest.mark.training
 def test_kale_without_enough_windows_for_the_network_forecasts_with_the_backbone(tmp_path):
     """A week of hourly data is too little for the network at 60 steps ahead (its training
     and held-out windows), not for the decomposition and the level model: kale forecasts
@@ -566,6 +576,7 @@ def test_kale_without_enough_windows_for_the_network_forecasts_with_the_backbone
     assert model.fit_summary["network"] == "transformer" and model.band is None
 
 
+@pytest.mark.training
 def test_kale_below_its_minimum_history_is_a_clear_error():
     """Two horizons and a day (144 hourly steps at 60 ahead): less is refused up front, with
     the numbers, and the fallback wrapper takes over."""
@@ -578,6 +589,7 @@ def test_kale_below_its_minimum_history_is_a_clear_error():
     make_forecaster("kale", horizon=60, epochs=1).fit(series(np.append(s.to_numpy(), 100.0)))
 
 
+@pytest.mark.training
 def test_kale_fits_on_exactly_two_weeks_of_history():
     rng = np.random.default_rng(0)
     hours = np.arange(24 * 14)
@@ -615,6 +627,7 @@ def test_level_prior_last_is_chosen_for_a_wandering_level_and_mean_for_a_returni
         fit_backbone(walk, geom, origins, priors=("mean", "median"))
 
 
+@pytest.mark.training
 def test_kale_forecasts_a_random_walk_without_a_season_from_its_latest_level():
     walk = _hourly_random_walk()
     model = make_forecaster("kale", **{**TINY, "horizon": 48}).fit(walk)
@@ -716,6 +729,7 @@ def test_robust_trend_finds_two_clock_changes_weeks_apart():
     assert all(c.shift == hour for c in found)
 
 
+@pytest.mark.training
 def test_kale_forecasts_on_the_clock_after_a_daylight_saving_change():
     history, _ = _local_clock_traffic(15, 900, change_day=10, shift_h=1)
     _, truth = _local_clock_traffic(16, 900, change_day=10, shift_h=1)
@@ -731,6 +745,7 @@ def test_kale_forecasts_on_the_clock_after_a_daylight_saving_change():
     assert np.mean(np.abs(p50 - expected)) / np.mean(expected) < 0.03
 
 
+@pytest.mark.training
 def test_kale_forecasts_after_half_of_the_traffic_moved_its_clock():
     history, _ = _local_clock_traffic(15, 900, change_day=9, shift_h=1, share=0.5)
     _, truth = _local_clock_traffic(16, 900, change_day=9, shift_h=1, share=0.5)
@@ -817,6 +832,7 @@ def test_day_types_are_not_fooled_by_a_wandering_level():
         assert choose_day_types(z, 24)[0] is None, seed
 
 
+@pytest.mark.training
 def test_kale_forecasts_the_weekend_from_a_week_and_a_half_of_history():
     """11 days of hourly traffic whose weekends run at half the working days' level (and
     later in the day): the
@@ -845,6 +861,7 @@ def test_kale_forecasts_the_weekend_from_a_week_and_a_half_of_history():
     assert np.mean(future <= with_types.p90) >= 0.7
 
 
+@pytest.mark.training
 def test_kale_tells_the_weekend_from_a_week_of_history_with_a_held_out_tail():
     """A week and 18 hours of 15-minute traffic: the network's held-out tail (15 %) leaves
     under seven days before it, too few to choose day types on; they are then chosen on the

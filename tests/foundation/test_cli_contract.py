@@ -50,14 +50,14 @@ def test_unknown_command_and_bad_flag_exit_2_with_one_line(capsys):
     assert len(err) == 2 and all(line.startswith("kale: error: ") for line in err)
 
 
-def test_internal_errors_exit_1_without_traceback(monkeypatch, capsys):
+def test_internal_errors_exit_1_without_traceback(monkeypatch, capsys, tmp_path):
     def boom(**_):
         raise RuntimeError("disk on fire")
 
     import autoscaler.sim.tracegen
 
     monkeypatch.setattr(autoscaler.sim.tracegen, "generate_trace", boom)
-    assert cli_main.main(["trace", "generate", "-o", "/tmp/never.csv"]) == 1
+    assert cli_main.main(["trace", "generate", "-o", str(tmp_path / "never.csv")]) == 1
     err = capsys.readouterr().err
     assert "internal error: RuntimeError: disk on fire" in err and "Traceback" not in err
 

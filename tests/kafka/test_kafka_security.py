@@ -158,6 +158,7 @@ def tls_broker(pki):
     proc.wait(timeout=10)
 
 
+@pytest.mark.kafka
 def test_the_meter_measures_through_tls_with_the_secrets_ca_and_client_certificate(
     pki, tls_broker, tmp_path, unique_name
 ):
@@ -191,6 +192,7 @@ def test_the_meter_measures_through_tls_with_the_secrets_ca_and_client_certifica
     assert proxy.handshakes >= 3  # every client connected through TLS
 
 
+@pytest.mark.kafka
 @pytest.mark.parametrize("case", ["wrong-ca", "no-client-certificate", "plaintext"])
 def test_clients_without_the_right_material_are_refused(pki, tls_broker, case, monkeypatch):
     monkeypatch.setattr(clients, "BOOTSTRAP_TIMEOUT_MS", 1_500)  # a refusal is certain

@@ -94,6 +94,7 @@ def _experience(agent: AsyncTransformerAgent, episodes: int = 1) -> None:
     agent.buffer = sync.buffer
 
 
+@pytest.mark.training
 def test_learning_step_lowers_the_td_loss_on_a_fixed_batch():
     agent = _agent(synchronous=True, lr=3e-3, dropout=0.0)
     _experience(agent)
@@ -131,6 +132,7 @@ def test_decisions_only_pick_feasible_nodes_and_never_an_empty_slot():
             caches.access(pod, decision.node)
 
 
+@pytest.mark.training
 def test_save_load_round_trip_gives_identical_decisions(tmp_path):
     agent = _agent(synchronous=True)
     agent.train((NODES, PODS), 1)
@@ -143,6 +145,7 @@ def test_save_load_round_trip_gives_identical_decisions(tmp_path):
     assert np.array_equal(runs[0].end_s, runs[1].end_s, equal_nan=True)
 
 
+@pytest.mark.training
 def test_synchronous_training_is_deterministic():
     first, second = _agent(synchronous=True), _agent(synchronous=True)
     for agent in (first, second):
@@ -152,6 +155,7 @@ def test_synchronous_training_is_deterministic():
     assert [r["return"] for r in first.curve.records] == [r["return"] for r in second.curve.records]
 
 
+@pytest.mark.training
 def test_decisions_go_on_while_the_trainer_is_busy():
     agent = _agent(warmup=16, synchronous=False)
     _experience(agent)
@@ -185,6 +189,7 @@ def test_decisions_go_on_while_the_trainer_is_busy():
     assert agent.trainer.steps >= 1
 
 
+@pytest.mark.training
 def test_every_decision_runs_on_one_whole_published_copy_of_the_weights():
     agent = _agent(warmup=32, train_every=4, copy_every=4, lr=1e-2, synchronous=False)
     agent.publisher = SnapshotPublisher(agent.net, keep_history=True)
@@ -214,6 +219,7 @@ def files(tmp_path_factory):
     return root, nodes, pods
 
 
+@pytest.mark.training
 def test_kale_place_train_then_timed_with_locality(files, capsys):
     root, nodes, pods = files
     out = root / "async.pt"

@@ -40,6 +40,7 @@ def run(capsys):
     return invoke
 
 
+@pytest.mark.training
 def test_train_then_simulate_with_the_agent_beside_heuristics(workload, run):
     root, nodes, pods, _ = workload
     out, plot = root / "balance.pt", root / "curve.png"
@@ -84,6 +85,7 @@ def test_train_then_simulate_with_the_agent_beside_heuristics(workload, run):
     assert 0 < policies[name]["final"] <= 100
 
 
+@pytest.mark.training
 def test_train_a_queue_agent_on_an_swf_log_and_run_it_as_a_queue_policy(workload, run):
     root, _, _, swf = workload
     out = root / "tr.pt"
@@ -135,6 +137,7 @@ def test_a_corrupt_agent_file_is_one_line_and_exit_2(workload, run, content, exp
     assert len(lines) == 1 and expected in lines[0] and "Traceback" not in result.stderr
 
 
+@pytest.mark.training
 def test_a_missing_or_wrong_kind_agent_is_exit_2(workload, run, tmp_path):
     _, nodes, pods, swf = workload
     args = ["place", "simulate", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "1"]
@@ -160,6 +163,7 @@ def test_a_missing_or_wrong_kind_agent_is_exit_2(workload, run, tmp_path):
     assert result.exit_code == 2 and "queue-level agent" in result.stderr
 
 
+@pytest.mark.training
 def test_train_needs_the_right_data(workload, run):
     _, nodes, pods, _ = workload
     result = run(
@@ -177,6 +181,7 @@ def test_train_needs_the_right_data(workload, run):
     assert result.exit_code == 2 and "SWF" in result.stderr
 
 
+@pytest.mark.training
 def test_agents_run_in_kale_place_timed_beside_heuristics(workload, run):
     root, nodes, pods, swf = workload
     queue_agent, node_agent = root / "timed-tr.pt", root / "timed-balance.pt"
@@ -242,6 +247,7 @@ def test_agents_run_in_kale_place_timed_beside_heuristics(workload, run):
     assert len(json.loads(result.output)["policies"]) == 2
 
 
+@pytest.mark.training
 def test_device_cuda_trains_there_or_says_why_not(workload, run):
     import torch
 

@@ -64,6 +64,7 @@ def _busy_cluster(seed: int) -> tuple[Cluster, np.ndarray]:
     return cluster, faults
 
 
+@pytest.mark.training
 def test_learning_step_lowers_the_loss_on_a_fixed_batch():
     agent = _agent(lr=3e-3)
     env = FaultBatchEnv(NODES, PODS, TINY)
@@ -113,6 +114,7 @@ def test_masking_never_takes_an_occupied_failed_or_misfit_gpu(explore):
             cluster.allocate(pod, decision.node, decision.gpus)  # raises on a bad pick
 
 
+@pytest.mark.training
 def test_save_load_round_trip_gives_identical_decisions(tmp_path):
     agent = _agent()
     env = FaultBatchEnv(NODES, PODS, TINY)
@@ -132,6 +134,7 @@ def test_save_load_round_trip_gives_identical_decisions(tmp_path):
         assert picks[0] == picks[1]
 
 
+@pytest.mark.training
 def test_training_is_deterministic_on_cpu():
     env = FaultBatchEnv(NODES, PODS, TINY)
     first, second = _agent(), _agent()
@@ -199,6 +202,7 @@ def test_the_simulator_feeds_the_fault_history_to_fault_aware_policies():
     assert int(pool.fault_counts()[1].sum()) == 0
 
 
+@pytest.mark.training
 def test_the_agent_prefers_units_without_failures_once_taught():
     """Taught by a reward that punishes GPUs with failures, it stops taking them."""
     agent = _agent(lr=1e-2, entropy=0.0)
@@ -251,6 +255,7 @@ def files(tmp_path_factory):
     return root, nodes, pods
 
 
+@pytest.mark.training
 def test_kale_place_train_then_timed_and_simulate_with_the_agent(files, capsys):
     root, nodes, pods = files
     out = root / "fault_aware.pt"

@@ -40,6 +40,7 @@ def _fill(agent, env, episodes=1):
     return agent
 
 
+@pytest.mark.training
 def test_balance_dqn_learning_step_lowers_its_loss_on_a_fixed_batch():
     agent = _balance(target_sync=10_000, lr=3e-3)
     env = NodePlacementEnv(NODES[:10], PODS[:60], agent.settings.env)
@@ -66,6 +67,7 @@ def test_balance_dqn_learning_step_lowers_its_loss_on_a_fixed_batch():
     assert losses[-1] < 0.6 * losses[0], losses[::10]
 
 
+@pytest.mark.training
 def test_tr_dqn_learning_step_lowers_its_loss_on_a_fixed_batch():
     agent = _tr(target_sync=10_000, lr=3e-3)
     env = QueueEnv([tiny_jobs(80, seed=2)], processors=16, settings=agent.settings.env)
@@ -90,6 +92,7 @@ def test_tr_dqn_learning_step_lowers_its_loss_on_a_fixed_batch():
     assert losses[-1] < 0.6 * losses[0], losses[::10]
 
 
+@pytest.mark.training
 def test_balance_dqn_only_ever_picks_feasible_nodes():
     agent = _fill(_balance(), NodePlacementEnv(NODES, PODS, NodeEnvSettings()))
     env = NodePlacementEnv(NODES, PODS)
@@ -119,6 +122,7 @@ def test_tr_dqn_only_ever_picks_allowed_slots_and_candidates():
         obs, *_ = env.step(action)
 
 
+@pytest.mark.training
 def test_balance_dqn_save_load_round_trip_gives_identical_decisions(tmp_path):
     agent = _fill(_balance(), NodePlacementEnv(NODES, PODS, NodeEnvSettings()))
     path = tmp_path / "balance.pt"
@@ -141,6 +145,7 @@ def test_balance_dqn_save_load_round_trip_gives_identical_decisions(tmp_path):
     )
 
 
+@pytest.mark.training
 def test_tr_dqn_save_load_round_trip_gives_identical_schedules(tmp_path):
     jobs = tiny_jobs(90, seed=6)
     agent = _fill(_tr(), QueueEnv([jobs], processors=16, settings=QueueEnvSettings(window=4)))
@@ -156,6 +161,7 @@ def test_tr_dqn_save_load_round_trip_gives_identical_schedules(tmp_path):
         assert not np.isnan(mine.start_s).any()
 
 
+@pytest.mark.training
 def test_training_is_deterministic_on_cpu():
     runs = []
     for _ in range(2):

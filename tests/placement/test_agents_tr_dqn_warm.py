@@ -24,6 +24,7 @@ def _agent(**kw) -> TRDQN:
     return TRDQN(settings)
 
 
+@pytest.mark.training
 def test_warm_start_lowers_the_imitation_loss_and_copies_the_rule():
     agent = _agent(
         imitation=ImitationSettings(episodes=1, steps=100, margin=0.05, demo_batch=8),
@@ -70,6 +71,7 @@ def test_n_step_writer_sums_discounted_rewards_and_flushes_at_the_end():
     np.testing.assert_allclose(d["nx"][:3], [2, 3, 3])
 
 
+@pytest.mark.training
 def test_validation_keeps_the_best_weights_and_settings_round_trip(tmp_path):
     agent = _agent(
         imitation=ImitationSettings(episodes=1, steps=20),

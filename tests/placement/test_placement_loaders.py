@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.paths import placement_dir
 from placement.errors import PlacementInputError
 from placement.workloads.generate import WorkloadShape, generate_nodes, generate_pods
 from placement.workloads.openb import load_nodes, load_pods
@@ -16,7 +17,9 @@ POD_HEADER = (
     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
     "creation_time,deletion_time,scheduled_time\n"
 )
-REAL = Path("/work/shared/data/placement")
+REAL = placement_dir()
+"""The real openb lists, where the benchmarks find them (``$KALE_DATA_DIR``, else
+``<repo>/../shared/data``); a clean clone has none."""
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -121,7 +124,10 @@ def test_missing_file(tmp_path):
         load_nodes(tmp_path / "absent.csv")
 
 
-@pytest.mark.skipif(not (REAL / "openb_pod_list_default.csv").exists(), reason="no trace here")
+@pytest.mark.skipif(
+    not (REAL / "openb_pod_list_default.csv").exists(),
+    reason=f"no openb trace in {REAL} (set KALE_DATA_DIR to the shared data folder)",
+)
 def test_real_trace_loads():
     nodes = load_nodes(REAL / "openb_node_list_gpu_node.csv")
     pods = load_pods(REAL / "openb_pod_list_default.csv")

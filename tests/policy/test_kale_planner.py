@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,7 +11,6 @@ from hypothesis import strategies as st
 
 from autoscaler.policy import JobSizing, Observation
 from autoscaler.policy.forecasts import (
-    CallbackSource,
     ForecastWindow,
     PrecomputedSource,
     TrueFuture,
@@ -254,18 +252,6 @@ def test_the_interim_forecast_of_a_young_job_shrinks_nothing_either():
     assert KalePolicy(sizing(), Interim(False)).decide(obs(2, rates, 8), {}).workers < 8
 
 
-def test_a_live_forecasters_window_reaches_the_planner_whole():
-    """The controller hands its windows through :class:`CallbackSource`: cut to the
-    horizon, nothing else lost (the interim flag once was, and the blind rule never fired)."""
-    z = np.arange(10.0)
-    made = ForecastWindow(z, z, z + 1, source="seasonal_naive (interim)", median=z, key="1/2")
-    made = replace(made, interim=True)
-    got = CallbackSource(lambda step, past, horizon: made).window(0, np.zeros(3), 4)
-    assert got is not None and len(got) == 4 and got.median is not None and len(got.median) == 4
-    assert (got.source, got.key, got.interim) == ("seasonal_naive (interim)", "1/2", True)
-    assert list(got.high) == [1.0, 2.0, 3.0, 4.0]
-
-
 def test_madu_plans_with_a_linear_fit_and_over_allocates():
     sz = sizing()
     lin = linear_sizing(sz)
@@ -308,6 +294,7 @@ def test_a_short_peak_is_planned_as_up_then_down_together():
     assert up > 4 and down < up and up_s < 20 * DT < down_s
 
 
+@pytest.mark.slow  # two 900-step simulations of the planner
 def test_the_hourly_resize_budget_is_never_exceeded():
     import dataclasses
 

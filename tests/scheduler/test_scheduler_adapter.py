@@ -96,14 +96,14 @@ def test_fault_bestfit_avoids_nodes_and_gpus_with_recent_faults():
     assert choice.node == "a" and choice.gpus == (1,)
 
 
-def test_unknown_and_agent_policies_are_refused_with_the_reason():
+def test_unknown_and_agent_policies_are_refused_with_the_reason(tmp_path):
     with pytest.raises(ValueError, match="unknown policy 'fgdx'; known: first-fit, random"):
         check_policy_name("fgdx")
     with pytest.raises(ValueError, match=r"agent: needs a path"):
         check_policy_name("agent:")
-    check_policy_name("agent:/tmp/model.pt")  # placement.agents is there: the name is valid
+    check_policy_name(f"agent:{tmp_path / 'model.pt'}")  # placement.agents is there: valid
     with pytest.raises(PlacementInputError, match="no such agent file"):
-        make_policy("agent:/tmp/no-such-model.pt", PolicyContext())
+        make_policy(f"agent:{tmp_path / 'no-such-model.pt'}", PolicyContext())
 
 
 def test_mapping_to_the_placement_model():

@@ -19,8 +19,9 @@ import pytest
 from autoscaler.actuators.base import Size
 from autoscaler.actuators.dryrun import DryRunActuator
 from autoscaler.controller.jobs import DirectoryJobs, Listing
-from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.loop import Controller
 from autoscaler.controller.metering import ArrivalHistory, Sample
+from autoscaler.controller.settings import ControllerSettings
 from autoscaler.job.loading import load_job
 from autoscaler.policy.kale import KaleSettings
 from autoscaler.policy.sizing import sizing_for

@@ -177,3 +177,10 @@ def test_each_refit_starts_from_the_fit_before_it():
     assert first.parent is None and "refit" not in first.fit_summary
     assert second.parent is first and third.parent is second
     assert third.fit_summary["refit"]["mode"] == "incremental"
+
+
+def test_count_is_the_length_of_the_window_without_building_it():
+    h = hist(10)
+    for end in range(at(-3), at(14)):
+        for steps in (0, 1, 4, 10, 20):
+            assert h.count(end, steps) == len(h.window(end, steps))

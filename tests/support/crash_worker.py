@@ -40,7 +40,7 @@ def wave(t: float) -> float:
 
 
 def controller(kubeconfig: str, state_dir: str, start: str, jobs: str) -> None:
-    from autoscaler.controller.loop import ControllerSettings
+    from autoscaler.controller.settings import ControllerSettings
     from tests.support.fault_fakes import ClusterRig, FakeClock
 
     clock = FakeClock(float(start))

@@ -17,8 +17,9 @@ import yaml
 from autoscaler.actuators.base import Size
 from autoscaler.actuators.dryrun import DryRunActuator
 from autoscaler.controller.jobs import DirectoryJobs
-from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.loop import Controller
 from autoscaler.controller.metering import ArrivalHistory, Sample
+from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.sinks import FileStatusSink, LogEventSink
 from autoscaler.controller.state import SqliteStateStore
 from autoscaler.controller.timeline import TimelineStore

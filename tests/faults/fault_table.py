@@ -1,10 +1,14 @@
-"""Fault benchmark of the controller: each fault, how it is survived, in one table.
+"""The controller's faults in one table: each fault, how it is survived.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/faults.py                       # every scenario (~1-2 min)
-    .venv/bin/python benchmarks/faults.py --only api_429 --only kill9_mid_tick
-    .venv/bin/python benchmarks/faults.py --json-out faults.json
+    .venv/bin/python -m tests.faults.fault_table                  # every scenario (~1-2 min)
+    .venv/bin/python -m tests.faults.fault_table --only api_429 --only kill9_mid_tick
+    .venv/bin/python -m tests.faults.fault_table --json-out faults.json
+
+It lives with the fault tests, not with the benchmarks: it is their rig (fake clock, fake API
+server with injected answers, hooks into the controller) run end to end and summed up
+(docs/decisions/0166-benchmarks-and-test-support.md).
 
 Each scenario runs the real controller — against the real embedded broker (tansu, private,
 restarted and SIGSTOPped here), the fake Kubernetes API server (real REST paths, through the
@@ -19,7 +23,7 @@ SIGKILL — on a fake clock of 60 s per tick, and reports:
 * **lost history rows**: rows committed to the SQLite history before a kill, or before a
   broker restart, that are not there afterwards.
 
-Targets (issue 34): 0 crashes, 0 double resizes, 0 lost rows, recovery ≤ 2 ticks. Not a
+Targets: 0 crashes, 0 double resizes, 0 lost rows, recovery ≤ 2 ticks. Not a
 test: it measures and prints; ``--check`` exits 1 when a target is missed.
 """
 
@@ -42,16 +46,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "faults"))
-
-from autoscaler.controller.loop import ControllerSettings  # noqa: E402
-from autoscaler.controller.metering import KafkaMetricSource  # noqa: E402
-from autoscaler.kafka import clients  # noqa: E402
-from autoscaler.kafka.history import HistoryStore  # noqa: E402
-from autoscaler.kafka.local.broker import EmbeddedBroker  # noqa: E402
-from tests.support.fault_fakes import (  # noqa: E402
+from autoscaler.controller.metering import KafkaMetricSource
+from autoscaler.controller.settings import ControllerSettings
+from autoscaler.kafka import clients
+from autoscaler.kafka.history import HistoryStore
+from autoscaler.kafka.local.broker import EmbeddedBroker
+from tests.support.fault_fakes import (
     T0,
     ClusterRig,
     FakeKubeApi,
@@ -61,7 +61,8 @@ from tests.support.fault_fakes import (  # noqa: E402
     job_doc,
 )
 
-WORKER = ROOT / "tests" / "faults" / "crash_worker.py"
+ROOT = Path(__file__).resolve().parents[2]
+WORKER = "tests.support.crash_worker"
 MAX_TICKS = 8
 
 
@@ -326,7 +327,8 @@ def partial_then_restart(tmp: Path) -> Row:
 # -- kill -9 scenarios ----------------------------------------------------------------------
 def spawn(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, str(WORKER), *args],
+        [sys.executable, "-m", WORKER, *args],
+        cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -475,12 +477,12 @@ SCENARIOS: dict[str, Callable[[Path], Row]] = {
 }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", action="append", choices=sorted(SCENARIOS), default=None)
     ap.add_argument("--json-out", type=Path, default=None)
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     logging.basicConfig(level=logging.CRITICAL)
     rows: list[Row] = []
     began = time.monotonic()

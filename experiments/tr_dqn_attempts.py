@@ -2,8 +2,8 @@
 
 Run from the repository root::
 
-    nice .venv/bin/python benchmarks/tr_dqn_attempts.py --baselines
-    nice .venv/bin/python benchmarks/tr_dqn_attempts.py --attempt warm_dqfd --out a1.pt
+    nice .venv/bin/python -m experiments.tr_dqn_attempts --baselines
+    nice .venv/bin/python -m experiments.tr_dqn_attempts --attempt warm_dqfd --out a1.pt
 
 Each attempt trains tr_dqn (seed 0 unless ``--seed``) on the Lublin log's windows outside
 RLScheduler's ten test sequences plus Lublin-model sequences (``placement.workloads.lublin``,
@@ -22,37 +22,31 @@ machine is shared: wall time is an upper bound). Not a test: nothing is asserted
 
 from __future__ import annotations
 
+import argparse
+import copy
+import json
 import sys
+import time
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
 
-import argparse  # noqa: E402
-import copy  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from placement.agents.common import EpsilonSchedule  # noqa: E402
-from placement.agents.tr_dqn_warm import ImitationSettings  # noqa: E402
-from placement.agents.training import (  # noqa: E402
+from benchmarks.paths import add_data_flag, placement_dir
+from placement.agents.common import EpsilonSchedule
+from placement.agents.tr_dqn_warm import ImitationSettings
+from placement.agents.training import (
     JUDGE_SEEDS,
     lublin_sequences,
     train_agent,
     training_arrival_scale,
 )
-from placement.protocol import RLSCHEDULER_STARTS, ProtocolSettings, run_protocol  # noqa: E402
-from placement.queue.metrics import summarise  # noqa: E402
-from placement.queue.priorities import queue_policy  # noqa: E402
-from placement.queue.rlscheduler import simulate  # noqa: E402
-from placement.workloads.batch import batch_jobs_from_swf  # noqa: E402
-from placement.workloads.swf import load_swf  # noqa: E402
+from placement.protocol import RLSCHEDULER_STARTS, ProtocolSettings, run_protocol
+from placement.queue.metrics import summarise
+from placement.queue.priorities import queue_policy
+from placement.queue.rlscheduler import simulate
+from placement.workloads.batch import batch_jobs_from_swf
+from placement.workloads.swf import load_swf
 
-DATA = Path(os.environ.get("KALE_PLACEMENT_DATA", "/work/shared/data/placement"))
 COMMON = {
     "env.window": 8,
     "synthetic_sequences": 256,
@@ -119,8 +113,9 @@ def main() -> int:
     parser.add_argument("--baselines", action="store_true")
     parser.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     parser.add_argument("--out", type=Path, help="save the trained agent here")
+    add_data_flag(parser)
     args = parser.parse_args()
-    trace = load_swf(DATA / "lublin_256.swf")
+    trace = load_swf(placement_dir(args.data) / "lublin_256.swf")
     jobs, processors = batch_jobs_from_swf(trace), int(trace.processors or 256)
     scale = training_arrival_scale(jobs, processors, RLSCHEDULER_STARTS)
     model_sequences = lublin_sequences(JUDGE_SEEDS, processors, scale)

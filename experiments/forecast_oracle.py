@@ -2,9 +2,9 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/forecast_oracle.py --seeds 11-40          # 90 fresh traces
-    .venv/bin/python benchmarks/forecast_oracle.py --seeds 11-16 \\
-        --compare seeds.json          # next to kale (from forecast.py --seeds 11-16 --json-out)
+    .venv/bin/python -m experiments.forecast_oracle --seeds 11-40          # 90 fresh traces
+    .venv/bin/python -m experiments.forecast_oracle --seeds 11-16 \\
+        --compare seeds.json          # next to kale (benchmarks.forecast --seeds 11-16 --json-out)
 
 The forecasting issue's targets are per trace and per test week: MASE ≤ 0.8× seasonal naive
 and p90 coverage within 0.85–0.95 on 7 folds of 60 steps. How much of a miss is the model's
@@ -29,20 +29,24 @@ Not a test: numbers are printed, nothing is asserted.
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
+import warnings
+import zlib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+import numpy as np
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import warnings  # noqa: E402
-import zlib  # noqa: E402
-
-import numpy as np  # noqa: E402
-from forecast import (  # noqa: E402
+from autoscaler.sim.tracegen import (
+    BURST_AMP,
+    BURST_TAU_MIN,
+    Burst,
+    TraceComponents,
+    burst_factor,
+    trace_components,
+)
+from benchmarks.forecast import (
     COVERAGE,
     FOLDS,
     GENERATED,
@@ -52,18 +56,9 @@ from forecast import (  # noqa: E402
     TEST_DAYS,
     seed_traces_from_args,
 )
-
-from autoscaler.sim.tracegen import (  # noqa: E402
-    BURST_AMP,
-    BURST_TAU_MIN,
-    Burst,
-    TraceComponents,
-    burst_factor,
-    trace_components,
-)
-from forecasting import metrics  # noqa: E402
-from forecasting.backtest import backtest, origin_positions  # noqa: E402
-from forecasting.registry import make_forecaster  # noqa: E402
+from forecasting import metrics
+from forecasting.backtest import backtest, origin_positions
+from forecasting.registry import make_forecaster
 
 GRID = np.linspace(-5.0, 5.0, 401)  # the approached day level's log, in prior sds
 
@@ -288,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         default=84,
         help="also score the oracle on this many origins; 0 to skip",
     )
-    ap.add_argument("--compare", help="forecast.py --json-out results: add kale's numbers")
+    ap.add_argument("--compare", help="benchmarks.forecast --json-out results: add kale's numbers")
     ap.add_argument("--json-out", help="also write the results here")
     args = ap.parse_args(argv)
     names = [t for t in args.traces.split(",") if t]

@@ -7,6 +7,7 @@ Run from the repository root::
     python -m benchmarks.refit --json            # the same as JSON (one object)
     python -m benchmarks.refit --traces gen_1m_s1,nasa_1m --days 3
     python -m benchmarks.refit --refit-steps 0   # ablation: no fine-tune, recalibration only
+    python -m benchmarks.refit --json --jobs 2   # two traces at a time (same numbers, sooner)
 
 Per trace: a full ``kale`` fit on the ``--context-days`` (21, the forecast feed's context)
 before the first refit day, then ``--days`` daily refits along two chains that start from
@@ -35,6 +36,7 @@ import os
 import sys
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +45,10 @@ import pandas as pd
 
 from autoscaler.sim.tracegen import generate_trace
 from autoscaler.sim.traces import load_trace
+from benchmarks.paths import NASA_FILE, add_data_flag, data_dir
 from forecasting import metrics
 from forecasting.base import Forecaster
 from forecasting.registry import make_forecaster
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA_ENV = "KALE_DATA_DIR"
-NASA_FILE = "nasa_http_jul1995_1min.csv"
 
 # The forecasting backtest's public traces (benchmarks/forecast.py), by the same names.
 GENERATED: dict[str, dict[str, float]] = {
@@ -68,14 +67,6 @@ INCIDENTS: dict[str, dict[str, float]] = {
 NASA: dict[str, int] = {"nasa_1m": 60, "nasa_30m": 1800, "nasa_1h": 3600}
 TEST_DAYS = 7.0
 """The backtest's test window: its incidents fall in the days before it."""
-
-
-def data_dir(flag: Path | None) -> Path:
-    """``--data``, else ``$KALE_DATA_DIR``, else ``shared/data`` beside the checkout."""
-    if flag is not None:
-        return flag
-    env = os.environ.get(DATA_ENV)
-    return Path(env) if env else ROOT.parent / "shared" / "data"
 
 
 def with_incidents(series: pd.Series, test_days: float = TEST_DAYS) -> pd.Series:
@@ -211,6 +202,12 @@ def run_trace(name: str, series: pd.Series, args: argparse.Namespace) -> dict[st
     }
 
 
+def trace_result(name: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`run_trace` of the trace called ``name`` (in a worker process with ``--jobs``)."""
+    warnings.filterwarnings("ignore")
+    return run_trace(name, load(name, data), args)
+
+
 def summary(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     rows = [row for res in results.values() for row in res["refits"]]
     inc = [row["incremental_cpu_s"] for row in rows]
@@ -281,7 +278,14 @@ def main(argv: list[str] | None = None) -> int:
         help="kale's training time budget in wall seconds (3600: on a shared machine the "
         "default 90 s would cut full fits short and make them depend on the load)",
     )
-    ap.add_argument("--data", type=Path, default=None, help=f"shared data folder (${DATA_ENV})")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="traces run in this many processes at once (each refit's CPU is its own "
+        "process's, so the numbers do not change; the wall time does)",
+    )
+    add_data_flag(ap)
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     ap.add_argument("--verbose", action="store_true", help="one line per refit on stderr")
     args = ap.parse_args(argv)
@@ -297,10 +301,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--traces: unknown {', '.join(unknown)} (choose from {', '.join(available)})")
     logging.basicConfig(level=logging.WARNING)
     warnings.filterwarnings("ignore")
-    results = {}
-    for name in names:
-        results[name] = run_trace(name, load(name, data), args)
-    out = summary(results)
+    if args.jobs > 1:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            futures = {n: pool.submit(trace_result, n, data, args) for n in names}
+            results = {n: f.result() for n, f in futures.items()}
+    else:
+        results = {n: trace_result(n, data, args) for n in names}
+    out = {**summary(results), "days": args.days, "jobs": args.jobs}
     if args.json:
         print(json.dumps(out, default=str))
     else:

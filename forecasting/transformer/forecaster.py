@@ -237,16 +237,23 @@ class KaleForecaster(Forecaster):
         else:
             # 4-6: the networks (train.py), the band (calibration.py), the final profile.
             self._fit_networks(data, level)
-        self._remember(data, level, full_fit_end=series.index[-1], refits=0)
+        self._remember(data, level, full_fit_end=series.index[-1], refits=0, kept_share=self.alpha)
 
     def _remember(
-        self, data: FitData, level: BackboneFit, *, full_fit_end: pd.Timestamp, refits: int
+        self,
+        data: FitData,
+        level: BackboneFit,
+        *,
+        full_fit_end: pd.Timestamp,
+        refits: int,
+        kept_share: float,
     ) -> None:
         """Keep what the next incremental refit starts from (:meth:`_refit_state`)."""
         self.clean = data.clean
         self.refit_memory = RefitMemory(
             full_fit_end=full_fit_end,
             refits=refits,
+            kept_share=kept_share,
             ridge=level.ridge,
             prior=level.prior,
             holdout_start=int(data.windows.holdout_start),
@@ -325,10 +332,15 @@ class KaleForecaster(Forecaster):
             self._calibrate(data, level, batch, train_info)
 
     def _calibrate(
-        self, data: FitData, level: BackboneFit, batch: Batch, train_info: dict[str, Any]
+        self,
+        data: FitData,
+        level: BackboneFit,
+        batch: Batch,
+        train_info: dict[str, Any],
+        max_share: float = 1.0,
     ) -> None:
-        """5-6: the kept share and the band (calibration.py), then the whole history's
-        profile for forecasting (the network is unchanged)."""
+        """5-6: the kept share (at most ``max_share``) and the band (calibration.py), then
+        the whole history's profile for forecasting (the network is unchanged)."""
         net, h, windows = self.net, self.horizon, data.windows
         assert net is not None and self.weights is not None and self._t0 is not None
         started = time.perf_counter()
@@ -345,6 +357,7 @@ class KaleForecaster(Forecaster):
             weights=self.weights,
             offset=self.offset,
             scale=self.scale,
+            max_share=max_share,
         )
         self.alpha = calib.kept_share
         self.k_hi = self.k_lo = calib.factors
@@ -486,8 +499,16 @@ class KaleForecaster(Forecaster):
                 horizon=h,
             )
             self.net_config = state.net_config
-            self._calibrate(data, level, batch, train_info)
-        self._remember(data, level, full_fit_end=memory.full_fit_end, refits=memory.refits + 1)
+            # The held-out tail that judges the kept share also chose the fine-tuned weights,
+            # which flatters them: no more of the correction than the full fit kept.
+            self._calibrate(data, level, batch, train_info, max_share=memory.kept_share)
+        self._remember(
+            data,
+            level,
+            full_fit_end=memory.full_fit_end,
+            refits=memory.refits + 1,
+            kept_share=memory.kept_share,
+        )
 
     # ---- predict
     def _predict(
@@ -668,6 +689,9 @@ class RefitMemory:
     """The last step of the last full fit's history (the age limit counts from it)."""
     refits: int
     """Incremental refits since that full fit."""
+    kept_share: float
+    """The share of the network's correction the full fit kept: an incremental refit keeps
+    no more (its held-out tail chose the fine-tuned weights, so it flatters them)."""
     ridge: float
     prior: str
     """The level model's penalty and prior, chosen by the full fit's cross-validation."""
@@ -681,6 +705,7 @@ class RefitMemory:
         return {
             "full_fit_end": iso_utc(self.full_fit_end),
             "refits": self.refits,
+            "kept_share": self.kept_share,
             "ridge": self.ridge,
             "prior": self.prior,
             "holdout_start": self.holdout_start,
@@ -719,6 +744,7 @@ class RefitMemory:
         memory = cls(
             full_fit_end=pd.Timestamp(d["full_fit_end"]),
             refits=int(d["refits"]),
+            kept_share=float(d.get("kept_share", 1.0)),
             ridge=float(d["ridge"]),
             prior=str(d["prior"]),
             holdout_start=int(d["holdout_start"]),

@@ -4,6 +4,9 @@ forecasts well-formed, saves and loads)."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -273,3 +276,18 @@ def test_refit_in_place_and_through_the_fallback_wrapper(chain):
     again = make_forecaster("fallback", primary="kale", **TINY).fit(s.iloc[DAY:], previous=wrapped)
     assert again.fit_summary["refit"]["mode"] == "incremental"
     assert again.fit_summary["model"] == "kale"
+
+
+def test_an_incremental_refit_keeps_no_more_of_the_correction_than_the_full_fit(chain):
+    s, first, second = chain
+    # The share the full fit kept travels down the chain of incremental refits.
+    assert second.refit_memory.kept_share == first.alpha
+    assert second.alpha <= first.alpha
+    # A full fit that kept none of the network's correction: its refits may not keep any
+    # (their held-out tail chose the fine-tuned weights, which flatters them).
+    capped = copy.copy(first)
+    capped.refit_memory = dataclasses.replace(first.refit_memory, kept_share=0.0)
+    third = make_forecaster("kale", **TINY).fit(s.iloc[DAY : 10 * DAY], previous=capped)
+    assert third.fit_summary["refit"]["mode"] == "incremental"
+    assert third.alpha == 0.0
+    assert set(third.fit_summary["val_mae_by_kept_share"]) == {0.0}

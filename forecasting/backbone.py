@@ -272,6 +272,29 @@ def fit_level_model(
     return level, resid, scale
 
 
+def refit_level_model(
+    d: np.ndarray,
+    geom: Geometry,
+    origins: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    ridge: float,
+    prior: str,
+) -> BackboneFit:
+    """The level model fitted again on ``origins`` with the penalty and prior an earlier fit
+    chose by cross-validation (an incremental refit keeps them: a day more of windows hardly
+    moves the choice, and choosing is most of the cost)."""
+    fit_o = origins
+    if len(fit_o) > MAX_BACKBONE_ORIGINS:
+        fit_o = np.sort(rng.choice(origins, MAX_BACKBONE_ORIGINS, replace=False))
+    means = trailing_means(d, geom.level_windows, fit_o)
+    x = level_features(means)
+    y = d[fit_o[:, None] + np.arange(geom.horizon)[None, :]] - means[:, -1:]
+    return BackboneFit(
+        weights=_solve(x.T @ x, x.T @ y, ridge, prior), ridge=ridge, prior=prior, cv_mae={}
+    )
+
+
 MAX_CV_ORIGINS = 2048
 """Cross-validated forecast origins at most (evenly thinned beyond)."""
 

@@ -4,7 +4,8 @@ A model only implements ``_fit``, ``_predict`` and (to be saved) ``_dump``/``_re
 base class does everything else once: input checks (a regular, tz-aware grid of finite,
 non-negative rates), the interval, the context that ``predict``/``update`` extend, timestamps
 that continue the history's grid, ordered non-negative quantiles, the fit summary, scheduled
-refits and atomic save/load. That keeps a baseline down to a few dozen lines and makes every
+refits (which start from the last fit where the model can: ``fit(history, previous=...)``)
+and atomic save/load. That keeps a baseline down to a few dozen lines and makes every
 model behave the same at the edges.
 """
 
@@ -108,8 +109,18 @@ class Forecaster(ABC):
         return self._context
 
     # ---- the work
-    def fit(self, history: pd.Series) -> Forecaster:
+    def fit(self, history: pd.Series, *, previous: Forecaster | None = None) -> Forecaster:
+        """Fit on ``history``; with ``previous`` (an earlier fit), start from its state where
+        the model can and the data allows (an incremental refit), else fit in full.
+
+        ``previous`` is only read, never changed (it may be this model itself: see
+        :meth:`refit`), and must be the same model with the same settings; the data's rules
+        are :func:`forecasting.refit.decide_refit`'s. ``fit_summary["refit"]`` says which
+        kind of fit ran and why (only when ``previous`` is given).
+        """
         series, interval = validate_series(history)
+        # Taken before anything here changes: ``previous`` may be ``self``.
+        state, why_not = self._start_from(previous)
         need = self.min_history_steps_for(interval)
         if len(series) < need:
             raise InsufficientHistoryError(
@@ -121,8 +132,16 @@ class Forecaster(ABC):
         self._t0 = series.index[0]
         started = time.perf_counter()
         self.fit_summary = {"model": self.name}
-        self._fit(series)
+        refit: dict[str, Any] | None = None
+        if state is not None:
+            refit = self._refit(series, state)
+        else:
+            self._fit(series)
+            if previous is not None:
+                refit = {"mode": "full", "reason": why_not}
         self.fit_summary.setdefault("model", self.name)
+        if refit is not None:
+            self.fit_summary["refit"] = refit
         self.fit_summary["fit_seconds"] = time.perf_counter() - started
         self.fit_summary["history_steps"] = len(series)
         self.fit_summary["interval_s"] = interval
@@ -191,9 +210,23 @@ class Forecaster(ABC):
             return False
         return self._steps_since_fit * self.interval_s >= self.refit_every
 
-    def refit(self) -> Forecaster:
-        """Fit again on the current context (what a refit schedule calls)."""
-        return self.fit(self.context)
+    def refit(self, history: pd.Series | None = None) -> Forecaster:
+        """Fit again on ``history`` (default: the current context), in place, starting from
+        this fit where the model can (what a refit schedule calls)."""
+        return self.fit(self.context if history is None else history, previous=self)
+
+    def _start_from(self, previous: Forecaster | None) -> tuple[Any, str]:
+        """(the state a refit starts from, or None; why not when None)."""
+        if previous is None:
+            return None, "no previous fit"
+        if not previous.is_fitted:
+            return None, "the previous model is not fitted"
+        if type(previous) is not type(self) or previous.params != self.params:
+            return None, f"the previous fit is a {previous.name} model with other settings"
+        state = previous._refit_state()
+        if state is None:
+            return None, f"the previous {previous.name} fit kept no state to start from"
+        return state, ""
 
     @property
     def active_model(self) -> str:
@@ -208,6 +241,17 @@ class Forecaster(ABC):
     def _predict(
         self, context: pd.Series, horizon: int
     ) -> tuple[np.ndarray, dict[float, np.ndarray]]: ...
+
+    def _refit_state(self) -> Any:
+        """What an incremental refit starts from: a snapshot the refit may keep and change
+        without touching this model (None: this model always fits in full)."""
+        return None
+
+    def _refit(self, series: pd.Series, state: Any) -> dict[str, Any]:
+        """Fit on ``series`` starting from ``state`` (from :meth:`_refit_state`) where the
+        data allows; returns ``{"mode": "full" | "incremental", "reason": ...}``."""
+        self._fit(series)
+        return {"mode": "full", "reason": f"{self.name} fits in full every time"}
 
     def _on_update(self, new_points: pd.Series) -> None:  # noqa: B027 - optional hook
         """Models with running state (ETS level, trend) advance it here; default: nothing."""

@@ -131,14 +131,16 @@ def calibrate_band(
     weights: np.ndarray,
     offset: float,
     scale: float,
+    max_share: float = 1.0,
 ) -> BandCalibration:
     """Pick the share of the median correction to keep and the band's conformal factors.
 
     The share is chosen on the held-out tail (the network never trained there), by its error
-    in traffic units. The factors use the tail's errors and the backbone's cross-validated
-    errors (``cv_target``, one row per ``cv_origins``, NaN where a chunk could not be
-    scored). Groups for the level: three consecutive parts of the tail, five
-    cross-validation chunks.
+    in traffic units, among the shares up to ``max_share`` (an incremental refit's cap: its
+    fine-tuned weights were chosen on this same tail, which flatters them). The factors use
+    the tail's errors and the backbone's cross-validated errors (``cv_target``, one row per
+    ``cv_origins``, NaN where a chunk could not be scored). Groups for the level: three
+    consecutive parts of the tail, five cross-validation chunks.
     """
     q, tgt = quantiles_at(val_origins)
     h = geom.horizon
@@ -149,7 +151,7 @@ def calibrate_band(
     def to_y(rel: np.ndarray) -> np.ndarray:
         return np.exp(season[fut] + (bb_dn + rel) * scale) - offset
 
-    errors = {a: np.abs(to_y(a * q[..., 1]) - actual) for a in ALPHAS}
+    errors = {a: np.abs(to_y(a * q[..., 1]) - actual) for a in ALPHAS if a <= max_share}
     alpha, maes, by_part = choose_kept_share(errors)
 
     ok = np.isfinite(cv_target).all(axis=1)

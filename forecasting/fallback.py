@@ -53,6 +53,22 @@ class FallbackForecaster(Forecaster):
         return self.primary.supports_gpu
 
     def _fit(self, series: pd.Series) -> None:
+        self._fit_from(series, None)
+
+    def _refit_state(self) -> Forecaster | None:
+        # The primary starts from its last fit (the secondary is cheap and fits in full); a
+        # wrapper that served its secondary leaves nothing to start from.
+        return self.primary if self.use_primary else None
+
+    def _refit(self, series: pd.Series, state: Forecaster) -> dict[str, Any]:
+        self._fit_from(series, state)
+        if not self.use_primary:
+            return {"mode": "full", "reason": f"{self.primary.name} did not fit"}
+        refit: dict[str, Any] = self.primary.fit_summary.get("refit") or {}
+        return refit or {"mode": "full", "reason": "the primary fitted in full"}
+
+    def _fit_from(self, series: pd.Series, previous: Forecaster | None) -> None:
+        """Fit the primary (from ``previous``, its last fit, when given) and the secondary."""
         interval = float(self.interval_s or 60)
         need = max(
             self.primary.min_history_steps_for(interval),
@@ -67,7 +83,7 @@ class FallbackForecaster(Forecaster):
             )
         else:
             try:
-                self.primary.fit(series)
+                self.primary.fit(series, previous=previous)
                 self.use_primary = True
             except Exception as exc:
                 reason = f"{self.primary.name} failed to fit: {type(exc).__name__}: {exc}"

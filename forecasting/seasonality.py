@@ -10,6 +10,7 @@ as non-seasonal instead of inventing a pattern.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -153,6 +154,17 @@ class SeasonalityReport:
             "acf": self.acf,
             "strength": self.strength,
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SeasonalityReport:
+        """The report :meth:`to_dict` wrote."""
+        return cls(
+            interval_s=float(d["interval_s"]),
+            candidates={k: int(v) for k, v in d["candidates"].items()},
+            detected={k: int(v) for k, v in d["detected"].items()},
+            acf=dict(d.get("acf", {})),
+            strength=dict(d.get("strength", {})),
+        )
 
 
 def detect_seasonality(values: np.ndarray, interval_s: float) -> SeasonalityReport:

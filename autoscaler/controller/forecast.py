@@ -7,9 +7,11 @@ live loop needs around it: fits in the background (:class:`FitPool`: a transform
 seconds to a minute, and a loop that waited for it would stop deciding for every job
 meanwhile; the old model keeps serving until the new one is ready, and before the first fit
 is done an *interim* model — seasonal naive, which needs no training — serves, so a new job is
-never planned blind), failures turned into "no forecast" with the reason kept for the job's
-status, and the status summary; and the planner's source (:class:`GivenForecast`), through
-which the window made here reaches the planner as the value of each decision.
+never planned blind; each refit starts from the serving fit, incrementally where the data
+allows, as the feed's synchronous driver does), failures turned into "no forecast" with the
+reason kept for the job's status, and the status summary; and the planner's source
+(:class:`GivenForecast`), through which the window made here reaches the planner as the
+value of each decision.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import numpy as np
 
 from autoscaler.controller.metering import ArrivalHistory
 from autoscaler.controller.timefmt import iso
-from autoscaler.policy.feed import FeedSettings, ForecastFeed, History, refresh
+from autoscaler.policy.feed import FeedSettings, ForecastFeed, History, fit_model, refresh
 from autoscaler.policy.forecasts import ForecastWindow
 
 log = logging.getLogger(__name__)
@@ -230,11 +232,14 @@ class ForecastCache:
         if due is not None:
             series = self.feed.fit_input(history, due).series()
             make = self.make
+            last = self.feed.latest()
+            # The refit starts from the serving model (read, never changed, while it serves).
+            previous = last.model if last is not None else None
 
             def fit() -> Any:
                 model = make()
-                model.fit(series)
-                return model
+                fitted = fit_model(model, series, previous)
+                return fitted if fitted is not None else model
 
             self._pending = self.pool.submit(fit, fitted_at=self.fitted_at)
             self._pending_at = now

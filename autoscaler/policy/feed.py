@@ -11,8 +11,12 @@ threads, clock or I/O. The simulator drives it synchronously (:mod:`autoscaler.s
 the controller synchronously or with its fit pool (:mod:`autoscaler.controller.forecast`), so a
 simulated run shows the planner what the controller would show it.
 
+Each fit starts from the one before it (:func:`fit_model`): a forecaster that can refits
+incrementally where the data allows, so a daily refit costs seconds instead of a full fit.
+
 **Answers depend on the step and the history only, not on which steps were asked before.** A
-fit due at step ``d`` is fitted on the history up to ``d``, whenever it is noticed; a forecast
+fit due at step ``d`` is fitted on the history up to ``d`` (and, incrementally, from the fit
+before it, itself due at a step fixed by the history), whenever it is noticed; a forecast
 for origin ``o`` uses the model in force at ``o`` and the history up to ``o``. So two policies
 sharing one feed in a simulation (kale and madu, which ask at different steps because each
 skips the steps of its own resizes) see the same window for the same step, and no forecast ever
@@ -33,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from autoscaler.policy.forecasts import ForecastWindow
+from forecasting.base import Forecaster
 
 DAY_S = 86400.0
 CATCH_UP = 3
@@ -374,8 +379,20 @@ class ForecastFeed:
         return made
 
 
-FitHook = Callable[[Any, pd.Series], Any]
-"""``fit(model, series) -> fitted model`` (e.g. a disk cache of fits); default ``model.fit``."""
+class FitHook(Protocol):
+    """``fit(model, series, previous) -> fitted model`` (e.g. a disk cache of fits); default
+    :func:`fit_model`."""
+
+    def __call__(self, model: Any, series: pd.Series, previous: Any = None, /) -> Any: ...
+
+
+def fit_model(model: Any, series: pd.Series, previous: Any = None) -> Any:
+    """Fit ``model`` on ``series``, starting from ``previous`` (the job's last fit) where the
+    model can: a forecaster's refit is then incremental where the data allows
+    (:func:`forecasting.refit.decide_refit`). Anything else just fits."""
+    if previous is not None and isinstance(model, Forecaster):
+        return model.fit(series, previous=previous)
+    return model.fit(series)
 
 
 def refresh(
@@ -386,15 +403,21 @@ def refresh(
     *,
     fit: FitHook | None = None,
 ) -> bool:
-    """Fit now every fit due by ``step`` (the synchronous driver); False if one failed."""
+    """Fit now every fit due by ``step`` (the synchronous driver); False if one failed.
+
+    Each fit starts from the fit before it (:func:`fit_model`), so a daily refit is
+    incremental where the data allows.
+    """
     for _ in range(2 * CATCH_UP + 1):
         due = feed.due(history, step)
         if due is None:
             return True
         data = feed.fit_input(history, due)
+        last = feed.latest()
+        previous = last.model if last is not None else None
         try:
             model = make()
-            fitted = fit(model, data.series()) if fit is not None else model.fit(data.series())
+            fitted = (fit or fit_model)(model, data.series(), previous)
             model = fitted if fitted is not None else model
         except Exception as exc:  # any failure means "plan without a new model"
             feed.failed(exc, step=step)

@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -25,7 +26,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from autoscaler.policy.feed import FeedSettings, FitHook, ForecastFeed, History, refresh
+from autoscaler.policy.feed import (
+    FeedSettings,
+    FitHook,
+    ForecastFeed,
+    History,
+    fit_model,
+    refresh,
+)
 from autoscaler.policy.forecasts import ForecastWindow
 
 log = logging.getLogger(__name__)
@@ -63,13 +71,15 @@ def forecasting_code_digest() -> str:
     return source_digest(Path(forecasting.__file__).parent)
 
 
-def _key(model: str, options: dict[str, Any], series: pd.Series) -> str:
+def _key(model: str, options: dict[str, Any], series: pd.Series, parent: str | None = None) -> str:
     h = hashlib.sha256()
     h.update(forecasting_code_digest().encode())
     h.update(json.dumps({"model": model, "options": options}, sort_keys=True, default=str).encode())
     h.update(str(series.index[0]).encode())
     h.update(str(series.index.freq or "").encode())
     h.update(np.ascontiguousarray(series.to_numpy(dtype=float)).tobytes())
+    if parent is not None:  # a refit that starts from an earlier fit: that fit's key too
+        h.update(b"parent:" + parent.encode())
     return h.hexdigest()[:32]
 
 
@@ -80,30 +90,47 @@ def cached_fit(
     *,
     on_fit: OnFit | None = None,
     label: str | None = None,
-) -> Callable[[Any, pd.Series], Any]:
+) -> FitHook:
     """A ``fit_cache`` hook: load a fit of the same model on the same history, or fit and save.
+
+    A refit that starts from an earlier fit (``previous``, see
+    :func:`autoscaler.policy.feed.fit_model`) is keyed by that fit's key too, so a cached
+    refit is only reused after the same chain of fits, and a run is the same whether its
+    fits came from the cache or not. A ``previous`` this hook did not fit or load (its key
+    unknown) is not started from: the fit is a full one.
 
     ``on_fit(label, steps)`` wraps each real fit (not a cache hit): a fit can take minutes,
     and the CLI shows it moving (or logs a line per fit when stderr is not a terminal).
     """
     shown = label or model
+    keys: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
-    def really_fit(forecaster: Any, series: pd.Series) -> Any:
+    def really_fit(forecaster: Any, series: pd.Series, previous: Any) -> Any:
         if on_fit is None:
-            return forecaster.fit(series)
+            return fit_model(forecaster, series, previous)
         with on_fit(shown, len(series)):
-            return forecaster.fit(series)
+            return fit_model(forecaster, series, previous)
 
-    def fit(forecaster: Any, series: pd.Series) -> Any:
+    def fit(forecaster: Any, series: pd.Series, previous: Any = None) -> Any:
+        parent = keys.get(previous) if previous is not None else None
+        if parent is None:
+            previous = None
+        key = _key(model, options, series, parent)
+        fitted = forecaster
         if cache_dir is None or not hasattr(forecaster, "save"):
-            return really_fit(forecaster, series)
-        path = cache_dir / f"{model}-{_key(model, options, series)}.fit"
+            fitted = really_fit(forecaster, series, previous) or forecaster
+            keys[fitted] = key
+            return fitted
+        path = cache_dir / f"{model}-{key}.fit"
         if path.exists():
             try:
-                return type(forecaster).load(path)
+                fitted = type(forecaster).load(path)
+                keys[fitted] = key
+                return fitted
             except Exception as exc:  # a stale or foreign cache entry: refit
                 log.warning("ignoring fit cache %s: %s", path, exc)
-        really_fit(forecaster, series)
+        really_fit(forecaster, series, previous)
+        keys[forecaster] = key
         try:
             cache_dir.mkdir(parents=True, exist_ok=True)
             forecaster.save(path)

@@ -52,6 +52,13 @@ class DayTypes(NamedTuple):
         j = np.mod(np.floor_divide(np.asarray(steps, dtype=np.int64) - self.start, self.day), 7)
         return np.asarray(self.groups)[j]
 
+    def shifted(self, steps: int) -> DayTypes:
+        """The same day types for a history that starts ``steps`` later (its step 0 is this
+        one's step ``steps``)."""
+        whole, start = divmod(self.start - steps, self.day)
+        groups = tuple(int(g) for g in np.roll(np.asarray(self.groups), whole))
+        return self._replace(groups=groups, start=start)
+
     def phase(self, steps: np.ndarray) -> np.ndarray:
         """Group · day + time of day: the profile's phase of each step."""
         steps = np.asarray(steps, dtype=np.int64)

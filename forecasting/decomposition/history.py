@@ -9,7 +9,7 @@ tail stays out of sample for the model that validates on it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ from forecasting.decomposition.clock import ClockChange
 from forecasting.decomposition.daytypes import DayTypes, choose_day_types
 from forecasting.decomposition.profile import SeasonalProfile, estimate_profile
 from forecasting.decomposition.selection import choose_half_life
-from forecasting.decomposition.trend import robust_trend
+from forecasting.decomposition.trend import RobustTrend, extend_robust_trend, robust_trend
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,60 @@ def clean_history(
         day_type_report=day_type_report,
         half_life=half_life,
         half_life_scores=half_life_scores,
+        profile=profile,
+        profile_info=profile_info,
+    )
+
+
+def extend_history(
+    previous: CleanHistory,
+    z_raw: np.ndarray,
+    periods: dict[str, int],
+    *,
+    shift: int,
+    day_start: int,
+    held: np.ndarray,
+) -> CleanHistory:
+    """:func:`clean_history` of a history that continues ``previous``'s: it starts ``shift``
+    steps later and its steps past ``previous``'s end are new (``z_raw``: the whole log
+    series, on the same offset).
+
+    Everything that was chosen stays chosen (day types, recency, clock changes); the old
+    steps keep their cleaned values; the trend is extended over the new steps
+    (:func:`~.trend.extend_robust_trend`) and the profile estimated again before the held-out
+    tail.
+    """
+    n = len(z_raw)
+    kept = len(previous.z) - shift
+    old = slice(shift, shift + kept)
+    day_types = None if previous.day_types is None else previous.day_types.shifted(shift)
+    clocks = tuple(replace(c, at=c.at - shift) for c in previous.clocks if c.at - shift > 0)
+    extended = extend_robust_trend(
+        np.concatenate([previous.z[old], z_raw[kept:]]),
+        RobustTrend(previous.trend[old], previous.z[old], previous.outliers[old], clocks),
+        periods,
+        day_start,
+        day_types=day_types,
+    )
+    profile, profile_info = estimate_profile(
+        extended.filled,
+        extended.trend,
+        periods,
+        mask=~held,
+        day_start=day_start,
+        half_life=previous.half_life,
+        day_types=day_types,
+    )
+    assert len(extended.filled) == n
+    return CleanHistory(
+        z=extended.filled,
+        trend=extended.trend,
+        outliers=extended.replaced,
+        clocks=clocks,
+        day_types=day_types,
+        day_type_report=previous.day_type_report,
+        half_life=previous.half_life,
+        half_life_scores=previous.half_life_scores,
         profile=profile,
         profile_info=profile_info,
     )

@@ -26,26 +26,45 @@ has already happened (:func:`~forecasting.calibration.recent_band_factor`) at no
 and widened when those forecasts missed. A forecast takes milliseconds however long the
 history is.
 
-Saving keeps what predicting needs and nothing else: the geometry, the profile table, the
-backbone's weights, the log offset and scales, the kept share and band factors, and the
-networks' weights (``weights.pt``; none when the backbone forecasts alone, which saves its
-``band`` instead). The training data is not kept: a loaded model predicts exactly as the
-fitted one did and can be refitted on its saved context.
+A refit given the last fit (``fit(history, previous=...)``, what the forecast feed does) is
+incremental where :func:`~forecasting.refit.decide_refit` allows: the offset, periods, day
+types, recency, geometry, the level model's penalty and the networks' normalisation are kept;
+the decomposition is extended over the new steps instead of recomputed; the level model is
+solved again; each network is fine-tuned from its weights on the windows it never trained
+on, with old ones replayed, and keeps the new weights only if they do better on the new
+held-out tail; the band is calibrated again. Otherwise (drift, a gap, the age limit, …) it
+is a full fit. Either way ``fit_summary["refit"]`` says which and why.
+
+Saving keeps what predicting needs: the geometry, the profile table, the backbone's
+weights, the log offset and scales, the kept share and band factors, and the networks'
+weights (``weights.pt``; none when the backbone forecasts alone, which saves its ``band``
+instead); and what the next incremental refit starts from: the cleaned log series, its
+trend and outliers, and the full fit's choices (``refit``; files without it load and refit
+in full). The raw training windows are not kept: a loaded model predicts exactly as the
+fitted one did and refits exactly as it would have.
 """
 
 from __future__ import annotations
 
+import copy
 import io
 import logging
 import math
 import time
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from forecasting.backbone import BackboneFit, Geometry, backbone, fit_level_model
+from forecasting.backbone import (
+    BackboneFit,
+    Geometry,
+    backbone,
+    fit_level_model,
+    refit_level_model,
+)
 from forecasting.base import Forecaster, InsufficientHistoryError, Payload
 from forecasting.calibration import (
     RECENT_BAND_DAYS,
@@ -56,18 +75,24 @@ from forecasting.calibration import (
     recent_band_factor,
     recent_scores,
 )
-from forecasting.decomposition import SeasonalProfile
+from forecasting.decomposition import ClockChange, DayTypes, SeasonalProfile
 from forecasting.decomposition.history import (
+    CleanHistory,
     epoch_seconds,
     iso_step,
     summarise,
     whole_history_profile,
 )
-from forecasting.transformer.features import build_inputs, calendar
+from forecasting.refit import RefitBasis, RefitDecision, decide_refit
+from forecasting.seasonality import SeasonalityReport, candidate_periods
+from forecasting.series import iso_utc
+from forecasting.transformer.features import build_inputs, calendar, plan_windows
 from forecasting.transformer.model import build_net
-from forecasting.transformer.prepare import FitData, prepare
+from forecasting.transformer.prepare import FitData, Previous, prepare, prepare_refit
 from forecasting.transformer.train import (
+    Batch,
     TrainSettings,
+    fine_tune_networks,
     network_quantiles,
     resolve_device,
     to_tensors,
@@ -115,6 +140,7 @@ class KaleForecaster(Forecaster):
         val_fraction: float = 0.15,
         use_calendar: bool = True,
         members: int = 3,
+        refit_steps: int = 12,
         progress: bool = False,
         **kw: Any,
     ) -> None:
@@ -138,6 +164,7 @@ class KaleForecaster(Forecaster):
             val_fraction=val_fraction,
             use_calendar=use_calendar,
             members=members,
+            refit_steps=refit_steps,
             **kw,
         )
         if horizon < 1:
@@ -162,6 +189,9 @@ class KaleForecaster(Forecaster):
         self.band: np.ndarray | None = None
         # What the last predict did with the band (recent_band_factor's report).
         self.last_predict: dict[str, Any] = {}
+        # What an incremental refit starts from besides the above (None: full fits only).
+        self.clean: CleanHistory | None = None
+        self.refit_memory: RefitMemory | None = None
 
     # ---- capabilities
     @property
@@ -207,6 +237,28 @@ class KaleForecaster(Forecaster):
         else:
             # 4-6: the networks (train.py), the band (calibration.py), the final profile.
             self._fit_networks(data, level)
+        self._remember(data, level, full_fit_end=series.index[-1], refits=0, kept_share=self.alpha)
+
+    def _remember(
+        self,
+        data: FitData,
+        level: BackboneFit,
+        *,
+        full_fit_end: pd.Timestamp,
+        refits: int,
+        kept_share: float,
+    ) -> None:
+        """Keep what the next incremental refit starts from (:meth:`_refit_state`)."""
+        self.clean = data.clean
+        self.refit_memory = RefitMemory(
+            full_fit_end=full_fit_end,
+            refits=refits,
+            kept_share=kept_share,
+            ridge=level.ridge,
+            prior=level.prior,
+            holdout_start=int(data.windows.holdout_start),
+            report=data.report,
+        )
 
     def _fit_backbone(self, data: FitData) -> tuple[BackboneFit, np.ndarray]:
         clean, interval = data.clean, data.interval
@@ -250,7 +302,7 @@ class KaleForecaster(Forecaster):
         )
 
     def _fit_networks(self, data: FitData, level: BackboneFit) -> None:
-        p, h, windows = self.params, self.horizon, data.windows
+        p, windows = self.params, data.windows
         assert self.weights is not None and self._t0 is not None
         dn, sn = self.normalised(data.d, data.season)
         batch = window_batches(
@@ -277,24 +329,38 @@ class KaleForecaster(Forecaster):
                 progress=self.progress,
             )
             self.net = net
-            started = time.perf_counter()
-            cv_err = data.cv_errors(level)
-            cv_s = time.perf_counter() - started
-            calib = calibrate_band(
-                quantiles_at=lambda origins: network_quantiles(net, batch, origins, h),
-                val_origins=windows.val_origins,
-                cv_origins=data.cv_origins,
-                cv_target=cv_err / self.scale,
-                z=data.clean.z,
-                season=data.season,
-                geom=data.geom,
-                weights=self.weights,
-                offset=self.offset,
-                scale=self.scale,
-            )
+            self._calibrate(data, level, batch, train_info)
+
+    def _calibrate(
+        self,
+        data: FitData,
+        level: BackboneFit,
+        batch: Batch,
+        train_info: dict[str, Any],
+        max_share: float = 1.0,
+    ) -> None:
+        """5-6: the kept share (at most ``max_share``) and the band (calibration.py), then
+        the whole history's profile for forecasting (the network is unchanged)."""
+        net, h, windows = self.net, self.horizon, data.windows
+        assert net is not None and self.weights is not None and self._t0 is not None
+        started = time.perf_counter()
+        cv_err = data.cv_errors(level)
+        cv_s = time.perf_counter() - started
+        calib = calibrate_band(
+            quantiles_at=lambda origins: network_quantiles(net, batch, origins, h),
+            val_origins=windows.val_origins,
+            cv_origins=data.cv_origins,
+            cv_target=cv_err / self.scale,
+            z=data.clean.z,
+            season=data.season,
+            geom=data.geom,
+            weights=self.weights,
+            offset=self.offset,
+            scale=self.scale,
+            max_share=max_share,
+        )
         self.alpha = calib.kept_share
         self.k_hi = self.k_lo = calib.factors
-        # Forecast with the profile of the whole history (the network is unchanged).
         self.profile, profile_info = whole_history_profile(data.clean, data.periods, data.midnight)
         self.fit_summary.update(
             profile=profile_info,
@@ -306,6 +372,142 @@ class KaleForecaster(Forecaster):
             cv_seconds=cv_s,
             **train_info,
             **calib.report,
+        )
+
+    # ---- incremental refits
+    def _layout(self, steps: int) -> tuple[Geometry, bool] | None:
+        """The window geometry and whether there is a network, for a history of ``steps``
+        (None: too short for either)."""
+        day = candidate_periods(float(self.interval_s or 60)).get("daily")
+        p = self.params
+        geom = Geometry.choose(horizon=self.horizon, day=day, available=steps, context=p["context"])
+        try:
+            windows = plan_windows(steps, geom, float(p["val_fraction"]))
+        except InsufficientHistoryError:
+            return None
+        return geom, windows.network_skipped is None
+
+    def _refit_state(self) -> RefitState | None:
+        memory, clean, ctx = self.refit_memory, self.clean, self._context
+        if memory is None or clean is None or ctx is None or self.net is None:
+            return None  # a backbone alone refits in full: it is cheap, and has no network
+        assert self.geom is not None and self._t0 is not None and self.interval_s is not None
+        if ctx.index[0] != self._t0 or len(ctx) < len(clean.z):
+            return None  # the context lost its first fitted steps (max_context_days)
+        basis = RefitBasis(
+            start=self._t0,
+            interval_s=self.interval_s,
+            values=ctx.to_numpy(dtype=float)[: len(clean.z)].copy(),
+            full_fit_end=memory.full_fit_end,
+            offset=self.offset,
+            periods=dict(memory.report.detected),
+            acf=dict(memory.report.acf),
+            profile=self.profile,
+            layout=(self.geom, True),
+        )
+        return RefitState(
+            basis=basis,
+            memory=memory,
+            previous=Previous(self.offset, memory.report, self.geom, clean),
+            net=copy.deepcopy(self.net),
+            net_config=dict(self.net_config),
+            scale=self.scale,
+            season_mu=self.season_mu,
+            season_sd=self.season_sd,
+        )
+
+    def _refit(self, series: pd.Series, state: RefitState) -> dict[str, Any]:
+        """A refit from ``state`` (:meth:`_refit_state`): incremental where
+        :func:`~forecasting.refit.decide_refit` allows, else :meth:`_fit`."""
+        # ``self`` may be the model ``state`` was taken from: the base class has already set
+        # the new history's start and interval, and nothing of the old fit is read but
+        # ``state``.
+        decision = decide_refit(state.basis, series, layout=self._layout(len(series)))
+        if not decision.incremental:
+            log.info("kale: full refit: %s", decision.reason)
+            self._fit(series)
+            return decision.to_dict()
+        self._fit_incrementally(series, state, decision)
+        return {**decision.to_dict(), "refits_since_full_fit": state.memory.refits + 1}
+
+    def _fit_incrementally(
+        self, series: pd.Series, state: RefitState, decision: RefitDecision
+    ) -> None:
+        """The stages of :meth:`_fit` from where the last fit left them: its offset, periods,
+        day types, recency, geometry, penalty and network normalisation kept; the
+        decomposition extended over the new steps; the level model solved again; the
+        networks fine-tuned on the new windows with old ones replayed; the band calibrated
+        again on the new held-out tail."""
+        p, h, memory = self.params, self.horizon, state.memory
+        assert self._t0 is not None
+        self.device = resolve_device(p["device"])
+        rng = np.random.default_rng([int(p["seed"]), memory.refits + 1])
+        data = prepare_refit(
+            series.to_numpy(),
+            self._t0,
+            float(self.interval_s or 60),
+            p,
+            state.previous,
+            shift=decision.shift,
+            acf=decision.acf,
+            rng=rng,
+        )
+        windows = data.windows
+        self.offset, self.geom, self.band = data.offset, data.geom, None
+        self.scale, self.season_mu, self.season_sd = state.scale, state.season_mu, state.season_sd
+        level = refit_level_model(
+            data.d, data.geom, windows.train_origins, rng, ridge=memory.ridge, prior=memory.prior
+        )
+        self.weights = level.weights
+        self.profile = data.clean.profile
+        self.fit_summary.update(
+            seasonality=data.report.to_dict(),
+            device=self.device,
+            geometry=data.geom.to_dict(),
+            decomposition_seconds=data.decomposition_s,
+            **summarise(data.clean, self._t0, data.interval),
+            offset=self.offset,
+            scale=self.scale,
+            backbone_ridge=level.ridge,
+            backbone_prior=level.prior,
+        )
+        dn, sn = self.normalised(data.d, data.season)
+        batch = window_batches(
+            d=data.d,
+            dn=dn,
+            sn=sn,
+            cal=self.calendar_features(data.steps),
+            geom=data.geom,
+            weights=self.weights,
+            scale=self.scale,
+            device=self.device,
+        )
+        # Windows that reach past the old held-out tail's start were never trained on.
+        trained_until = memory.holdout_start - decision.shift
+        fresh = windows.train_origins + h > trained_until
+        with torch_settings(int(p["threads"])):
+            torch.manual_seed(int(p["seed"]) + memory.refits + 1)
+            self.net, train_info = fine_tune_networks(
+                state.net.to(self.device),
+                batch,
+                windows.train_origins[fresh],
+                windows.train_origins[~fresh],
+                windows.val_origins,
+                rng,
+                settings=TrainSettings.from_params(p),
+                steps=int(p.get("refit_steps", 0)),
+                horizon=h,
+            )
+            self.net_config = state.net_config
+            # The held-out tail that judges the kept share also chose the fine-tuned weights,
+            # which flatters them: no more of the correction than the full fit kept.
+            self._calibrate(data, level, batch, train_info, max_share=memory.kept_share)
+        self._remember(
+            data,
+            level,
+            full_fit_end=memory.full_fit_end,
+            refits=memory.refits + 1,
+            kept_share=memory.kept_share,
         )
 
     # ---- predict
@@ -438,6 +640,13 @@ class KaleForecaster(Forecaster):
         }
         if self.band is not None:
             arrays["band"] = self.band
+        if self.refit_memory is not None and self.clean is not None:
+            meta["refit"] = self.refit_memory.to_dict(self.clean)
+            arrays.update(
+                refit_z=self.clean.z,
+                refit_trend=self.clean.trend,
+                refit_outliers=self.clean.outliers,
+            )
         return Payload(meta=meta, arrays=arrays, blobs=blobs)
 
     def _restore(self, payload: Payload) -> None:
@@ -452,6 +661,14 @@ class KaleForecaster(Forecaster):
         self.weights = payload.arrays["backbone"]
         self.band = payload.arrays.get("band")
         self.device = "cpu"
+        if "refit" in m:  # files saved before incremental refits have none: full refits
+            self.refit_memory, self.clean = RefitMemory.restore(
+                m["refit"],
+                z=payload.arrays["refit_z"],
+                trend=payload.arrays["refit_trend"],
+                outliers=payload.arrays["refit_outliers"],
+                profile=self.profile,
+            )
         if m["net"] is None:
             self.net = None
             return
@@ -462,3 +679,90 @@ class KaleForecaster(Forecaster):
         net.load_state_dict(state)
         net.eval()
         self.net = net
+
+
+@dataclass(frozen=True)
+class RefitMemory:
+    """What a fit keeps for the next incremental refit, besides the model's own state."""
+
+    full_fit_end: pd.Timestamp
+    """The last step of the last full fit's history (the age limit counts from it)."""
+    refits: int
+    """Incremental refits since that full fit."""
+    kept_share: float
+    """The share of the network's correction the full fit kept: an incremental refit keeps
+    no more (its held-out tail chose the fine-tuned weights, so it flatters them)."""
+    ridge: float
+    prior: str
+    """The level model's penalty and prior, chosen by the full fit's cross-validation."""
+    holdout_start: int
+    """Where the held-out tail began: the network trained on the windows before it."""
+    report: SeasonalityReport
+
+    def to_dict(self, clean: CleanHistory) -> dict[str, Any]:
+        """For the saved file, with the decomposition's choices (its arrays go apart)."""
+        dt = clean.day_types
+        return {
+            "full_fit_end": iso_utc(self.full_fit_end),
+            "refits": self.refits,
+            "kept_share": self.kept_share,
+            "ridge": self.ridge,
+            "prior": self.prior,
+            "holdout_start": self.holdout_start,
+            "seasonality": self.report.to_dict(),
+            "clocks": [asdict(c) for c in clean.clocks],
+            "day_types": None if dt is None else dt._asdict(),
+            "day_type_report": clean.day_type_report,
+            "half_life": clean.half_life,
+            "half_life_scores": clean.half_life_scores,
+        }
+
+    @classmethod
+    def restore(
+        cls,
+        d: dict[str, Any],
+        *,
+        z: np.ndarray,
+        trend: np.ndarray,
+        outliers: np.ndarray,
+        profile: SeasonalProfile,
+    ) -> tuple[RefitMemory, CleanHistory]:
+        """What :meth:`to_dict` and the arrays saved."""
+        dt = d["day_types"]
+        clean = CleanHistory(
+            z=z,
+            trend=trend,
+            outliers=outliers.astype(bool),
+            clocks=tuple(ClockChange(**c) for c in d["clocks"]),
+            day_types=None if dt is None else DayTypes(**{**dt, "groups": tuple(dt["groups"])}),
+            day_type_report=d["day_type_report"],
+            half_life=d["half_life"],
+            half_life_scores=d["half_life_scores"],
+            profile=profile,
+            profile_info={},
+        )
+        memory = cls(
+            full_fit_end=pd.Timestamp(d["full_fit_end"]),
+            refits=int(d["refits"]),
+            kept_share=float(d.get("kept_share", 1.0)),
+            ridge=float(d["ridge"]),
+            prior=str(d["prior"]),
+            holdout_start=int(d["holdout_start"]),
+            report=SeasonalityReport.from_dict(d["seasonality"]),
+        )
+        return memory, clean
+
+
+@dataclass
+class RefitState:
+    """A snapshot of a fit that an incremental refit starts from and may change (its network
+    is a copy)."""
+
+    basis: RefitBasis
+    memory: RefitMemory
+    previous: Previous
+    net: torch.nn.Module
+    net_config: dict[str, int]
+    scale: float
+    season_mu: float
+    season_sd: float

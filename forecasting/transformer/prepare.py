@@ -15,7 +15,12 @@ import numpy as np
 import pandas as pd
 
 from forecasting.backbone import BackboneFit, Geometry, cv_origins, cv_residuals
-from forecasting.decomposition.history import CleanHistory, clean_history, epoch_seconds
+from forecasting.decomposition.history import (
+    CleanHistory,
+    clean_history,
+    epoch_seconds,
+    extend_history,
+)
 from forecasting.seasonality import SeasonalityReport, candidate_periods, detect_seasonality
 from forecasting.transformer.features import Windows, plan_windows
 
@@ -77,6 +82,73 @@ def midnight_step(t0: pd.Timestamp, interval_s: float, day: int | None) -> int:
         return 0
     into_day = float(epoch_seconds(t0, interval_s, np.array([0]))[0]) % 86400.0
     return round(-into_day / float(interval_s or 60)) % day
+
+
+def prepare_refit(
+    y: np.ndarray,
+    t0: pd.Timestamp,
+    interval: float,
+    p: dict[str, Any],
+    previous: Previous,
+    *,
+    shift: int,
+    acf: dict[str, float | None],
+    rng: np.random.Generator,
+) -> FitData:
+    """:func:`prepare` for an incremental refit: the history ``y`` continues ``previous``'s
+    (it starts ``shift`` steps later), whose offset, periods and geometry it keeps and whose
+    decomposition it extends (:func:`~forecasting.decomposition.history.extend_history`);
+    ``acf``: the periods' autocorrelations checked on this history."""
+    n = len(y)
+    offset = previous.offset
+    z_raw = np.log(y + offset)
+    old = previous.report
+    report = SeasonalityReport(
+        interval_s=interval,
+        candidates=dict(old.candidates),
+        detected=dict(old.detected),
+        acf={**old.acf, **acf},
+        strength=dict(old.strength),
+    )
+    geom = previous.geom
+    windows = plan_windows(n, geom, float(p["val_fraction"]))
+    started = time.perf_counter()
+    day = candidate_periods(interval).get("daily")
+    midnight = midnight_step(t0, interval, day)
+    steps = np.arange(n + geom.out_len)
+    clean = extend_history(
+        previous.clean,
+        z_raw,
+        report.detected,
+        shift=shift,
+        day_start=midnight,
+        held=windows.held,
+    )
+    season = clean.profile.at(steps)
+    return FitData(
+        offset=offset,
+        report=report,
+        geom=geom,
+        windows=windows,
+        clean=clean,
+        midnight=midnight,
+        interval=interval,
+        decomposition_s=time.perf_counter() - started,
+        steps=steps,
+        season=season,
+        d=clean.z - season[:n],
+        rng=rng,
+    )
+
+
+@dataclass(frozen=True)
+class Previous:
+    """What :func:`prepare_refit` keeps from the last fit."""
+
+    offset: float
+    report: SeasonalityReport
+    geom: Geometry
+    clean: CleanHistory
 
 
 def prepare(y: np.ndarray, t0: pd.Timestamp | None, interval: float, p: dict[str, Any]) -> FitData:

@@ -321,3 +321,86 @@ def train_member(
         "val_pinball": best,
         "time_budget_hit": budget_hit,
     }
+
+
+REFIT_VAL_ORIGINS = 256
+"""Held-out windows that judge a fine-tuned network against the one it started from (evenly
+thinned): the judgement needs a level, not the per-step detail the band is calibrated on."""
+REFIT_LR_SHARE = 0.5
+"""A fine-tune's learning rate, as a share of a full fit's: the weights start near a minimum."""
+
+
+def fine_tune_networks(
+    net: torch.nn.Module,
+    batch: Batch,
+    new_origins: np.ndarray,
+    old_origins: np.ndarray,
+    val_origins: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    settings: TrainSettings,
+    steps: int,
+    horizon: int,
+) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """Continue training ``net`` (changed in place, and returned) for ``steps`` gradient
+    steps per member on batches half of ``new_origins`` (windows it never trained on) and
+    half of ``old_origins`` (replayed, so that the new days do not overwrite what the old
+    ones taught).
+
+    Each member keeps its fine-tuned weights only if they do better than its starting
+    weights on the held-out windows (at most :data:`REFIT_VAL_ORIGINS` of them), so a
+    refit is never worse there than the fit it started from.
+    """
+    started = time.perf_counter()
+    members = list(net.members) if isinstance(net, MeanOfNets) else [net]
+    pick = np.unique(
+        np.linspace(0, len(val_origins) - 1, min(REFIT_VAL_ORIGINS, len(val_origins)))
+        .round()
+        .astype(int)
+    )
+    val_x, val_y = batch(val_origins[pick])
+    pool_new = new_origins if len(new_origins) else old_origins
+    pool_old = old_origins if len(old_origins) else new_origins
+    bs = min(settings.batch_size, len(pool_new) + len(pool_old))
+    runs = []
+    for member in members:
+
+        def val_loss(m: torch.nn.Module = member) -> float:
+            m.eval()
+            with torch.no_grad():
+                return float(pinball_loss(m(*val_x)[:, :horizon], val_y))
+
+        before = val_loss()
+        start_state = copy.deepcopy(member.state_dict())
+        opt = torch.optim.AdamW(
+            member.parameters(), lr=settings.lr * REFIT_LR_SHARE, weight_decay=1e-4
+        )
+        for _ in range(steps):
+            member.train()
+            half = bs // 2
+            origins = np.concatenate(
+                [
+                    rng.choice(pool_new, half, replace=len(pool_new) < half),
+                    rng.choice(pool_old, bs - half, replace=len(pool_old) < bs - half),
+                ]
+            )
+            x, target = batch(np.sort(origins))
+            loss = pinball_loss(member(*x)[:, :horizon], target)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(member.parameters(), 1.0)
+            opt.step()
+        after = val_loss() if steps else before
+        kept = after < before
+        if not kept:
+            member.load_state_dict(start_state)
+        member.eval()
+        runs.append({"val_pinball_before": before, "val_pinball_after": after, "kept": kept})
+    net.eval()
+    return net, {
+        "fine_tune_steps": steps,
+        "fine_tune_windows": {"new": len(new_origins), "replayed_from": len(old_origins)},
+        "member_runs": runs,
+        "networks": len(members),
+        "train_seconds": time.perf_counter() - started,
+    }

@@ -22,6 +22,7 @@ from kale.cli.forecasters import (
     load_model,
     model_names,
     one_model,
+    refit_model,
     route_library_warnings,
 )
 from kale.cli.trace import load_trace_cli
@@ -216,6 +217,15 @@ def _print_backtest_table(out: dict[str, Any], test_days: float, horizon: int) -
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False), required=True, help="Model file to write."
 )
+@click.option(
+    "--from",
+    "previous_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Refit a model saved by 'kale forecast fit' on the trace, starting from its last fit "
+    "where the data allows (its settings are kept; --model and the training flags are "
+    "ignored).",
+)
 @json_option("Print the fit summary as JSON.")
 def fit_cmd(
     trace_path: str,
@@ -226,21 +236,28 @@ def fit_cmd(
     epochs: int | None,
     no_fallback: bool,
     output: str,
+    previous_file: str | None,
     as_json: bool,
 ) -> None:
     """Fit a model on the whole trace and save it (``predict --model-file`` reads it)."""
     name = one_model(model)
     series = load_trace_cli(trace_path).series
-    fc = fit_model(
-        series, name, ModelOptions(horizon, device, seed, epochs), fallback=not no_fallback
+    fc = (
+        refit_model(series, previous_file)
+        if previous_file
+        else fit_model(
+            series, name, ModelOptions(horizon, device, seed, epochs), fallback=not no_fallback
+        )
     )
     fc.save(output)
     if as_json:
         emit_json({"output": output, "fit_summary": fc.fit_summary})
     else:
+        refit = fc.fit_summary.get("refit")
+        how = f" ({refit['mode']} refit: {refit['reason']})" if refit else ""
         click.echo(
             f"wrote {output}: {fc.active_model}, fitted in "
-            f"{fc.fit_summary.get('fit_seconds', 0):.1f} s on {len(series)} steps"
+            f"{fc.fit_summary.get('fit_seconds', 0):.1f} s on {len(series)} steps{how}"
         )
 
 

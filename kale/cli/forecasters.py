@@ -113,6 +113,25 @@ def fit_model(history: pd.Series, model: str, opts: ModelOptions, *, fallback: b
     return fc
 
 
+def refit_model(history: pd.Series, model_file: str) -> Forecaster:
+    """The model saved in ``model_file`` fitted again on ``history`` (with progress),
+    starting from its last fit where the data allows (an incremental refit)."""
+    from forecasting.base import InsufficientHistoryError
+
+    fc = load_model(model_file)
+    with FitProgress(1, label="forecast") as progress:
+        watched = progress.watch(fc, fc.name)
+        try:
+            with _fallback_log_quiet():
+                watched.fit(history, previous=fc)
+        except (InsufficientHistoryError, ValueError) as exc:
+            raise UserError(f"--trace: {exc}") from None
+    summary = fc.fit_summary
+    if summary.get("fallback"):
+        warn(f"using {summary.get('model')}: {summary.get('reason')}")
+    return fc
+
+
 def load_model(model_file: str) -> Forecaster:
     from forecasting.base import Forecaster, ForecastError
 

@@ -190,3 +190,52 @@ def test_a_closed_pool_cancels_queued_fits():
     late = pool.submit(lambda: 3)
     with pytest.raises(RuntimeError, match="closed"):
         late.result(timeout=1)
+
+
+def test_a_background_refit_starts_from_the_serving_model_not_the_interim():
+    from forecasting.base import Forecaster
+
+    class Chained(Forecaster):
+        """Forecasts its history's mean; remembers which fit each refit started from."""
+
+        name = "chained"
+
+        def _fit(self, series):
+            self.level, self.parent = float(series.mean()), None
+
+        def _refit_state(self):
+            return self
+
+        def _refit(self, series, state):
+            self._fit(series)
+            self.parent = state
+            return {"mode": "incremental", "reason": "test"}
+
+        def _predict(self, context, horizon):
+            v = np.full(horizon, self.level)
+            return v, {0.1: 0.5 * v, 0.5: v, 0.9: 1.5 * v}
+
+    pool = FitPool(1)
+    cache = ForecastCache(
+        Chained,
+        name="chained",
+        interval_s=60.0,
+        horizon_steps=3,
+        refit_s=600.0,
+        pool=pool,
+        interim=Interim,
+    )
+    step = round(T0 / 60) + 50
+    cache.window(T0, _hist(50), step)
+    cache._pending.result(timeout=10)
+    cache.window(T0 + 60, _hist(51), step + 1)
+    first = cache.model
+    assert isinstance(first, Chained) and first.parent is None
+    assert "refit" not in first.fit_summary  # the interim model is no fit to start from
+    cache.window(T0 + 700, _hist(61), step + 11)
+    cache._pending.result(timeout=10)
+    cache.window(T0 + 760, _hist(62), step + 12)
+    second = cache.model
+    assert second is not first and second.parent is first
+    assert second.fit_summary["refit"]["mode"] == "incremental"
+    pool.close()

@@ -186,6 +186,31 @@ def test_fit_then_predict_from_the_saved_model(capsys, trace_csv, tmp_path):
     assert len(json.loads(out)["mean"]) == 8
 
 
+def test_fit_from_a_saved_model_refits_it_incrementally(capsys, tmp_path):
+    series = generate_trace(days=10, interval_s=900, seed=4)  # Monday to Wednesday
+    day = 96
+    old, new = tmp_path / "old.csv", tmp_path / "new.csv"
+    save_trace(series.iloc[: 9 * day], old)
+    save_trace(series.iloc[day:], new)
+    rc, _, err = run(capsys, "fit", "--trace", str(old), *FAST, "-o", str(tmp_path / "m.kale"))
+    assert rc == 0, err
+    rc, out, err = run(
+        capsys,
+        "fit",
+        "--trace",
+        str(new),
+        "--from",
+        str(tmp_path / "m.kale"),
+        "-o",
+        str(tmp_path / "m2.kale"),
+        "--json",
+    )
+    assert rc == 0, err
+    summary = json.loads(out)["fit_summary"]
+    assert summary["refit"]["mode"] == "incremental", summary["refit"]
+    assert summary["history_steps"] == 9 * day
+
+
 def test_short_trace_still_forecasts_and_warns(capsys, tmp_path):
     path = tmp_path / "short.csv"
     save_trace(generate_trace(days=1, interval_s=900, seed=1), path)

@@ -88,3 +88,23 @@ def test_every_real_fit_is_shown_and_a_cache_hit_is_not(tmp_path):
     (line,) = log.getvalue().splitlines()
     assert line.startswith("kale: simulate: forecaster fits: seasonal_naive on 288 steps fitted")
     assert CountingNaive.fits == 1
+
+
+def test_a_refit_is_cached_under_the_fit_it_started_from(tmp_path):
+    CountingNaive.fits = 0
+    fit = simfc.cached_fit(tmp_path, "seasonal_naive", {"horizon": 4})
+    history = _history()
+    parent = fit(CountingNaive(), history.iloc[:-96])
+    child = fit(CountingNaive(), history.iloc[96:], parent)
+    alone = fit(CountingNaive(), history.iloc[96:])  # the same history without a parent
+    assert CountingNaive.fits == 3 and len(list(tmp_path.iterdir())) == 3
+    # The same chain again, every fit from the cache (the parent loaded, not fitted).
+    again = simfc.cached_fit(tmp_path, "seasonal_naive", {"horizon": 4})
+    loaded_parent = again(CountingNaive(), history.iloc[:-96])
+    again(CountingNaive(), history.iloc[96:], loaded_parent)
+    assert CountingNaive.fits == 3
+    # A parent the hook did not fit or load is not started from: a full fit (cached).
+    stranger = CountingNaive().fit(history.iloc[:-96])
+    again(CountingNaive(), history.iloc[96:], stranger)
+    assert CountingNaive.fits == 4 and len(list(tmp_path.iterdir())) == 3
+    assert child is not alone

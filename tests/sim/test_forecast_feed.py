@@ -147,6 +147,38 @@ def test_no_forecast_without_a_model_or_from_a_too_short_history():
     assert f.due(hist(1), at(1)) is None
 
 
+def test_each_refit_starts_from_the_fit_before_it():
+    from forecasting.base import Forecaster
+
+    class Chained(Forecaster):
+        """Forecasts its history's mean; remembers which fit each refit started from."""
+
+        name = "chained"
+
+        def _fit(self, series):
+            self.level, self.parent = float(series.mean()), None
+
+        def _refit_state(self):
+            return self
+
+        def _refit(self, series, state):
+            self._fit(series)
+            self.parent = state
+            return {"mode": "incremental", "reason": "test"}
+
+        def _predict(self, context, horizon):
+            v = np.full(horizon, self.level)
+            return v, {0.1: 0.5 * v, 0.5: v, 0.9: 1.5 * v}
+
+    f = feed(refit_s=10 * DT, context_s=1000 * DT)
+    for n in (100, 110, 120):
+        refresh(f, hist(n), at(n), Chained)
+    first, second, third = (fit.model for fit in f.fits)
+    assert first.parent is None and "refit" not in first.fit_summary
+    assert second.parent is first and third.parent is second
+    assert third.fit_summary["refit"]["mode"] == "incremental"
+
+
 def test_count_is_the_length_of_the_window_without_building_it():
     h = hist(10)
     for end in range(at(-3), at(14)):

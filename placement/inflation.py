@@ -27,6 +27,7 @@ import numpy as np
 
 from placement.cluster import Cluster, NodeSpec
 from placement.errors import PlacementInputError
+from placement.fallback import FallbackCounts, counts_of
 from placement.frag import TypicalPods, frag_model, typical_pods
 from placement.placer import place, tie_order
 from placement.pod import Pod
@@ -64,6 +65,8 @@ class InflationRun:
     seconds: float
     arrived: np.ndarray = field(repr=False)
     allocated: np.ndarray = field(repr=False)
+    fallbacks: FallbackCounts | None = None
+    """A guarded agent's decisions and those its rule made (None: not guarded)."""
 
     @property
     def final(self) -> float:
@@ -175,6 +178,7 @@ def run_inflation(
         seconds=time.perf_counter() - started,
         arrived=arrived,
         allocated=allocated,
+        fallbacks=counts_of(scorer),
     )
 
 
@@ -209,10 +213,24 @@ def _mean_curve(curves: list[dict[int, float]]) -> dict[str, float]:
 
 def summarize(runs: Sequence[InflationRun]) -> dict[str, dict[str, object]]:
     """Per policy: ``final``/``at100`` means over seeds (%), the mean curve, failed pods
-    (mean over seeds), fragmentation, seconds per run, and ``per_seed`` details."""
+    (mean over seeds), fragmentation, seconds per run, and ``per_seed`` details; for a
+    guarded agent (``agent:PATH,fallback=RULE``) also ``fallback_decisions`` (summed over
+    seeds, and per seed), ``fallback_reasons`` and ``guarded_decisions``."""
     out: dict[str, dict[str, object]] = {}
     for name in dict.fromkeys(r.policy for r in runs):
         mine = [r for r in runs if r.policy == name]
+        per_seed: list[dict[str, object]] = [
+            {
+                "seed": r.seed,
+                "final": r.final,
+                "at100": r.at100,
+                "failed_pods": r.failed_pods,
+                "arrivals": r.arrivals,
+                "frag_final_ratio": round(r.frag_final_ratio, 4),
+                "seconds": round(r.seconds, 3),
+            }
+            for r in mine
+        ]
         out[name] = {
             "final": round(float(np.mean([r.final for r in mine])), 3),
             "at100": round(float(np.mean([r.at100 for r in mine])), 3),
@@ -225,19 +243,15 @@ def summarize(runs: Sequence[InflationRun]) -> dict[str, dict[str, object]]:
             "frag_final_ratio": round(float(np.mean([r.frag_final_ratio for r in mine])), 4),
             "frag_curve": _mean_curve([r.frag_curve for r in mine]),
             "seconds_per_run": round(float(np.mean([r.seconds for r in mine])), 3),
-            "per_seed": [
-                {
-                    "seed": r.seed,
-                    "final": r.final,
-                    "at100": r.at100,
-                    "failed_pods": r.failed_pods,
-                    "arrivals": r.arrivals,
-                    "frag_final_ratio": round(r.frag_final_ratio, 4),
-                    "seconds": round(r.seconds, 3),
-                }
-                for r in mine
-            ],
+            "per_seed": per_seed,
         }
+        if any(r.fallbacks is not None for r in mine):
+            total = FallbackCounts()
+            for r, entry in zip(mine, per_seed, strict=True):
+                if r.fallbacks is not None:
+                    total.add(r.fallbacks)
+                    entry["fallback_decisions"] = r.fallbacks.fallbacks
+            out[name].update(total.report())
     return out
 
 

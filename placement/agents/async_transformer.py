@@ -50,7 +50,8 @@ from placement.agents.common import (
 from placement.agents.online import ExperienceBuffer, SnapshotPublisher, TrainerThread
 from placement.cluster import Cluster, NodeSpec
 from placement.env.locality_env import draw_sequence, run_sequence, split_pods
-from placement.env.locality_features import Candidates, candidate_tokens
+from placement.env.locality_features import TOKEN_FEATURES, Candidates, candidate_tokens
+from placement.fallback import FeatureRanges
 from placement.locality import Access, DataCaches
 from placement.pod import Pod
 from placement.policies.base import PolicyContext, ScorePolicy
@@ -102,6 +103,9 @@ class AsyncTransformerAgent:
         wall time is waiting for a core)."""
         self.used_versions: list[int] = []
         """Snapshot version behind each decision (recorded while learning)."""
+        self.ranges = FeatureRanges()
+        """Each token feature's range over the decisions it learned from (the guard's
+        out-of-range check)."""
 
     def _buffer(self) -> ExperienceBuffer:
         s = self.settings
@@ -140,6 +144,7 @@ class AsyncTransformerAgent:
             index = int(self.rng.choice(others))
         if learn:
             self.used_versions.append(version)
+            self.ranges.update("tokens", cands.tokens[cands.mask], TOKEN_FEATURES)
             self._record(cands, index)
         return index, q
 
@@ -302,7 +307,12 @@ class AsyncTransformerAgent:
     # -- files --------------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
         save_checkpoint(
-            path, agent=NAME, settings=self.settings, networks={"net": self.net}, curve=self.curve
+            path,
+            agent=NAME,
+            settings=self.settings,
+            networks={"net": self.net},
+            curve=self.curve,
+            extra={"ranges": self.ranges.as_dict()},
         )
 
     @classmethod
@@ -314,6 +324,7 @@ class AsyncTransformerAgent:
         load_weights(agent.net, payload["networks"].get("net"), path=path, name="net")
         agent.publisher = SnapshotPublisher(agent.net)
         agent.curve = TrainingCurve.from_dict(payload.get("curve", {}))
+        agent.ranges = FeatureRanges.from_dict(payload.get("extra", {}).get("ranges"))
         return agent
 
     @classmethod
@@ -338,6 +349,10 @@ class AsyncTransformerPolicy(ScorePolicy):
     ) -> None:
         self.agent, self.explore, self.learn = agent, explore, learn
         self.caches: DataCaches | None = None
+        self.ranges = agent.ranges
+        self.check_ranges = False
+        """Set by the guard: raise ``OutsideTrainingRange`` instead of deciding on inputs
+        outside the training ranges."""
         self._cluster: Cluster | None = None
 
     def observe_locality(self, caches: DataCaches) -> None:
@@ -353,6 +368,8 @@ class AsyncTransformerPolicy(ScorePolicy):
         wall, cpu = time.perf_counter(), time.thread_time()
         self._cluster = cluster
         cands = candidate_tokens(pod, cluster, nodes, self.caches, slots=self.agent.settings.slots)
+        if self.check_ranges:
+            self.ranges.check("tokens", cands.tokens[cands.mask])
         index, q = self.agent.decide(cands, explore=self.explore, learn=self.learn)
         self.agent.latency_s.append(time.perf_counter() - wall)
         self.agent.cpu_s.append(time.thread_time() - cpu)

@@ -53,11 +53,18 @@ from placement.env.node_env import (
     NodePlacementEnv,
     observe,
 )
-from placement.env.node_features import Tolerance
+from placement.env.node_features import (
+    CLUSTER_FEATURES,
+    NODE_FEATURES,
+    POD_FEATURES,
+    Tolerance,
+)
+from placement.fallback import FeatureRanges
 from placement.pod import Pod
 from placement.policies.base import PolicyContext, ScorePolicy
 
 NAME = "balance_dqn"
+CONTEXT_FEATURES = (*POD_FEATURES, *CLUSTER_FEATURES)
 EPISODE_SEED_BASE = 100_000
 """Training episode seeds start here, far from the judged seeds (42–51 and nearby)."""
 
@@ -129,6 +136,8 @@ class BalanceDQN:
         self.optimizer = torch.optim.Adam(params, lr=self.settings.lr)
         self.curve = TrainingCurve()
         self.updates = 0
+        self.ranges = FeatureRanges()
+        """Each input feature's range over training (the guard's out-of-range check)."""
 
     # -- acting -----------------------------------------------------------------------------
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
@@ -239,6 +248,8 @@ class BalanceDQN:
             cand = self._candidates(obs, rng)
             total, losses = 0.0, []
             while obs is not None:
+                self.ranges.update("rows", obs.rows, NODE_FEATURES)
+                self.ranges.update("context", obs.context[None], CONTEXT_FEATURES)
                 epsilon = s.explore.value(step)
                 if rng.random() < epsilon:
                     index = int(rng.integers(len(obs.nodes)))
@@ -283,7 +294,10 @@ class BalanceDQN:
             settings=self.settings,
             networks={"proposer": self.proposer, "scorer": self.scorer},
             curve=self.curve,
-            extra={"tolerance": [self.tolerance.cpu_milli, self.tolerance.gpu_milli]},
+            extra={
+                "tolerance": [self.tolerance.cpu_milli, self.tolerance.gpu_milli],
+                "ranges": self.ranges.as_dict(),
+            },
         )
 
     @classmethod
@@ -301,6 +315,7 @@ class BalanceDQN:
         sync_target(agent.proposer, agent.target_proposer)
         sync_target(agent.scorer, agent.target_scorer)
         agent.curve = TrainingCurve.from_dict(payload.get("curve", {}))
+        agent.ranges = FeatureRanges.from_dict(payload.get("extra", {}).get("ranges"))
         return agent
 
     @classmethod
@@ -317,6 +332,14 @@ class BalanceDQNPolicy(ScorePolicy):
         self.agent = agent
         typical = context.typical if context is not None else None
         self.tolerance = Tolerance.of(typical) if typical is not None else agent.tolerance
+        self.ranges = agent.ranges
+        self.check_ranges = False
+        """Set by the guard: raise ``OutsideTrainingRange`` instead of deciding on inputs
+        outside the training ranges."""
 
     def score(self, pod: Pod, cluster: Cluster, nodes: np.ndarray) -> np.ndarray:
-        return self.agent.scores(*observe(cluster, pod, nodes, self.tolerance))
+        rows, context = observe(cluster, pod, nodes, self.tolerance)
+        if self.check_ranges:
+            self.ranges.check("rows", rows)
+            self.ranges.check("context", context[None])
+        return self.agent.scores(rows, context)

@@ -74,6 +74,7 @@ from placement.env.fault_batch import (
 )
 from placement.env.locality_env import split_pods
 from placement.env.unit_features import JOB_FEATURES, UNIT_FEATURES, UnitRows, unit_rows
+from placement.fallback import FeatureRanges
 from placement.pod import Pod
 from placement.policies.base import PolicyContext, ScorePolicy
 from placement.policies.simple import BestFitPolicy
@@ -223,6 +224,8 @@ class FaultAwareAgent:
         self.optimizer = torch.optim.Adam(params, lr=self.settings.lr)
         self.curve = TrainingCurve()
         self.rng = np.random.default_rng([self.settings.seed, 0xAC7])
+        self.ranges = FeatureRanges()
+        """Each input feature's range over training (the guard's out-of-range check)."""
 
     # -- acting -----------------------------------------------------------------------------
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
@@ -426,6 +429,7 @@ class FaultAwareAgent:
             settings=self.settings,
             networks={"actor": self.actor, "critic": self.critic},
             curve=self.curve,
+            extra={"ranges": self.ranges.as_dict()},
         )
 
     @classmethod
@@ -436,6 +440,7 @@ class FaultAwareAgent:
         for name in ("actor", "critic"):
             load_weights(getattr(agent, name), payload["networks"].get(name), path=path, name=name)
         agent.curve = TrainingCurve.from_dict(payload.get("curve", {}))
+        agent.ranges = FeatureRanges.from_dict(payload.get("extra", {}).get("ranges"))
         return agent
 
     @classmethod
@@ -467,6 +472,20 @@ class FaultAwarePolicy(ScorePolicy):
         self._first: tuple[str, int, int] | None = None
         self.starts: dict[str, int] = {}
         """How many times each pod has been placed (its restarts), for the records."""
+        self.ranges = agent.ranges
+        self.check_ranges = False
+        """Set by the guard: raise ``OutsideTrainingRange`` instead of deciding on inputs
+        outside the training ranges."""
+
+    def _inputs(self, units: UnitRows) -> UnitRows:
+        """Training (recording) widens the ranges; a guarded policy checks them."""
+        if self.record is not None:
+            self.ranges.update("units", units.rows, UNIT_FEATURES)
+            self.ranges.update("job", units.job[None], JOB_FEATURES)
+        if self.check_ranges:
+            self.ranges.check("units", units.rows)
+            self.ranges.check("job", units.job[None])
+        return units
 
     def observe_faults(self, node_faults: np.ndarray, gpu_faults: np.ndarray) -> None:
         self.gpu_faults = np.asarray(gpu_faults, np.int64)
@@ -478,7 +497,7 @@ class FaultAwarePolicy(ScorePolicy):
     def score(self, pod: Pod, cluster: Cluster, nodes: np.ndarray) -> np.ndarray:
         if not pod.num_gpu:
             return self.bestfit.score(pod, cluster, nodes)
-        units = unit_rows(pod, cluster, nodes, gpu_faults=self._faults(cluster))
+        units = self._inputs(unit_rows(pod, cluster, nodes, gpu_faults=self._faults(cluster)))
         logits = self.agent.logits(units)
         index = self._choose(units, logits, pod.name)
         self._first = (pod.name, int(units.node[index]), int(units.gpu[index]))
@@ -512,8 +531,8 @@ class FaultAwarePolicy(ScorePolicy):
             picked.append(first[2])
         faults = self._faults(cluster)
         while len(picked) < pod.num_gpu:
-            units = unit_rows(
-                pod, cluster, np.array([node]), gpu_faults=faults, picked=tuple(picked)
+            units = self._inputs(
+                unit_rows(pod, cluster, np.array([node]), gpu_faults=faults, picked=tuple(picked))
             )
             if not len(units.rows):
                 return ()

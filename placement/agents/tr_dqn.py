@@ -63,6 +63,7 @@ from placement.env.queue_features import (
     rank,
 )
 from placement.errors import PlacementInputError
+from placement.fallback import FeatureRanges
 from placement.queue.base import QueueView
 
 EPISODE_SEED_BASE = 200_000
@@ -106,6 +107,13 @@ class TRDQN:
         """The networks right after the warm start (for the ablation; not saved)."""
         self.kept_episode: int | None = None
         """The episode whose weights were kept by validation (−1: the warm start's)."""
+        self.ranges = FeatureRanges()
+        """Each input feature's range over training (the guard's out-of-range check)."""
+
+    def note_inputs(self, obs: QueueObservation) -> None:
+        """Widen the training ranges to ``obs`` (its grid, one row per candidate)."""
+        group = "head" if obs.level == 1 else "backfill"
+        self.ranges.update(group, obs.grid.reshape(1 if obs.level == 1 else len(obs.grid), -1))
 
     # -- acting -----------------------------------------------------------------------------
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
@@ -271,6 +279,7 @@ class TRDQN:
         for episode in range(imitation.episodes):
             obs, _ = env.reset(seed=seed_base + episode)
             while obs is not None:
+                self.note_inputs(obs)
                 action = shortest_first(obs)
                 extra = demo_fields(
                     obs,
@@ -338,6 +347,7 @@ class TRDQN:
             obs, _ = env.reset(seed=EPISODE_SEED_BASE + 1000 * s.seed + episode)
             total, losses, decisions = 0.0, [], 0
             while obs is not None:
+                self.note_inputs(obs)
                 if rng.random() < s.explore.value(step):
                     action = int(rng.choice(np.flatnonzero(obs.mask)))
                 else:
@@ -381,6 +391,7 @@ class TRDQN:
             settings=self.settings,
             networks={"level1": self.level1, "level2": self.level2},
             curve=self.curve,
+            extra={"ranges": self.ranges.as_dict()},
         )
 
     @classmethod
@@ -392,6 +403,7 @@ class TRDQN:
         sync_target(agent.level1, agent.target1)
         sync_target(agent.level2, agent.target2)
         agent.curve = TrainingCurve.from_dict(payload.get("curve", {}))
+        agent.ranges = FeatureRanges.from_dict(payload.get("extra", {}).get("ranges"))
         return agent
 
     @classmethod
@@ -409,6 +421,10 @@ class TRDQNPolicy:
     def __init__(self, agent: TRDQN, name: str = "tr_dqn") -> None:
         self.agent, self.name = agent, name
         self.env = agent.settings.env
+        self.ranges = agent.ranges
+        self.check_ranges = False
+        """Set by the guard: raise ``OutsideTrainingRange`` instead of deciding on inputs
+        outside the training ranges."""
 
     def _machine(self, view: QueueView) -> Any:
         if view.machine is None:
@@ -420,6 +436,8 @@ class TRDQNPolicy:
     def keys(self, view: QueueView) -> tuple[np.ndarray, ...]:
         machine = self._machine(view)
         grid, mask, positions = head_input(view, machine, self.env.rank, self.env.window)
+        if self.check_ranges:
+            self.ranges.check("head", grid.reshape(1, -1))
         slot = self.agent.greedy(QueueObservation(1, grid, mask, positions))
         first = np.ones(len(view), np.int64)
         first[positions[slot]] = 0
@@ -429,5 +447,7 @@ class TRDQNPolicy:
         grid = backfill_input(
             view, candidates, self._machine(view), self.env.rank, shadow_s=shadow_s
         )
+        if self.check_ranges:
+            self.ranges.check("backfill", grid.reshape(len(grid), -1))
         mask = np.ones(len(candidates), bool)
         return self.agent.greedy(QueueObservation(2, grid, mask, candidates))

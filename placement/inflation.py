@@ -31,7 +31,7 @@ from placement.fallback import FallbackCounts, counts_of
 from placement.frag import TypicalPods, frag_model, typical_pods
 from placement.placer import place, tie_order
 from placement.pod import Pod
-from placement.policies import PolicyContext, make_policy, parse_policy_names
+from placement.policies import PolicyContext, ScorePolicy, make_policy, parse_policy_names
 
 COLUMNS = 130
 
@@ -128,8 +128,12 @@ def run_inflation(
     settings: InflationSettings | None = None,
     *,
     typical: TypicalPods | None = None,
+    factory: Callable[[PolicyContext], ScorePolicy] | None = None,
 ) -> InflationRun:
-    """Run ``policy`` on one seed of the experiment (see the module docstring)."""
+    """Run ``policy`` on one seed of the experiment (see the module docstring).
+
+    ``factory`` builds the policy instead of the registry (``policy`` then only labels the
+    run): a learned agent judging its own weights while it trains."""
     settings = settings or InflationSettings()
     started = time.perf_counter()
     cluster = Cluster(nodes)
@@ -142,7 +146,8 @@ def run_inflation(
     rng = np.random.default_rng(seed)
     arrivals = arrival_list(pods, capacity, tune=settings.tune, rng=rng)
     rank = tie_order(len(cluster), rng)
-    scorer = make_policy(policy, PolicyContext(rng=rng, typical=typical))
+    context = PolicyContext(rng=rng, typical=typical)
+    scorer = factory(context) if factory is not None else make_policy(policy, context)
     frag = frag_model(cluster, typical) if settings.track_fragmentation else None
 
     arrived = np.empty(len(arrivals), np.int64)

@@ -51,8 +51,8 @@ from placement.agents.tr_dqn_net import NAME, LevelNet, TRDQNSettings
 from placement.agents.tr_dqn_warm import (
     NStepWriter,
     demo_fields,
+    demonstrator,
     margin_loss,
-    shortest_first,
 )
 from placement.env.queue_env import QueueEnv, QueueObservation
 from placement.env.queue_features import (
@@ -60,6 +60,7 @@ from placement.env.queue_features import (
     ROW_WIDTH,
     backfill_input,
     head_input,
+    proposals_input,
     rank,
 )
 from placement.errors import PlacementInputError
@@ -88,7 +89,8 @@ class TRDQN:
         self.settings = s = settings or TRDQNSettings()
         self.device = configure(s.seed, device, deterministic=deterministic)
         w, p = s.env.window, len(HORIZONS_S)
-        self.rows1, self.rows2 = 2 * w + p, 2 + p
+        extra = int(bool(s.env.proposals) and s.env.queue_row)
+        self.rows1, self.rows2 = 2 * w + p + extra, 2 + p
 
         def nets(rows: int, out: int) -> tuple[LevelNet, LevelNet]:
             online = LevelNet(rows, out, s.channels, s.hidden).to(self.device)
@@ -266,9 +268,9 @@ class TRDQN:
         }
 
     def demonstrate(self, env: QueueEnv, rng: np.random.Generator) -> ReplayBuffer | None:
-        """The demonstration buffer (None: no warm start): episodes of
-        :func:`~placement.agents.tr_dqn_warm.shortest_first` on ``env``, as n-step transitions
-        with the margin term's fields."""
+        """The demonstration buffer (None: no warm start): episodes of the rule
+        (:func:`~placement.agents.tr_dqn_warm.demonstrator`) on ``env``, as n-step
+        transitions with the margin term's fields."""
         s, imitation = self.settings, self.settings.imitation
         if imitation.episodes <= 0:
             return None
@@ -276,11 +278,12 @@ class TRDQN:
         buffer = self._buffer(demo=True, capacity=imitation.episodes * longest)
         writer = NStepWriter(buffer, s.n_step, s.gamma)
         seed_base = DEMO_SEED_BASE + 1000 * s.seed
+        rule = demonstrator(s.env.proposals, s.imitate)
         for episode in range(imitation.episodes):
             obs, _ = env.reset(seed=seed_base + episode)
             while obs is not None:
                 self.note_inputs(obs)
-                action = shortest_first(obs)
+                action = rule(obs)
                 extra = demo_fields(
                     obs,
                     action,
@@ -391,7 +394,7 @@ class TRDQN:
             settings=self.settings,
             networks={"level1": self.level1, "level2": self.level2},
             curve=self.curve,
-            extra={"ranges": self.ranges.as_dict()},
+            extra={"ranges": self.ranges.as_dict(), "kept_episode": self.kept_episode},
         )
 
     @classmethod
@@ -404,6 +407,7 @@ class TRDQN:
         sync_target(agent.level2, agent.target2)
         agent.curve = TrainingCurve.from_dict(payload.get("curve", {}))
         agent.ranges = FeatureRanges.from_dict(payload.get("extra", {}).get("ranges"))
+        agent.kept_episode = payload.get("extra", {}).get("kept_episode")
         return agent
 
     @classmethod
@@ -435,7 +439,12 @@ class TRDQNPolicy:
 
     def keys(self, view: QueueView) -> tuple[np.ndarray, ...]:
         machine = self._machine(view)
-        grid, mask, positions = head_input(view, machine, self.env.rank, self.env.window)
+        if self.env.proposals:
+            grid, mask, positions = proposals_input(
+                view, machine, self.env.rank, self.env.proposals, with_queue=self.env.queue_row
+            )
+        else:
+            grid, mask, positions = head_input(view, machine, self.env.rank, self.env.window)
         if self.check_ranges:
             self.ranges.check("head", grid.reshape(1, -1))
         slot = self.agent.greedy(QueueObservation(1, grid, mask, positions))

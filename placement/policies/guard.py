@@ -16,8 +16,9 @@ infeasible keeps the node (it is feasible: the placer only offers feasible nodes
 the rule's GPUs there. Every decision is counted (:class:`~placement.fallback.FallbackCounts`,
 by reason); ``last_reason`` says why the last one fell back, for the scheduler's metric.
 
-Capabilities pass through: fault counts reach both (``uses_faults`` if either uses them),
-data caches and accesses reach both where they listen.
+Capabilities pass through: the placer's tie order, fault counts, data caches and accesses
+reach both policies where they listen (``uses_rank``, ``uses_faults`` if either uses them), so
+a guarded agent that never falls back decides exactly as the agent alone.
 """
 
 from __future__ import annotations
@@ -69,6 +70,15 @@ class GuardedPolicy(ScorePolicy):
         self._fell_back: tuple[Pod, str] | None = None
 
     # -- capabilities, passed through --------------------------------------------------------
+    @property
+    def uses_rank(self) -> bool:
+        return any(getattr(p, "uses_rank", False) for p in (self.agent, self.fallback))
+
+    def observe_rank(self, rank: np.ndarray) -> None:
+        for policy in (self.agent, self.fallback):
+            if getattr(policy, "uses_rank", False):
+                policy.observe_rank(rank)  # type: ignore[attr-defined]
+
     @property
     def uses_faults(self) -> bool:
         return any(getattr(p, "uses_faults", False) for p in (self.agent, self.fallback))

@@ -270,9 +270,9 @@ def scale_nodes(
 
 
 def _stream(rng: np.random.Generator, pool: Sequence[Pod], count: int) -> list[Pod]:
-    if count and not pool:
-        raise PlacementInputError("the source pod list has no pods of a kind the family needs")
-    return [pool[i] for i in rng.integers(len(pool), size=count)] if count else []
+    """``count`` pods drawn from ``pool`` with replacement (none from an empty pool: a kind
+    the source lacks stays absent, and ``realised`` says how far that left the target)."""
+    return [pool[i] for i in rng.integers(len(pool), size=count)] if count and pool else []
 
 
 def _multi_count(sharing_milli: float, remaining: int, stream: list[Pod], target: float) -> int:

@@ -249,11 +249,10 @@ def _node_agent(path, *, ranges: bool):
     import torch
 
     from placement.agents.balance_dqn import BalanceDQN
-    from placement.env.node_env import NODE_SPEC
 
     agent = BalanceDQN(deterministic=False)
     if ranges:
-        agent.ranges.update("rows", np.full((1, NODE_SPEC.row), -5.0))
+        agent.ranges.update("rows", np.full((1, agent.width), -5.0))
     agent.save(path)
     if not ranges:  # a file from before ranges were recorded
         payload = torch.load(path, weights_only=True)
@@ -274,16 +273,16 @@ def openb_files(tmp_path_factory):
 def test_simulate_reports_fallback_decisions_for_a_guarded_agent(openb_files, capsys):
     nodes, pods, folder = openb_files
     agent = _node_agent(folder / "ranged.pt", ranges=True)
-    names = f"bestfit,agent:{agent},fallback=bestfit"
+    names = f"fgd,agent:{agent},fallback=fgd"
     args = ["place", "simulate", "--nodes", nodes, "--pods", pods, "--policies", names]
     assert cli_main.main([*args, "--seeds", "1-2", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)["policies"]
-    guarded = result[f"agent:{agent},fallback=bestfit"]
-    assert "fallback_decisions" not in result["bestfit"]
+    guarded = result[f"agent:{agent},fallback=fgd"]
+    assert "fallback_decisions" not in result["fgd"]
     assert guarded["fallback_decisions"] > 0
     assert guarded["fallback_reasons"]["out_of_range"] == guarded["fallback_decisions"]
     assert [s["fallback_decisions"] for s in guarded["per_seed"]] != [0, 0]
-    assert guarded["final"] == result["bestfit"]["final"]  # the rule made every choice
+    assert guarded["final"] == result["fgd"]["final"]  # the rule made every choice
 
 
 def test_an_old_agent_file_is_guarded_for_feasibility_and_errors_only(openb_files):
@@ -325,18 +324,19 @@ def test_a_guarded_node_agent_in_the_timed_simulator(openb_files, capsys):
     nodes, pods, folder = openb_files
     agent = _node_agent(folder / "timed.pt", ranges=True)
     args = ["place", "timed", "--nodes", nodes, "--pods", pods, "--placement"]
-    args += [f"bestfit,agent:{agent},fallback=bestfit", "--node-share", "0.5", "--json"]
+    args += [f"fgd,agent:{agent},fallback=fgd", "--node-share", "0.5", "--json"]
     assert cli_main.main([*args, "--arrival-speedup", "50"]) == 0
     result = json.loads(capsys.readouterr().out)["policies"]
-    guarded = result[f"fcfs+agent:{agent},fallback=bestfit"]
+    guarded = result[f"fcfs+agent:{agent},fallback=fgd"]
     assert guarded["fallback_decisions"] > 0
-    assert guarded["mean_wait_s"] == result["fcfs+bestfit"]["mean_wait_s"]
+    # the rule scored every decision; a lone feasible node took the agent's GPUs — FGD's
+    assert guarded["mean_wait_s"] == result["fcfs+fgd"]["mean_wait_s"]
 
 
 @pytest.mark.training
 def test_training_records_every_input_features_range_in_the_file(openb_files, tmp_path, capsys):
     from placement.agents import load_agent
-    from placement.env.node_env import NODE_SPEC
+    from placement.env.node_env import CANDIDATE_SPEC
     from placement.env.queue_features import ROW_WIDTH
 
     nodes, pods, _ = openb_files
@@ -347,14 +347,45 @@ def test_training_records_every_input_features_range_in_the_file(openb_files, tm
     ):
         out = tmp_path / f"{agent}.pt"
         args = ["place", "train", "--agent", agent, *data, "--episodes", "1", "-o", str(out)]
+        args += ["--set", "imitation.episodes=1", "--set", "imitation.steps=20"]
+        args += ["--set", "validate_every=0"]
+        if agent == "tr_dqn":
+            args += ["--set", "synthetic_sequences=2", "--set", "sequences=8"]
         assert cli_main.main(args) == 0, capsys.readouterr()
         loaded = load_agent(out)
         ranges = loaded.ranges
         assert ranges and all((ranges.low[g] <= ranges.high[g]).all() for g in ranges.low)
         if agent == "balance_dqn":
-            assert len(ranges.low["rows"]) == NODE_SPEC.row
-            assert len(ranges.low["context"]) == NODE_SPEC.context
+            assert len(ranges.low["rows"]) == CANDIDATE_SPEC.row  # a node, then the rules
+            assert len(ranges.low["context"]) == CANDIDATE_SPEC.context
             assert ranges.names["rows"][0] == "cpu_free"
         else:
             assert len(ranges.low["head"]) == loaded.rows1 * ROW_WIDTH
             assert len(ranges.low["backfill"]) == loaded.rows2 * ROW_WIDTH
+
+
+class RankAware(BestFitPolicy):
+    """A policy that needs the placer's tie order (as the agents choosing among the rules'
+    proposals do): without it, it takes the last feasible node."""
+
+    name = "rank-aware"
+    uses_rank = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rank: np.ndarray | None = None
+
+    def observe_rank(self, rank):
+        self.rank = rank
+
+    def score(self, pod, cluster, nodes):
+        if self.rank is None:
+            return (nodes == nodes.max()).astype(np.int64)
+        return (nodes == nodes[np.argmin(self.rank[nodes])]).astype(np.int64)
+
+
+def test_a_guard_that_never_falls_back_decides_as_the_agent_alone():
+    guarded = GuardedPolicy(RankAware(), FirstNode(), label="agent:rank")
+    assert guarded.uses_rank
+    assert _run(guarded) == _run(RankAware())
+    assert guarded.fallback_counts.fallbacks == 0

@@ -115,10 +115,9 @@ def test_mapping_to_the_placement_model():
 
 def test_a_guarded_agent_says_when_its_rule_placed_the_pod(tmp_path):
     from placement.agents.balance_dqn import BalanceDQN
-    from placement.env.node_env import NODE_SPEC
 
     agent = BalanceDQN(deterministic=False)
-    agent.ranges.update("rows", np.full((1, NODE_SPEC.row), -5.0))  # nothing real lies here
+    agent.ranges.update("rows", np.full((1, agent.width), -5.0))  # nothing real lies here
     agent.save(tmp_path / "a.pt")
     specs = generate_nodes(10, seed=1)
     view = view_of(specs)

@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kale-installed
 
-.PHONY: install browser promtool demo test test-fast typecheck lint lint-images images release clean
+.PHONY: install browser promtool demo test test-fast typecheck lint lint-images images release dist dist-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,15 +48,17 @@ promtool:
 
 # Container images (images/*.Dockerfile) with docker (a running daemon) or podman.
 IMAGE_REPO ?= ghcr.io/kale-dev
-VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+# The version is written once, in common/version.py (the wheel, `kale --version`, the
+# kale_build_info metric, these tags and the images' version label all read it).
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' common/version.py)
 CONTAINER_TOOL ?= $(shell if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then echo docker; elif command -v podman >/dev/null 2>&1; then echo podman; fi)
 images:
 	@if [ -z "$(CONTAINER_TOOL)" ]; then \
 	  echo "make images: no container tool: docker (with a running daemon) or podman is needed; set CONTAINER_TOOL=... to choose one" >&2; \
 	  exit 2; \
 	fi
-	$(CONTAINER_TOOL) build -f images/controller.Dockerfile -t $(IMAGE_REPO)/kale:$(VERSION) .
-	$(CONTAINER_TOOL) build -f images/trainer.Dockerfile -t $(IMAGE_REPO)/kale-trainer:$(VERSION) .
+	$(CONTAINER_TOOL) build -f images/controller.Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO)/kale:$(VERSION) .
+	$(CONTAINER_TOOL) build -f images/trainer.Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO)/kale-trainer:$(VERSION) .
 
 lint-images: install
 	$(BIN)/hadolint images/controller.Dockerfile images/trainer.Dockerfile
@@ -64,6 +66,23 @@ lint-images: install
 # manifests/release.yaml = `kubectl kustomize manifests` (a test checks they are equal).
 release:
 	$(BIN)/python -m tools.gen_release
+
+# The wheel and the sdist in dist/ (python -m build; `build` is in the dev extra). The build
+# runs in an isolated environment that pip fills with setuptools from the configured index or
+# mirror: nothing else is needed. dist-check installs the wheel into a fresh venv (the core
+# dependencies only: no torch) and runs `kale --version` there.
+dist: install
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	@ls -l dist
+
+dist-check: dist
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(PYTHON) -m venv "$$tmp/venv"; \
+	"$$tmp/venv/bin/pip" install -q --disable-pip-version-check dist/kale_autoscaler-$(VERSION)-py3-none-any.whl; \
+	shown=$$("$$tmp/venv/bin/kale" --version); echo "$$shown"; \
+	test "$$shown" = "kale, version $(VERSION)" || { echo "dist-check: expected kale, version $(VERSION)" >&2; exit 1; }; \
+	if "$$tmp/venv/bin/python" -c "import torch" 2>/dev/null; then echo "dist-check: the core install pulled torch" >&2; exit 1; fi
 
 # Every package mypy checks (config: [tool.mypy] in pyproject.toml).
 TYPED := kale scheduler trainer autoscaler kube forecasting throughput placement common tools
@@ -98,4 +117,4 @@ lint: install lint-images
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

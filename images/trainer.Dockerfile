@@ -8,18 +8,25 @@ ARG TORCH_INDEX_URL="https://download.pytorch.org/whl/cpu"
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY kale ./kale
+COPY scheduler ./scheduler
+COPY trainer ./trainer
 COPY autoscaler ./autoscaler
+COPY kube ./kube
 COPY forecasting ./forecasting
 COPY throughput ./throughput
-COPY trainer ./trainer
 COPY placement ./placement
+COPY common ./common
 RUN python -m venv /opt/kale \
     && /opt/kale/bin/pip install --no-cache-dir --index-url "$TORCH_INDEX_URL" "$TORCH_SPEC" \
     && /opt/kale/bin/pip install --no-cache-dir ".[trainer]" \
     && /opt/kale/bin/kale train --help >/dev/null
 
 FROM python:3.11-slim-bookworm
-LABEL org.opencontainers.image.title="kale-trainer" \
+# The version label comes from common/version.py through `make images` (and the release job).
+ARG VERSION=unknown
+LABEL org.opencontainers.image.version="$VERSION" \
+      org.opencontainers.image.title="kale-trainer" \
       org.opencontainers.image.description="Kale's reference parameter-server trainer (kale train)" \
       org.opencontainers.image.source="https://github.com/kale-dev/kale" \
       org.opencontainers.image.licenses="Apache-2.0"

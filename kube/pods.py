@@ -1,4 +1,4 @@
-"""Binding pods to nodes and recording their Events: the scheduler's two writes.
+"""Binding pods to nodes, their status, evictions and Events: the scheduler's writes.
 
 * :class:`PodBinder` posts a ``Binding`` to the ``pods/<name>/binding`` subresource, as
   kube-scheduler does. The Binding carries the pod's UID (so a pod deleted and re-created
@@ -7,9 +7,20 @@
   it gave the pod without needing ``patch`` on pods. A 409 means the pod is already bound
   (by an earlier try whose answer was lost, or by someone else): the binder reads the pod
   and reports where it is, so nobody ever binds twice or accounts a pod twice.
+* :class:`PodStatusWriter` patches the ``status`` subresource of a pod that cannot be
+  placed: the ``PodScheduled`` condition ``False``/``Unschedulable`` with the reason (what
+  Cluster Autoscaler and Karpenter wait for before adding a node) and
+  ``status.nominatedNodeName``. A strategic merge patch, as kube-scheduler sends it: the
+  conditions list is merged by ``type``, so the kubelet's other conditions stay.
+* :class:`PodEvictor` evicts a preemption victim through the Eviction API
+  (``POST pods/<name>/eviction``, ``policy/v1``): the API server checks the pod's
+  PodDisruptionBudget atomically with the deletion (429 when it forbids it) and the pod
+  terminates with its own grace period — no budget read here can race a disruption
+  decided elsewhere.
 * :class:`PodEventRecorder` writes ``core/v1`` Events on pods (``FailedScheduling``,
-  ``Scheduled``) from a background thread, like client-go's broadcaster: a slow or failing
-  Event write never delays a binding, and a full buffer drops Events (they are a courtesy).
+  ``Scheduled``, ``Preempted``) from a background thread, like client-go's broadcaster: a
+  slow or failing Event write never delays a binding, and a full buffer drops Events (they
+  are a courtesy).
 """
 
 from __future__ import annotations
@@ -23,16 +34,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
-from kube.binding import BindOutcome
-from kube.client import Kube, no_pause
+from kube.binding import BindOutcome, EvictOutcome
+from kube.client import Kube, no_pause, status_of
 from kube.errors import (
     ActuatorError,
     Conflict,
     TargetGone,
 )
-from kube.events import event_body
+from kube.events import event_body, rfc3339
+
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +148,11 @@ class PodBinder:
             bound_to = (current.get("spec") or {}).get("nodeName")
             if bound_to:
                 return BindOutcome(
-                    "elsewhere", bound_to, _gpus(current, self.gpus_annotation), str(exc)
+                    "elsewhere",
+                    bound_to,
+                    _gpus(current, self.gpus_annotation),
+                    str(exc),
+                    dict(md.get("annotations") or {}),
                 )
             if md.get("deletionTimestamp"):
                 return BindOutcome("gone", message=f"{ns}/{name} is being deleted")
@@ -145,6 +163,124 @@ class PodBinder:
 
 class _StillUnbound(Exception):
     """A Binding conflicted, yet the pod is not bound: a race worth another try."""
+
+
+class PodStatusWriter:
+    """Writes ``PodScheduled=False``/``Unschedulable`` and ``nominatedNodeName`` on pods."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def unschedulable(
+        self, pod: Any, *, message: str, since: float, nominated_node: str | None = None
+    ) -> bool:
+        """Patch ``pod``'s status (anything with ``namespace``, ``name``); True when written
+        (or the pod is gone: nothing left to tell). ``since`` is the condition's
+        ``lastTransitionTime``: the caller keeps it while the condition stays ``False``.
+        ``nominated_node`` None removes a nomination (a null deletes the field)."""
+        body = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": message[:32_768],
+                        "lastProbeTime": None,
+                        "lastTransitionTime": rfc3339(since),
+                    }
+                ],
+                "nominatedNodeName": nominated_node,
+            }
+        }
+        what = f"status of pod {pod.namespace}/{pod.name}"
+        try:
+            resp = self.kube.call(
+                what,
+                self.kube.core.patch_namespaced_pod_status,
+                pod.name,
+                pod.namespace,
+                body,
+                _content_type=STRATEGIC_MERGE,
+                _preload_content=False,
+            )
+            _finish(resp)
+        except TargetGone:
+            return True
+        except ActuatorError as exc:
+            log.warning("could not write the %s: %s", what, exc)
+            return False
+        return True
+
+
+def _disruption_budget(exc: ApiException) -> str | None:
+    """The PodDisruptionBudget message of a 429 that is one (None: throttling, retry it)."""
+    if status_of(exc) != 429:
+        return None
+    try:
+        body = json.loads(exc.body or "{}")
+    except (TypeError, ValueError):
+        return None
+    causes = (body.get("details") or {}).get("causes") or []
+    if any(c.get("reason") == "DisruptionBudget" for c in causes if isinstance(c, dict)):
+        reasons = [str(c.get("message") or "") for c in causes if isinstance(c, dict)]
+        return "; ".join(r for r in reasons if r) or str(body.get("message") or "")
+    return None
+
+
+class PodEvictor:
+    """Evicts pods through the Eviction API; never raises for API failures."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def evict(self, pod: Any, *, dry_run: bool = False) -> EvictOutcome:
+        """Evict ``pod`` (``namespace``, ``name``, ``uid``); ``dry_run`` asks the API server
+        whether it would (budgets included) without evicting."""
+        ns, name, uid = pod.namespace, pod.name, pod.uid
+        options: dict[str, Any] = {}
+        if uid and "/" not in uid:
+            options["preconditions"] = {"uid": uid}  # never a pod re-created under the name
+        if dry_run:
+            options["dryRun"] = ["All"]
+        body: Any = {  # the client takes the JSON for its V1Eviction
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": ns},
+            "deleteOptions": options,
+        }
+        blocked: list[str] = []
+
+        def post(**request: Any) -> Any:  # Kube.call passes the request timeout
+            try:
+                return self.kube.core.create_namespaced_pod_eviction(
+                    name,
+                    ns,
+                    body,
+                    dry_run="All" if dry_run else None,
+                    _preload_content=False,
+                    **request,
+                )
+            except ApiException as exc:
+                budget = _disruption_budget(exc)
+                if budget is None:
+                    raise  # throttling or a server error: Kube.call retries it
+                blocked.append(budget)
+                return None
+
+        what = f"eviction of pod {ns}/{name}"
+        try:
+            resp = self.kube.call(what, post)
+        except TargetGone:
+            return EvictOutcome("gone", f"{ns}/{name} no longer exists")
+        except Conflict as exc:  # the UID precondition: the pod was replaced
+            return EvictOutcome("gone", str(exc))
+        except ActuatorError as exc:
+            return EvictOutcome("failed", str(exc))
+        if blocked:
+            return EvictOutcome("blocked", blocked[0] or "a PodDisruptionBudget forbids it")
+        _finish(resp)
+        return EvictOutcome("evicted")
 
 
 class PodEventRecorder:

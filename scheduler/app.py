@@ -7,6 +7,10 @@ scheduler's state — drains the inbox, applies the events and, while leading an
 first lists are in, schedules every due pod. A standby keeps watching (a hot standby: it
 takes over with a complete view). The scheduler never acts before both lists are in: a
 view without the bound pods would give away GPUs that are taken.
+
+``--once`` (:meth:`SchedulerApp.run_once`) does the same up to one scheduling pass, then
+closes; ``--dry-run`` builds the same scheduler with nothing written — not even the Lease,
+so a dry run beside the running scheduler never takes its place.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.config import SchedulerConfig
-from scheduler.core import Scheduler, SchedulerSettings
+from scheduler.core import Outcome, Scheduler, SchedulerSettings
 from scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)
@@ -122,6 +126,47 @@ class SchedulerApp:
         finally:
             self.close()
 
+    def run_once(self, *, wait_s: float = 60.0) -> list[Outcome]:
+        """One scheduling pass over the pending pods once both first lists are in (and the
+        Lease is held, with leader election), then close; what became of each pod.
+
+        Raises :class:`UserError` when the lists do not arrive within ``wait_s`` or another
+        replica holds the Lease (binding beside it could give a GPU twice)."""
+        from common.errors import UserError
+        from kube.informer import start
+
+        self._threads = [start(r) for r in self.reflectors]
+        if self.server is not None:
+            self.server.start()
+        try:
+            deadline = time.monotonic() + wait_s
+            while not self.synced():
+                if time.monotonic() > deadline:
+                    raise UserError(
+                        f"--once: the pods and nodes could not be listed within {wait_s:g}s "
+                        f"from {self.kube.host} (is the API server reachable?)"
+                    )
+                self._drain(0.1)
+            while self._drain(0.0):
+                pass
+            elector = self.elector
+            if elector is not None:
+                until = time.monotonic() + elector.lease_duration_s + elector.retry_period_s
+                while not elector.try_acquire_or_renew():
+                    if time.monotonic() > until or self.stop_event.wait(elector.retry_period_s):
+                        raise UserError(
+                            f"--once: {elector.holder or 'another replica'} holds the Lease "
+                            f"{elector.namespace}/{elector.name}: binding beside it could give "
+                            "a GPU twice (stop it, or add --dry-run)"
+                        )
+                self.leading = True
+            self.scheduler.metrics.leader.set(1)
+            pending = set(self.scheduler.queue.entries)
+            self.scheduler.schedule()
+            return [o for u, o in self.scheduler.outcomes.items() if u in pending]
+        finally:
+            self.close()
+
     def stop(self) -> None:
         self.stop_event.set()
         self.inbox.put(("", "WAKE", None))
@@ -160,17 +205,19 @@ def build(
     clock: Callable[[], float] = time.time,
     placer: Any = None,
     sync_events: bool = False,
+    dry_run: bool = False,
 ) -> SchedulerApp:
     """Everything :meth:`SchedulerApp.run` needs, from the configuration.
 
     ``placer`` replaces the configured policy (tests wrap one to see its choices);
-    ``sync_events`` writes Events inline instead of from the background thread.
+    ``sync_events`` writes Events inline instead of from the background thread; ``dry_run``
+    decides and logs, writes nothing and takes no Lease.
     """
     from common.errors import UserError
     from common.metrics_server import Health, MetricsServer
     from kube.client import RetryPolicy, connect
     from kube.informer import Reflector
-    from kube.pods import PodBinder, PodEventRecorder
+    from kube.pods import PodBinder, PodEventRecorder, PodEvictor, PodStatusWriter
     from scheduler.adapter import make_placer
 
     stop_event = threading.Event()
@@ -198,9 +245,14 @@ def build(
             fault_window_s=cfg.faults.window,
             event_repeat_s=cfg.events.repeat,
             scheduled_events=cfg.events.scheduled,
+            namespaces=frozenset(cfg.namespaces),
+            preemption=cfg.preemption.enabled,
+            dry_run=dry_run,
         ),
         metrics=metrics,
         clock=clock,
+        status=None if dry_run else PodStatusWriter(kube),
+        evictor=None if dry_run else PodEvictor(kube),
     )
     app = SchedulerApp(
         scheduler=scheduler, kube=kube, reflectors=[], recorder=recorder, stop_event=stop_event
@@ -221,7 +273,7 @@ def build(
             )
         )
     le = cfg.leader_election
-    if le.enabled:
+    if le.enabled and not dry_run:
         app.elector = le.elector(kube, identity=me, clock=clock)
     app.health = Health(stale_after_s=60.0, clock=clock)
     if cfg.metrics.port:

@@ -11,12 +11,14 @@ against the file. Example::
     workload: typical-pods.csv   # FGD's typical pods (default: the pods it has seen)
     faults:
       window: 24h
+    namespaces: [ml]             # place pods of these namespaces only (default: all)
     leaderElection:
       enabled: true
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
@@ -46,6 +48,7 @@ class Names(SettingsModel):
     gpu_count_annotation: str = _DEFAULT.gpu_count_annotation
     gpu_model_annotation: str = _DEFAULT.gpu_model_annotation
     assigned_gpus_annotation: str = _DEFAULT.assigned_gpus_annotation
+    gpu_assignment_annotation: str = _DEFAULT.gpu_assignment_annotation
     gang_label: str = _DEFAULT.gang_label
     gang_size_annotation: str = _DEFAULT.gang_size_annotation
 
@@ -85,6 +88,13 @@ class Events(SettingsModel):
     )
 
 
+class Preemption(SettingsModel):
+    enabled: bool = Field(
+        default=True,
+        description="Evict lower-priority pods (Eviction API) for a pod that fits nowhere.",
+    )
+
+
 class Metrics(SettingsModel):
     port: int = Field(default=9101, ge=0, le=65535, description="0 disables the server.")
     address: str = "0.0.0.0"
@@ -105,16 +115,27 @@ class SchedulerConfig(SettingsModel):
     )
     kubeconfig: str | None = None
     context: str | None = None
+    namespaces: list[str] = Field(
+        default_factory=list,
+        description="Place pods of these namespaces only (bound pods of every namespace are "
+        "still accounted); empty: every namespace.",
+    )
     names: Names = Names()
     faults: Faults = Faults()
     backoff: Backoff = Backoff()
     events: Events = Events()
+    preemption: Preemption = Preemption()
     metrics: Metrics = Metrics()
     leader_election: SchedulerLeaderElection = SchedulerLeaderElection()
     watch_timeout: PositiveDuration = Field(
         default=300.0, description="Longest single watch request before it is renewed."
     )
     log_format: Literal["json", "text"] = "json"
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespace_names(cls, value: list[str]) -> list[str]:
+        return check_namespaces(value)
 
     @field_validator("policy")
     @classmethod
@@ -134,6 +155,7 @@ class SchedulerConfig(SettingsModel):
             gpu_count_annotation=n.gpu_count_annotation,
             gpu_model_annotation=n.gpu_model_annotation,
             assigned_gpus_annotation=n.assigned_gpus_annotation,
+            gpu_assignment_annotation=n.gpu_assignment_annotation,
             gang_label=n.gang_label,
             gang_size_annotation=n.gang_size_annotation,
             faults_annotation=self.faults.annotation,
@@ -141,6 +163,31 @@ class SchedulerConfig(SettingsModel):
             fault_event_reasons=tuple(self.faults.event_reasons),
             fault_gpu_annotation=self.faults.gpu_annotation,
         )
+
+
+def check_namespaces(names: list[str]) -> list[str]:
+    """``names``, or ValueError naming one that cannot name a namespace (a DNS-1123 label)
+    or one listed twice."""
+    for name in names:
+        if not re.fullmatch(DNS_LABEL, name) or len(name) > 63:
+            raise ValueError(f"{name!r} is not a namespace name (a DNS-1123 label)")
+    if len(set(names)) != len(names):
+        raise ValueError("a namespace is listed twice")
+    return names
+
+
+def with_namespaces(cfg: SchedulerConfig, namespaces: list[str]) -> SchedulerConfig:
+    """The configuration with ``--namespace`` values (they replace ``namespaces:``, as the
+    controller's ``--watch-namespace`` replaces ``jobs.namespaces``)."""
+    if not namespaces:
+        return cfg
+    from common.errors import UserError
+
+    try:
+        checked = check_namespaces(list(namespaces))
+    except ValueError as exc:
+        raise UserError(f"--namespace: {exc}") from None
+    return cfg.model_copy(update={"namespaces": checked})
 
 
 def parse_scheduler_config(data: Any, *, source: str = "scheduler.yaml") -> SchedulerConfig:

@@ -50,8 +50,46 @@ class SchedulerMetrics:
         self.bindings = Counter("kale_scheduler_bindings", "Pods bound.", registry=r)
         self.bind_failures = Counter(
             "kale_scheduler_bind_failures",
-            "Bindings that did not go through, by reason (conflict, gone, error).",
+            "Bindings that did not go through, by reason (conflict, gone, error; overcommit: "
+            "refused before the request, the choice would over-commit a GPU).",
             ["reason"],
+            registry=r,
+        )
+        self.unschedulable = Gauge(
+            "kale_scheduler_unschedulable_pods",
+            "Pending pods that fit nowhere at their last try (PodScheduled=False).",
+            registry=r,
+        )
+        self.longest_pending = Gauge(
+            "kale_scheduler_longest_pending_seconds",
+            "Time the longest-waiting pending pod has waited since this replica saw it.",
+            registry=r,
+        )
+        self.nominated = Gauge(
+            "kale_scheduler_nominated_pods",
+            "Preemptors waiting on their nominated node for evicted pods to leave.",
+            registry=r,
+        )
+        self.preemptions = Counter(
+            "kale_scheduler_preemptions",
+            "Preemptions carried out (a pod or a gang that evicted lower-priority pods).",
+            registry=r,
+        )
+        self.preemption_victims = Counter(
+            "kale_scheduler_preemption_victims",
+            "Pods evicted to make room for higher-priority ones.",
+            registry=r,
+        )
+        self.eviction_failures = Counter(
+            "kale_scheduler_eviction_failures",
+            "Evictions of preemption victims that did not go through, by reason (blocked: a "
+            "PodDisruptionBudget; failed: the API server).",
+            ["reason"],
+            registry=r,
+        )
+        self.status_updates = Counter(
+            "kale_scheduler_pod_status_updates",
+            "PodScheduled=False conditions written (one per new message, never per retry).",
             registry=r,
         )
         self.allocation = Gauge(
@@ -78,10 +116,15 @@ class SchedulerMetrics:
             registry=r,
         )
         self.errors = Counter(
-            "kale_scheduler_errors", "Failures by kind (watch, lease, event).", ["kind"], registry=r
+            "kale_scheduler_errors",
+            "Failures by kind (watch, lease, event, status).",
+            ["kind"],
+            registry=r,
         )
-        for reason in ("conflict", "gone", "error"):
+        for reason in ("conflict", "gone", "error", "overcommit"):
             self.bind_failures.labels(reason=reason)
+        for reason in ("blocked", "failed"):
+            self.eviction_failures.labels(reason=reason)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

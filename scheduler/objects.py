@@ -45,6 +45,10 @@ class Conventions:
     gpu_model_annotation: str = "kale.dev/gpu-model"
     assigned_gpus_annotation: str = "kale.dev/gpus"
     """Written by the scheduler through the Binding: the GPU indices the pod holds."""
+    gpu_assignment_annotation: str = "kale.dev/gpu-assignment"
+    """Written through the Binding beside ``assigned_gpus_annotation``: ``GPU:milli`` pairs
+    (``"0:500,1:1000"``), what a device plugin enforces and what a restarted scheduler
+    rebuilds its accounting from (see :func:`parse_gpu_assignment`)."""
     gang_label: str = "kale.dev/gang"
     gang_size_annotation: str = "kale.dev/gang-size"
     faults_annotation: str = "kale.dev/gpu-faults"
@@ -101,6 +105,15 @@ class PodInfo:
     """Required node affinity (``nodeSelectorTerms``); None: any node."""
     problem: str | None = None
     """Why the pod cannot be scheduled whatever the cluster looks like (bad annotation)."""
+    gpu_assignment: GpuAssignment | None = None
+    """The ``GPU:milli`` shares the pod holds, from its assignment annotation (None: absent)."""
+    preemption_policy: str = "PreemptLowerPriority"
+    """``spec.preemptionPolicy`` (set from the PriorityClass by the API server); ``Never``:
+    the pod waits instead of evicting anyone."""
+    nominated_node: str | None = None
+    """``status.nominatedNodeName``: where the pod waits for preempted pods to leave."""
+    scheduled_condition: PodCondition | None = None
+    """The pod's ``PodScheduled`` condition as the API server holds it."""
 
     @property
     def key(self) -> str:
@@ -118,6 +131,56 @@ class PodInfo:
             and self.phase == "Pending"
             and not self.deleting
         )
+
+
+@dataclass(frozen=True, slots=True)
+class PodCondition:
+    """A pod condition as read (``status``, ``reason``, ``message``, ``lastTransitionTime``)."""
+
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuAssignment:
+    """GPUs and the thousandths of each a pod holds: ``kale.dev/gpu-assignment``.
+
+    The text form is ``GPU:milli`` pairs joined by commas, GPUs in increasing order
+    (``"0:500"`` half of GPU 0; ``"2:1000,3:1000"`` GPUs 2 and 3 whole): what a device
+    plugin or a CUDA_VISIBLE_DEVICES webhook reads, and what a restarted scheduler rebuilds
+    its per-GPU accounting from.
+    """
+
+    gpus: tuple[int, ...]
+    milli: tuple[int, ...]
+
+    def text(self) -> str:
+        return ",".join(f"{g}:{m}" for g, m in zip(self.gpus, self.milli, strict=True))
+
+
+def parse_gpu_assignment(text: str) -> GpuAssignment:
+    """``"0:500,1:1000"`` as a :class:`GpuAssignment`; ValueError names what is wrong."""
+    gpus: list[int] = []
+    milli: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        index, sep, share = part.partition(":")
+        if not sep:
+            raise ValueError(f"{part!r} is not GPU:milli")
+        g, m = int(index), int(share)
+        if g < 0 or not 1 <= m <= 1000:
+            raise ValueError(f"{part!r}: the GPU must be >= 0 and the milli 1-1000")
+        if g in gpus:
+            raise ValueError(f"GPU {g} appears twice")
+        gpus.append(g)
+        milli.append(m)
+    return GpuAssignment(tuple(gpus), tuple(milli))
+
+
+def gpu_assignment(gpus: tuple[int, ...], demand: Demand) -> GpuAssignment:
+    """What a pod of ``demand`` placed on ``gpus`` holds (every GPU: ``demand.gpu_milli``)."""
+    return GpuAssignment(tuple(gpus), tuple(demand.gpu_milli for _ in gpus))
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +294,16 @@ def parse_pod(obj: dict[str, Any], conv: Conventions) -> PodInfo:
         affinity = parse_node_affinity(spec)
     except ValueError as exc:
         problem = f"invalid node affinity: {exc}"
+    assignment = None
+    if ann.get(conv.gpu_assignment_annotation):
+        try:
+            assignment = parse_gpu_assignment(str(ann[conv.gpu_assignment_annotation]))
+        except ValueError as exc:
+            log.warning(
+                "%s/%s: unreadable %s: %s", ns, md.get("name"), conv.gpu_assignment_annotation, exc
+            )
+    if assignment is not None:  # what a device plugin enforces wins over the bare indices
+        gpus = assignment.gpus
     gang, gang_size = None, 1
     if labels.get(conv.gang_label):
         gang = f"{ns}/{labels[conv.gang_label]}"
@@ -259,7 +332,23 @@ def parse_pod(obj: dict[str, Any], conv: Conventions) -> PodInfo:
         tolerations=list(spec.get("tolerations") or []),
         node_affinity=affinity,
         problem=problem,
+        gpu_assignment=assignment,
+        preemption_policy=spec.get("preemptionPolicy") or "PreemptLowerPriority",
+        nominated_node=status.get("nominatedNodeName") or None,
+        scheduled_condition=_condition(status, "PodScheduled"),
     )
+
+
+def _condition(status: dict[str, Any], kind: str) -> PodCondition | None:
+    for cond in status.get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == kind:
+            return PodCondition(
+                str(cond.get("status") or ""),
+                str(cond.get("reason") or ""),
+                str(cond.get("message") or ""),
+                str(cond.get("lastTransitionTime") or ""),
+            )
+    return None
 
 
 def _faults(md: dict[str, Any], status: dict[str, Any], conv: Conventions) -> tuple[Fault, ...]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from autoscaler.actuators.base import Actuator, Size
+from autoscaler.actuators.base import Actuator, Size, fitted
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,10 @@ class DryRunActuator:
         if self.reader is not None:
             return self.reader.current()
         return self.size
+
+    def fit(self, size: Size) -> Size:
+        """What the reader's target would take (a dry run of a PyTorchJob shows its bounds)."""
+        return fitted(self.reader, size) if self.reader is not None else size
 
     def apply(self, size: Size) -> Size:
         before = self.current()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from autoscaler.actuators.base import Size
+from autoscaler.actuators.base import Size, in_order
 from kube.client import Kube
 
 log = logging.getLogger(__name__)
@@ -76,10 +76,7 @@ class StatefulSetActuator:
         now = self.current()
         if now == size:
             return now
-        steps = [(self.ps_name, size.ps), (self.workers_name, size.workers)]
-        if size.workers < now.workers:
-            steps.reverse()  # shrink: workers leave before their PS
-        for name, replicas in steps:
+        for name, replicas in in_order(now, size, workers=self.workers_name, ps=self.ps_name):
             self._set(name, replicas)
         log.info(
             "scaled statefulsets %s/%s: %s -> %s", self.namespace, self.workers_name, now, size

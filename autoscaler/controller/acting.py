@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from autoscaler.actuators.base import Size
+from autoscaler.actuators.base import Size, fitted
 from autoscaler.controller import overrides
 from autoscaler.controller.guard import Guard
 from autoscaler.controller.metering import Backfilling, WarmingUp
@@ -199,6 +199,15 @@ class Act:
                     action = "hold_quota"
             else:
                 cond.set("QuotaLimited", False, "WithinQuota", "")
+        if desired is not None:  # a size the target takes (its bounds; no PS where it has none)
+            taken = fitted(rt.actuator, desired)
+            if taken.workers != desired.workers:
+                reason["target"] = (
+                    f"the {rt.actuator.kind} takes {taken.workers} workers, not {desired.workers}"
+                )
+                if ov is None and cur is not None and taken.workers == cur.workers:
+                    action = "hold_target_bounds"
+            desired = taken
         act = Outcome(cond, action, reason, planned, desired, error)
         pending = state.pending
         if cur is None or desired is None:

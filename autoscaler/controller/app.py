@@ -4,7 +4,7 @@ Builds the pieces the loop takes as arguments — the jobs source, Kafka metric 
 their SQLite history, forecasters, actuators for each target kind, the GPU quota, status and
 event sinks, the state store, metrics and the health server, and the leader elector — and
 nothing else. The Kubernetes client is created only when something needs it (cluster mode,
-leader election, or a job whose target is a StatefulSet or TFJob).
+leader election, or a job whose target lives in the cluster: :data:`CLUSTER_KINDS`).
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ from common.metrics_server import Health, MetricsServer
 
 log = logging.getLogger(__name__)
 
+CLUSTER_KINDS = ("StatefulSet", "TFJob", "PyTorchJob", "Scale")
+"""Target kinds that live in the cluster (their actuator needs the Kubernetes client)."""
+
 
 class LazyKube:
     """Connects to the API server on first use (local mode may never need it)."""
@@ -75,9 +78,18 @@ def actuator_factory(
     :class:`DryRunActuator` starting at ``minWorkers``, so a laptop can dry-run any job.
     """
 
+    scales: list[Any] = []  # one discovery cache for every Scale target, made on first use
+
+    def scale_subresources() -> Any:
+        if not scales:
+            from kube.scale import ScaleSubresources
+
+            scales.append(ScaleSubresources(kube.get()))
+        return scales[0]
+
     def make(entry: JobEntry) -> Actuator:
         target = entry.job.spec.target
-        if dry_run and target.kind in ("StatefulSet", "TFJob"):
+        if dry_run and target.kind in CLUSTER_KINDS:
             try:
                 kube.get()
             except UserError as exc:
@@ -106,6 +118,30 @@ def actuator_factory(
 
             assert target.name is not None  # validated: a TFJob target names it
             return TFJobActuator(kube.get(), namespace=ns, name=target.name)
+        if target.kind == "PyTorchJob":
+            from autoscaler.actuators.pytorchjob import PyTorchJobActuator
+
+            assert target.name is not None  # validated: a PyTorchJob target names it
+            tr = entry.job.spec.training
+            return PyTorchJobActuator(
+                kube.get(),
+                namespace=ns,
+                name=target.name,
+                min_workers=tr.min_workers,
+                max_workers=tr.max_workers,
+            )
+        if target.kind == "Scale":
+            from autoscaler.actuators.scale import ScaleActuator
+            from kube.scale import ObjectRef
+
+            ref, ps = target.scale_target_ref, target.ps_ref
+            assert ref is not None  # validated: a Scale target names its workers' object
+            return ScaleActuator(
+                scale_subresources(),
+                namespace=ns,
+                workers=ObjectRef(ref.api_version, ref.kind, ref.name),
+                ps=ObjectRef(ps.api_version, ps.kind, ps.name) if ps is not None else None,
+            )
         if target.kind == "Local":
             from autoscaler.actuators.local import LocalActuator
 

@@ -135,7 +135,7 @@ class Tick(SettingsModel):
     )
 
 
-TargetKind = Literal["StatefulSet", "TFJob", "Local", "DryRun"]
+TargetKind = Literal["StatefulSet", "TFJob", "Local", "DryRun", "PyTorchJob", "Scale"]
 HostPattern = Annotated[
     str, Field(strict=True, pattern=r"^[A-Za-z0-9*?._-]{1,253}$", description="e.g. *.svc")
 ]

@@ -149,6 +149,8 @@ class ForecastCache:
         self.make = make
         self.interval_s = interval_s
         self.horizon_steps = horizon_steps
+        self.quantile = quantile
+        """The upper band's quantile (``spec.forecast.quantile``)."""
         every = 1 if reforecast_s is None else max(1, round(reforecast_s / interval_s))
         extra = {} if context_s is None else {"context_s": context_s}
         self.feed = ForecastFeed(
@@ -338,4 +340,13 @@ class GivenForecast:
         w = self._window
         if step != self._step or w is None or len(w) < horizon:
             return None
+        if len(w) == horizon and w.source and _float_arrays(w):
+            return w  # what the cut would give: the planner asks for the whole window
         return replace(w.head(horizon), source=w.source or self.name)
+
+
+def _float_arrays(w: ForecastWindow) -> bool:
+    """Every band of ``w`` is already the float array :meth:`ForecastWindow.head` makes."""
+    return all(
+        type(a) is np.ndarray and a.dtype == np.float64 for a in (w.mean, w.low, w.high, w.central)
+    )

@@ -5,7 +5,10 @@ exports, and a JSON file of a thousand lines is easy to break by hand; a test fa
 committed file differs from :func:`render_dashboard` (regenerate with
 ``python -m tools.gen_dashboard``). Every query selects jobs by the ``namespace`` and ``etj``
 variables; the oldest-sample panel draws each job's SLO as a dashed line, and every resize
-is an annotation on every panel (from ``kale_resizes_total``).
+is an annotation on every panel (from ``kale_resizes_total``). A last row shows ``kale
+scheduler`` (``scheduler/metrics.py``'s series, the leader's by ``max``: both replicas are
+scraped): pending and unschedulable pods, the longest wait, time to bind, bindings and their
+failures, preemptions, GPU allocation and fragmentation.
 """
 
 from __future__ import annotations
@@ -247,13 +250,112 @@ def panels() -> list[dict[str, Any]]:
     ]
 
 
+def scheduler_panels(top: int) -> list[dict[str, Any]]:
+    """The ``kale scheduler`` row, from height ``top`` down."""
+    row: dict[str, Any] = {
+        "id": 13,
+        "type": "row",
+        "title": "kale scheduler",
+        "collapsed": False,
+        "gridPos": {"x": 0, "y": top, "w": 24, "h": 1},
+        "panels": [],
+    }
+    y = top + 1
+    latency = "kale_scheduler_scheduling_duration_seconds_bucket"
+    return [
+        row,
+        _panel(
+            14,
+            "Pending pods",
+            "Pods waiting for kale scheduler; those that fit nowhere at their last try "
+            "(PodScheduled=False, what Cluster Autoscaler scales up for); preemptors waiting "
+            "for their victims to leave.",
+            (0, y, 8, 8),
+            [
+                ("max(kale_scheduler_pending_pods)", "pending"),
+                ("max(kale_scheduler_unschedulable_pods)", "unschedulable"),
+                ("max(kale_scheduler_nominated_pods)", "nominated (preempting)"),
+            ],
+        ),
+        _panel(
+            15,
+            "Longest pending pod",
+            "How long the longest-waiting pod has waited (KaleSchedulerPodsUnschedulable "
+            "fires past 15 minutes).",
+            (8, y, 8, 8),
+            [("max(kale_scheduler_longest_pending_seconds)", "longest wait")],
+            unit="s",
+        ),
+        _panel(
+            16,
+            "Time to bind",
+            "From a pod first seen pending to its binding.",
+            (16, y, 8, 8),
+            [
+                (
+                    f"histogram_quantile(0.5, sum by (le) (rate({latency}[$__rate_interval])))",
+                    "p50",
+                ),
+                (
+                    f"histogram_quantile(0.99, sum by (le) (rate({latency}[$__rate_interval])))",
+                    "p99",
+                ),
+            ],
+            unit="s",
+        ),
+        _panel(
+            17,
+            "Bindings and failures",
+            "Bindings per second, and bindings that did not go through by reason (conflict, "
+            "gone, error; overcommit: refused before the request).",
+            (0, y + 8, 8, 8),
+            [
+                ("sum(rate(kale_scheduler_bindings_total[$__rate_interval]))", "bound"),
+                (
+                    "sum by (reason) (rate(kale_scheduler_bind_failures_total[$__rate_interval]))",
+                    "{{reason}}",
+                ),
+            ],
+            unit="ops",
+        ),
+        _panel(
+            18,
+            "Preemptions",
+            "Preemptions carried out, the pods they evicted, and evictions a "
+            "PodDisruptionBudget blocked or the API server refused (per hour).",
+            (8, y + 8, 8, 8),
+            [
+                ("sum(increase(kale_scheduler_preemptions_total[1h]))", "preemptions"),
+                ("sum(increase(kale_scheduler_preemption_victims_total[1h]))", "pods evicted"),
+                (
+                    "sum by (reason) (increase(kale_scheduler_eviction_failures_total[1h]))",
+                    "evictions {{reason}}",
+                ),
+            ],
+        ),
+        _panel(
+            19,
+            "GPU allocation and fragmentation",
+            "Share of the cluster's GPU milli held by pods, and the share free but fragmented "
+            "for the workload's typical pods (FGD's measure).",
+            (16, y + 8, 8, 8),
+            [
+                ("max(kale_scheduler_gpu_allocation_ratio)", "allocated"),
+                ("max(kale_scheduler_gpu_fragmentation_ratio)", "fragmented"),
+            ],
+            unit="percentunit",
+        ),
+    ]
+
+
 def build_dashboard() -> dict[str, Any]:
     return {
         "__inputs": [],
         "title": "Kale autoscaler",
         "uid": "kale-autoscaler",
         "description": "Forecast-driven elastic GPU autoscaling: lead-time forecast vs actual "
-        "traffic, recommendations vs sizes, oldest sample vs SLO, decisions, errors.",
+        "traffic, recommendations vs sizes, oldest sample vs SLO, decisions, errors; and kale "
+        "scheduler: pending pods, bindings, preemptions, GPU allocation.",
         "tags": ["kale", "autoscaling", "kafka"],
         "timezone": "utc",
         "schemaVersion": 39,
@@ -297,7 +399,7 @@ def build_dashboard() -> dict[str, Any]:
                 }
             ]
         },
-        "panels": panels(),
+        "panels": panels() + scheduler_panels(40),
     }
 
 

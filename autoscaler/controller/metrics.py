@@ -40,6 +40,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 
+from common.version import __version__
+
 JOB_LABELS = ("namespace", "etj")
 
 JOB_GAUGES: dict[str, str] = {
@@ -110,15 +112,6 @@ class _ByJob:
         return getattr(self.metric, name)
 
 
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("kale-autoscaler")
-    except Exception:  # running from a source tree that was never installed
-        return "unknown"
-
-
 LABELLED: dict[str, tuple[str, str, str]] = {
     # set_job key prefix -> (metric name, extra label, help)
     "recommended_": (
@@ -172,6 +165,16 @@ class JobGauges:
         for key, value in values.items():
             row[_OLD_NAMES.get(key, key)] = nan if value is None else float(value)
 
+    def update(self, job: str, values: dict[str, float]) -> None:
+        """:meth:`set` for values already as exported (floats, NaN for unknown) under the
+        current names: what the report stage gives every job every tick."""
+        row = self.values.get(job)
+        if row is None:
+            with self._lock:
+                self._labels[job] = job_labels(job)
+                row = self.values.setdefault(job, {})
+        row.update(values)
+
     def remove(self, job: str) -> None:
         with self._lock:
             self.values.pop(job, None)
@@ -211,7 +214,7 @@ class ControllerMetrics:
             ["version", "python_version"],
             registry=r,
         )
-        build.labels(version=_version(), python_version=platform.python_version()).set(1)
+        build.labels(version=__version__, python_version=platform.python_version()).set(1)
         self.job = JobGauges()
         r.register(self.job)
         decision_labels = (*JOB_LABELS, "action")
@@ -312,6 +315,11 @@ class ControllerMetrics:
                 self.owner.remove(*old)
         self._owners[job] = labels
         self.owner.labels(*labels).set(1)
+
+    def set_job_gauges(self, job: str, values: dict[str, float]) -> None:
+        """Set ``job``'s gauges from values already as exported (floats, NaN for unknown;
+        the names :meth:`set_job` takes, without the former ones)."""
+        self.job.update(job, values)
 
     def decided(self, job: str, action: str) -> None:
         """Count one decision (the labelled child is looked up once per job and action)."""

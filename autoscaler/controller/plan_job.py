@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from autoscaler.actuators.base import Actuator, Size
 from autoscaler.actuators.dryrun import DryRunActuator
-from autoscaler.controller.app import LazyKube, actuator_factory, meter_factory
+from autoscaler.controller.app import CLUSTER_KINDS, LazyKube, actuator_factory, meter_factory
 from autoscaler.controller.config import ControllerConfig
 from autoscaler.controller.factories import forecaster_factory
 from autoscaler.controller.jobs import JobEntry, StaticJobs
@@ -37,7 +37,7 @@ class PlanSettings:
     current_workers: int | None = None
     """The current size (None: read from the cluster with ``kubeconfig``, else minWorkers)."""
     kubeconfig: str | None = None
-    """Read the current size of a StatefulSet/TFJob target from this cluster (read only)."""
+    """Read the current size of the job's target from this cluster (read only)."""
     forecast_model: str | None = None
     """Use this model instead of ``spec.forecast.model``."""
 
@@ -70,10 +70,7 @@ class JobPlanner:
 
     def _actuator(self, entry: JobEntry) -> Actuator:
         s, job = self.settings, self.loaded.job
-        reads_cluster = s.kubeconfig is not None and job.spec.target.kind in (
-            "StatefulSet",
-            "TFJob",
-        )
+        reads_cluster = s.kubeconfig is not None and job.spec.target.kind in CLUSTER_KINDS
         if reads_cluster and s.current_workers is None:
             return DryRunActuator(reader=actuator_factory(self.kube)(entry), label=entry.key)
         w = job.spec.training.min_workers if s.current_workers is None else s.current_workers

@@ -67,7 +67,7 @@ def plan_job(rt: JobRuntime, seen: Observation, tick: Tick, metrics: ControllerM
     hist = seen.history or ArrivalHistory.empty(sz.interval_s)
     past = hist.rates[-rt.past_steps :]
     if not len(hist) or hist.end_step < step:
-        past = np.append(past, sample.arrival_rate)  # the freshest measurement
+        past = np.concatenate((past, (sample.arrival_rate,)))  # the freshest measurement
     window = None
     if len(hist) >= 2:
         failures = rt.forecast.failures

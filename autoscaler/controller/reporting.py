@@ -259,7 +259,7 @@ class Report:
         m = self.metrics
         m.decided(rt.key, rep.action)
         s = rep.sample
-        m.set_job(rt.key, **job_gauges(rt, rep, plan.window, plan.override))
+        m.set_job_gauges(rt.key, job_gauges(rt, rep, plan.window, plan.override))
         m.owned(rt.key, self.settings.identity, rt.shard)
         st.saved_at = now
         status = None

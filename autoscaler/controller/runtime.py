@@ -74,6 +74,9 @@ class JobRuntime:
         shows (``observed`` has neither while a tick cannot measure)."""
         self.shard: int | None = None
         """The job's shard when jobs are spread over replicas (None: they are not)."""
+        self.gauge_basis: object | None = None
+        """What the job's gauges take from its sizing and spec alone
+        (:class:`~autoscaler.controller.job_metrics.JobBasis`), made at the first report."""
         self.logged_failures: set[tuple[str, str]] = set()
         """(stage, error) pairs already logged with a traceback (later ones log one line)."""
         # Work that outlives a tick.

@@ -222,8 +222,11 @@ class SqliteStateStore:
             return
         rows = [(k, _ENCODER.encode(v)) for k, v in states.items()]
         with self._lock, self._conn:
+            # An upsert rewrites the row in place (REPLACE deletes it and inserts it anew).
             self._conn.executemany(
-                "INSERT OR REPLACE INTO job_state (key, state) VALUES (?, ?)", rows
+                "INSERT INTO job_state (key, state) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET state = excluded.state",
+                rows,
             )
 
     def delete(self, key: str) -> None:

@@ -31,10 +31,13 @@ def jsonable(value: Any) -> Any:
         return value
     if kind is float:
         return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, dict):  # plain items inline: a call each would cost more
+        return {
+            k if type(k) is str else str(k): v if type(v) in _PLAIN else jsonable(v)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple | np.ndarray):
-        return [jsonable(v) for v in value]
+        return [v if type(v) in _PLAIN else jsonable(v) for v in value]
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):

@@ -21,13 +21,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autoscaler.job.loading import LoadedJob, Problem, file_problems, parse_job, validate_file
+from autoscaler.job.loading import (
+    LoadedJob,
+    Problem,
+    file_problems,
+    parse_job,
+    validate_document,
+    validate_file,
+)
 from autoscaler.job.rules import DEFAULT_LIMITS, JobLimits, limit_problems
 from autoscaler.job.schema import TARGET_KINDS, ElasticTrainingJob
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-CLUSTER_TARGET_KINDS = ("StatefulSet", "TFJob", "DryRun")
+CLUSTER_TARGET_KINDS = ("StatefulSet", "TFJob", "PyTorchJob", "Scale", "DryRun")
 """Cluster mode's default: ``Local`` would run a tenant's command in the controller pod."""
 CLUSTER_KAFKA_HOSTS = ("*.svc", "*.svc.cluster.local")
 """Cluster mode's default: brokers that are Services of this cluster."""
@@ -135,10 +142,39 @@ def check_file(
     loaded, errors, warnings = validate_file(path, check_files=False, limits=policy.limits)
     if loaded is None:
         return None, errors, warnings
-    where = Path(path) if models_dir is None else Path(models_dir) / Path(path).name
+    return _admitted(loaded, str(path), Path(path), policy, models_dir, warnings)
+
+
+def check_document(
+    data: Any,
+    policy: AdmissionPolicy,
+    *,
+    source: str,
+    path: Path,
+    models_dir: str | Path | None = None,
+) -> tuple[LoadedJob | None, list[str], list[str]]:
+    """:func:`check_file` for one job document read from ``source`` (``path`` stands for
+    its file: a document of a multi-document stream, standard input)."""
+    loaded, errors, warnings = validate_document(
+        data, source=source, path=path, check_files=False, limits=policy.limits
+    )
+    if loaded is None:
+        return None, errors, warnings
+    return _admitted(loaded, source, path, policy, models_dir, warnings)
+
+
+def _admitted(
+    loaded: LoadedJob,
+    source: str,
+    path: Path,
+    policy: AdmissionPolicy,
+    models_dir: str | Path | None,
+    warnings: list[str],
+) -> tuple[LoadedJob | None, list[str], list[str]]:
+    where = path if models_dir is None else Path(models_dir) / path.name
     rest = admit(loaded.job, _without_limits(policy), path=where)
     if rest:
-        return None, [f"{path}: {loc}: {msg}" for loc, msg in rest], warnings
+        return None, [f"{source}: {loc}: {msg}" for loc, msg in rest], warnings
     return loaded, [], warnings
 
 

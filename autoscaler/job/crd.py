@@ -272,9 +272,9 @@ def build_crd() -> dict[str, Any]:
     }
     _attach(schema, CROSS_FIELD)
     storage = API_VERSION.split("/")[1]
-    versions = [_version(storage, schema, storage=True)]
-    for old in DEPRECATED_API_VERSIONS:  # the same schema: no conversion webhook needed
-        versions.append(_version(old.split("/")[1], schema, storage=False))
+    versions = [_version(storage, schema)]
+    for old in DEPRECATED_API_VERSIONS:
+        versions.append(_unserved(old.split("/")[1], schema))
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -293,8 +293,9 @@ def build_crd() -> dict[str, Any]:
                 "shortNames": SHORT_NAMES,
                 "categories": ["kale"],
             },
-            # Every served version has the same schema, so the API server converts between
-            # them by rewriting apiVersion alone (docs/decisions/0130-api-version-v1alpha1.md).
+            # Every version has the same schema, so the API server reads an object stored as
+            # the unserved v1 by rewriting apiVersion alone
+            # (docs/decisions/0142-one-served-api-version.md).
             "conversion": {"strategy": "None"},
             "versions": versions,
         },
@@ -326,7 +327,14 @@ PRINTER_COLUMNS = [
     _column("Workers", "integer", ".status.currentWorkers", "Workers the target runs now."),
     _column("Desired", "integer", ".status.desiredWorkers", "Workers Kale wants (after quota)."),
     _column("PS", "integer", ".status.currentPS", "Parameter servers the target runs now."),
-    _column("Rate", "number", ".status.metrics.arrivalRate", "Measured arrival rate (samples/s)."),
+    # An integer column: the API server prints a number column's float in full
+    # (14920.516129032258); whole samples per second read at a glance.
+    _column(
+        "Rate",
+        "integer",
+        ".status.metrics.arrivalRate",
+        "Measured arrival rate (samples/s, whole).",
+    ),
     _column("Action", "string", ".status.lastDecision.action", "The last decision."),
     _column("Ready", "string", '.status.conditions[?(@.type=="Ready")].status', "Ready condition."),
     _column(
@@ -343,17 +351,25 @@ PRINTER_COLUMNS = [
 ]
 
 
-def _version(name: str, schema: dict[str, Any], *, storage: bool) -> dict[str, Any]:
-    version: dict[str, Any] = {"name": name, "served": True, "storage": storage}
-    if not storage:
-        version["deprecated"] = True
-        version["deprecationWarning"] = (
-            f"{GROUP}/{name} ElasticTrainingJob is deprecated; use {API_VERSION} (the same schema)"
-        )
+def _version(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """The one served version, also the storage version."""
+    version: dict[str, Any] = {"name": name, "served": True, "storage": True}
     version["subresources"] = {"status": {}, "scale": dict(SCALE)}
     version["additionalPrinterColumns"] = copy.deepcopy(PRINTER_COLUMNS)
     version["schema"] = {"openAPIV3Schema": copy.deepcopy(schema)}
     return version
+
+
+def _unserved(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A retired version: not served, so ``kubectl`` never prefers it (Kubernetes ranks a GA
+    ``v1`` above ``v1alpha1``), but still listed, so the objects a cluster stored as it stay
+    readable and the API server accepts the CRD while ``status.storedVersions`` names it."""
+    return {
+        "name": name,
+        "served": False,
+        "storage": False,
+        "schema": {"openAPIV3Schema": copy.deepcopy(schema)},
+    }
 
 
 class _NoAliases(yaml.SafeDumper):

@@ -150,6 +150,33 @@ CROSS_FIELD: tuple[CelRule, ...] = (
         "name is required when kind is TFJob",
     ),
     CelRule(
+        "pytorchjob-needs-name",
+        ("spec", "target"),
+        "self.kind != 'PyTorchJob' || has(self.name)",
+        "name is required when kind is PyTorchJob",
+    ),
+    CelRule(
+        "scale-needs-target-ref",
+        ("spec", "target"),
+        "self.kind != 'Scale' || has(self.scaleTargetRef)",
+        "scaleTargetRef (apiVersion, kind, name) is required when kind is Scale",
+    ),
+    CelRule(
+        "scale-refs-only-with-scale",
+        ("spec", "target"),
+        "self.kind == 'Scale' || (!has(self.scaleTargetRef) && !has(self.psRef))",
+        "scaleTargetRef and psRef are only used when kind is Scale",
+    ),
+    CelRule(
+        "ps-ref-differs",
+        ("spec", "target"),
+        "!has(self.psRef) || !has(self.scaleTargetRef) "
+        "|| self.psRef.apiVersion != self.scaleTargetRef.apiVersion "
+        "|| self.psRef.kind != self.scaleTargetRef.kind "
+        "|| self.psRef.name != self.scaleTargetRef.name",
+        "psRef must name another object than scaleTargetRef",
+    ),
+    CelRule(
         "throughput-one-source",
         ("spec", "throughput"),
         "(has(self.model) ? 1 : 0) + (has(self.configMapRef) ? 1 : 0) "

@@ -290,28 +290,48 @@ def validate_file(
     """
     p = Path(path)
     data, problems = read_one_document(p)
-    job = None
-    if not problems:
-        job, problems = parse_job(data)
-        if job is not None:
-            problems += limit_problems(job, limits)
-            if check_files:
-                problems += file_problems(LoadedJob(job, p), root=models_root)
-    errors = [_line(str(path), loc, msg) for loc, msg in problems]
-    warnings = (
-        []
-        if job is None
-        else [_line(str(path), loc, f"warning: {msg}") for loc, msg in advisories(job)]
+    if problems:
+        return None, [_line(str(path), loc, msg) for loc, msg in problems], []
+    return validate_document(
+        data,
+        source=str(path),
+        path=p,
+        check_files=check_files,
+        limits=limits,
+        models_root=models_root,
     )
+
+
+def validate_document(
+    data: Any,
+    *,
+    source: str,
+    path: Path,
+    check_files: bool = True,
+    limits: JobLimits = DEFAULT_LIMITS,
+    models_root: Path | None = None,
+) -> tuple[LoadedJob | None, list[str], list[str]]:
+    """Validate one job document (read from ``source``; ``path`` stands for its file, beside
+    which the files it names resolve). Returns (job or None, error lines, warning lines)."""
+    job, problems = parse_job(data)
+    if job is not None:
+        problems += limit_problems(job, limits)
+        if check_files:
+            problems += file_problems(LoadedJob(job, path), root=models_root)
+    errors = [_line(source, loc, msg) for loc, msg in problems]
+    warnings = []
+    if job is not None:
+        warnings = [_line(source, loc, f"warning: {msg}") for loc, msg in advisories(job)]
     if job is not None and job.api_version in DEPRECATED_API_VERSIONS:
         warnings.append(
             _line(
-                str(path),
+                source,
                 "apiVersion",
-                f"warning: {job.api_version} is deprecated; write {API_VERSION} (the same schema)",
+                f"warning: {job.api_version} is deprecated and no longer served by the CRD "
+                f"(kubectl apply refuses it); write {API_VERSION} (the same schema)",
             )
         )
-    return (LoadedJob(job, p) if job is not None and not errors else None), errors, warnings
+    return (LoadedJob(job, path) if job is not None and not errors else None), errors, warnings
 
 
 def _line(file: str, loc: str, msg: str) -> str:

@@ -173,6 +173,53 @@ def _tfjob_name(job: ElasticTrainingJob) -> list[Problem]:
     return []
 
 
+def _pytorchjob_name(job: ElasticTrainingJob) -> list[Problem]:
+    tg = job.spec.target
+    if tg.kind == "PyTorchJob" and not tg.name:
+        return [("spec.target.name", "is required when spec.target.kind is PyTorchJob")]
+    return []
+
+
+def _scale_target_ref(job: ElasticTrainingJob) -> list[Problem]:
+    tg = job.spec.target
+    if tg.kind == "Scale" and tg.scale_target_ref is None:
+        return [
+            (
+                "spec.target.scaleTargetRef",
+                "is required when spec.target.kind is Scale (apiVersion, kind and name of the "
+                "workers' object, which must have a scale subresource)",
+            )
+        ]
+    return []
+
+
+def _refs_only_with_scale(job: ElasticTrainingJob) -> list[Problem]:
+    tg = job.spec.target
+    if tg.kind == "Scale":
+        return []
+    return [
+        (
+            f"spec.target.{field}",
+            f"is only used when spec.target.kind is Scale (spec.target.kind is {tg.kind})",
+        )
+        for field, value in (("scaleTargetRef", tg.scale_target_ref), ("psRef", tg.ps_ref))
+        if value is not None
+    ]
+
+
+def _ps_ref_differs(job: ElasticTrainingJob) -> list[Problem]:
+    tg = job.spec.target
+    if tg.ps_ref is not None and tg.ps_ref == tg.scale_target_ref:
+        return [
+            (
+                "spec.target.psRef",
+                "names the same object as spec.target.scaleTargetRef: the workers and the "
+                "parameter servers need objects of their own (leave psRef out for no PS)",
+            )
+        ]
+    return []
+
+
 def _local_command(job: ElasticTrainingJob) -> list[Problem]:
     tg = job.spec.target
     if tg.kind == "Local" and not tg.command:
@@ -258,6 +305,10 @@ RULES: dict[str, Callable[[ElasticTrainingJob], list[Problem]]] = {
     "refit-ge-interval": _refit_interval,
     "statefulset-needs-names": _statefulset_names,
     "tfjob-needs-name": _tfjob_name,
+    "pytorchjob-needs-name": _pytorchjob_name,
+    "scale-needs-target-ref": _scale_target_ref,
+    "scale-refs-only-with-scale": _refs_only_with_scale,
+    "ps-ref-differs": _ps_ref_differs,
     "local-needs-command": _local_command,
     "throughput-one-source": _one_throughput_source,
     "inline-theta-count": _inline_theta_count,

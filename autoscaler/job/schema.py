@@ -27,11 +27,14 @@ from autoscaler.job.types import (
     DnsLabel,
     DnsName,
     FilePath,
+    GroupVersion,
     HostPort,
+    KindName,
     LabelKey,
     LabelValue,
     ModelPath,
     NonNegativeInt,
+    ObjectName,
     PositiveInt,
     Topic,
     _bounded,
@@ -39,13 +42,15 @@ from autoscaler.job.types import (
 )
 
 API_VERSION = "kale.dev/v1alpha1"
-"""The version Kale writes and the API server stores
-(docs/decisions/0130-api-version-v1alpha1.md)."""
+"""The version Kale writes and the API server serves and stores, the only one it serves
+(docs/decisions/0142-one-served-api-version.md)."""
 DEPRECATED_API_VERSIONS = ("kale.dev/v1",)
-"""Still read (the same schema; the CRD serves it, deprecated), with a warning."""
+"""Still read from files (the same schema), with a warning; the CRD lists it unserved, so
+objects a cluster stored as it stay readable but ``kubectl apply`` of a file written as it
+is refused."""
 KIND = "ElasticTrainingJob"
 FORECAST_MODELS = ("kale", "seasonal_naive", "ets", "stl_ets", "dlinear")
-TARGET_KINDS = ("StatefulSet", "TFJob", "Local", "DryRun")
+TARGET_KINDS = ("StatefulSet", "TFJob", "Local", "DryRun", "PyTorchJob", "Scale")
 
 
 class _Model(BaseModel):
@@ -247,11 +252,30 @@ class Forecast(_Model):
     quantile: float = Field(default=0.9, gt=0.5, lt=1.0, description="Upper quantile planned for.")
 
 
+class ScaleTargetRef(_Model):
+    """An object with a ``scale`` subresource, named as the HPA's ``scaleTargetRef`` names
+    it; Kale reads and writes its size through ``/scale`` only."""
+
+    api_version: GroupVersion = Field(description="Its API group and version, e.g. apps/v1.")
+    kind: KindName = Field(description="Its kind, e.g. Deployment.")
+    name: ObjectName = Field(description="Its name, in the job's namespace.")
+
+
 class Target(_Model):
-    kind: Literal["StatefulSet", "TFJob", "Local", "DryRun"]
+    kind: Literal["StatefulSet", "TFJob", "Local", "DryRun", "PyTorchJob", "Scale"]
     workers: DnsName | None = Field(default=None, description="Worker StatefulSet name.")
     ps: DnsName | None = Field(default=None, description="PS StatefulSet name.")
-    name: DnsName | None = Field(default=None, description="TFJob name.")
+    name: DnsName | None = Field(default=None, description="TFJob or PyTorchJob name.")
+    scale_target_ref: ScaleTargetRef | None = Field(
+        default=None,
+        description="Scale: the workers' object, any kind with a scale subresource "
+        "(Deployment, StatefulSet, a custom resource), as the HPA's scaleTargetRef.",
+    )
+    ps_ref: ScaleTargetRef | None = Field(
+        default=None,
+        description="Scale: the parameter servers' object, when they run apart (optional; "
+        "without it the job has no PS).",
+    )
     command: list[Argument] | None = Field(
         default=None, max_length=64, description="Local worker command."
     )

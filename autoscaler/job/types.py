@@ -89,6 +89,23 @@ Argument = _pattern(
 )
 
 
+# An object another controller owns, named as the HPA's scaleTargetRef names it.
+_SUBDOMAIN = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*"
+GroupVersion = _pattern(
+    rf"{_SUBDOMAIN}/v[0-9]+(?:(?:alpha|beta)[0-9]+)?",
+    "an apiVersion group/version such as apps/v1 (the object's API group and version)",
+    max_length=317,
+)
+KindName = _pattern(
+    r"[A-Z][A-Za-z0-9]{0,62}", "a kind such as Deployment (CamelCase, at most 63)", max_length=63
+)
+ObjectName = _pattern(
+    r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?",
+    "an object name (a DNS-1123 subdomain, at most 253 characters)",
+    max_length=253,
+)
+
+
 LabelKey = Annotated[str, Strict(), Field(max_length=317)]
 LabelValue = Annotated[str, Strict(), Field(max_length=1024)]
 AnnotationValue = Annotated[str, Strict(), Field(max_length=262144)]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from statistics import NormalDist
 from typing import Any, Protocol
 
@@ -63,11 +64,11 @@ class FeedSettings:
         if not 0.5 < self.quantile < 1.0:
             raise ValueError(f"quantile must be in (0.5, 1), got {self.quantile}")
 
-    @property
+    @cached_property
     def context_steps(self) -> int:
         return max(self.min_points, math.ceil(self.context_s / self.interval_s))
 
-    @property
+    @cached_property
     def refit_steps(self) -> int | None:
         return None if self.refit_s is None else max(1, round(self.refit_s / self.interval_s))
 
@@ -116,6 +117,11 @@ class History:
         stop = max(0, min(len(self.rates), end_step - self.start_step))
         lo = max(0, stop - steps)
         return History(self.start_s + lo * self.interval_s, self.interval_s, self.rates[lo:stop])
+
+    def count(self, end_step: int, steps: int) -> int:
+        """``len(self.window(end_step, steps))``, without building the window."""
+        stop = max(0, min(len(self.rates), end_step - self.start_step))
+        return stop - max(0, stop - steps)
 
     def series(self) -> pd.Series:
         """The forecasters' input: a tz-aware UTC index on a regular grid."""
@@ -180,6 +186,11 @@ class _Forecast:
     source: str
     interim: bool = False
 
+    @cached_property
+    def key(self) -> str:
+        """Names this forecast in the windows sliced from it (:attr:`ForecastWindow.key`)."""
+        return f"{self.fit_serial}/{self.origin}"
+
 
 @dataclass
 class ForecastFeed:
@@ -235,9 +246,13 @@ class ForecastFeed:
         """
         hist = History.of(history)
         s = self.settings
-        if len(hist.window(step, s.context_steps)) < s.min_points:
-            return None
         last = self.latest()
+        if last is not None:  # the usual answer, asked every step: nothing due yet
+            nxt = self._next_due(hist, last.step, last.length)
+            if nxt is None or nxt > step:
+                return None
+        if hist.count(step, s.context_steps) < s.min_points:
+            return None
         pending: list[int] = []
         if last is None:
             pending.append(step)
@@ -248,7 +263,7 @@ class ForecastFeed:
                 if nxt is None or nxt > step:
                     break
                 pending.append(nxt)
-                at, length = nxt, len(hist.window(nxt, s.context_steps))
+                at, length = nxt, hist.count(nxt, s.context_steps)
         if not pending:
             return None
         due = pending[0] if len(pending) <= CATCH_UP else pending[-2]
@@ -321,7 +336,7 @@ class ForecastFeed:
             cached.high[skip:end],
             source=cached.source,
             median=cached.median[skip:end],
-            key=f"{cached.fit_serial}/{cached.origin}",
+            key=cached.key,
             interim=cached.interim,
         )
 

@@ -11,8 +11,7 @@ horizon, from a dynamic program (:mod:`autoscaler.policy.mpc`, planner v3); v2 s
 default (docs/decisions/0044-planner-v3.md). With either, a feasible plan is followed while
 nothing it depends on changes (the same forecast, the rate inside its band, the size and the
 backlog as planned), for at most ``replan_every_steps``: searching again would mostly find the same
-plan (docs/decisions/0045-follow-a-plan.md), and a search costs milliseconds where
-following costs microseconds.
+plan (docs/decisions/0045-follow-a-plan.md), and a search costs far more than following.
 
 Safety rules, for both planners:
 
@@ -142,7 +141,7 @@ class KalePolicy:
         self.lookback_steps = int(max(s.fallback_window_s, sizing.slo_s) / dt) + self.n + 4
         """Arrivals the planner reads back (the controller keeps at least this many)."""
         self.searches = 0
-        """Plan searches made: each costs milliseconds, following a plan microseconds."""
+        """Plan searches made: each costs far more than following a plan."""
 
     # -- the decision ---------------------------------------------------------------------
     def decide(self, obs: Observation, state: dict[str, Any]) -> Decision:
@@ -353,8 +352,8 @@ class KalePolicy:
         keep = self.lead_steps + 1
         state["last_prediction"] = [
             int(step),
-            [float(x) for x in fc.low[:keep]],
-            [float(x) for x in fc.high[:keep]],
+            np.asarray(fc.low[:keep], dtype=float).tolist(),
+            np.asarray(fc.high[:keep], dtype=float).tolist(),
         ]
         reason["forecast"] = fc.source
         if surprised:

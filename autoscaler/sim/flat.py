@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from autoscaler.policy.types import JobSizing
+from common.numbers import format_percent, format_rate
 
 
 def flat_trace_warning(name: str, sizing: JobSizing, evaluated: np.ndarray) -> str | None:
@@ -23,8 +24,8 @@ def flat_trace_warning(name: str, sizing: JobSizing, evaluated: np.ndarray) -> s
         return None
     return (
         f"{name}: the trace never needs more than minWorkers ({sizing.min_workers}): its "
-        f"peak {peak:.6g} samples/s is {peak / sizing.peak_throughput:.2%} of the job's "
-        f"peak throughput ({sizing.peak_throughput:.6g} samples/s), so every policy holds "
+        f"peak {format_rate(peak)} is {format_percent(peak / sizing.peak_throughput)} of the "
+        f"job's peak throughput ({format_rate(sizing.peak_throughput)}), so every policy holds "
         "the smallest size and the comparison says nothing; --scale-peak 0.8 puts the "
         "trace's peak at 80 % of it"
     )

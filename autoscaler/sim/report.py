@@ -19,20 +19,23 @@ from typing import Any
 import numpy as np
 
 from autoscaler.sim.engine import SimResult
+from common.numbers import format_number, format_percent
 
 MAX_POINTS = 3000
+# (metric, column heading, shown as a percentage): every cell goes through the one number
+# formatter (common/numbers.py), so the report reads like the terminal and the dashboard.
 METRIC_COLUMNS = (
-    ("slo_violation_rate", "SLO violations", "{:.2%}"),
-    ("cumulative_delay_min", "cum. delay (min)", "{:.1f}"),
-    ("downtime_min", "downtime (min)", "{:.1f}"),
-    ("rescale_count", "rescales", "{:d}"),
-    ("rescales_per_day", "rescales / day", "{:.1f}"),
-    ("gpu_hours", "GPU-hours", "{:.1f}"),
-    ("lower_bound_ratio", "× lower bound", "{:.2f}"),
-    ("regret", "regret (× optimal)", "{:.3f}"),
-    ("mean_workers", "mean workers", "{:.2f}"),
-    ("max_delay_min", "max delay (min)", "{:.1f}"),
-    ("p99_delay_min", "p99 delay (min)", "{:.1f}"),
+    ("slo_violation_rate", "SLO violations", True),
+    ("cumulative_delay_min", "cum. delay (min)", False),
+    ("downtime_min", "downtime (min)", False),
+    ("rescale_count", "rescales", False),
+    ("rescales_per_day", "rescales / day", False),
+    ("gpu_hours", "GPU-hours", False),
+    ("lower_bound_ratio", "× lower bound", False),
+    ("regret", "regret (× optimal)", False),
+    ("mean_workers", "mean workers", False),
+    ("max_delay_min", "max delay (min)", False),
+    ("p99_delay_min", "p99 delay (min)", False),
 )
 
 
@@ -46,12 +49,8 @@ def _bucket(values: np.ndarray, size: int, how: str) -> np.ndarray:
     return out
 
 
-def _fmt(value: Any, spec: str) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "—"
-    if spec.endswith("d}"):
-        return spec.format(int(value))
-    return spec.format(float(value))
+def _cell(value: Any, percent: bool) -> str:
+    return html.escape(format_percent(value) if percent else format_number(value))
 
 
 def metrics_table_html(
@@ -61,10 +60,10 @@ def metrics_table_html(
     head = "".join(f"<th>{html.escape(label)}</th>" for _, label, _ in METRIC_COLUMNS)
     rows = []
     for name, m in metrics.items():
-        cells = "".join(f"<td>{_fmt(m.get(key), spec)}</td>" for key, _, spec in METRIC_COLUMNS)
+        cells = "".join(f"<td>{_cell(m.get(key), pct)}</td>" for key, _, pct in METRIC_COLUMNS)
         rows.append(f"<tr><th>{html.escape(name)}</th>{cells}</tr>")
     lb = [""] * len(METRIC_COLUMNS)
-    lb[[k for k, _, _ in METRIC_COLUMNS].index("gpu_hours")] = f"{lower_bound_gpu_hours:.1f}"
+    lb[[k for k, _, _ in METRIC_COLUMNS].index("gpu_hours")] = _cell(lower_bound_gpu_hours, False)
     rows.append("<tr><th>lower bound</th>" + "".join(f"<td>{c}</td>" for c in lb) + "</tr>")
     return (
         '<table class="metrics"><thead><tr><th>policy</th>'

@@ -35,6 +35,7 @@ from autoscaler.sim.runner import (
 from autoscaler.sim.traces import Trace, load_trace
 from common.durations import format_duration
 from common.errors import UserError
+from common.numbers import format_number, format_rate
 
 if TYPE_CHECKING:
     from autoscaler.sim.forecasting import OnFit
@@ -143,7 +144,7 @@ def _notes(sizing: JobSizing, dt: float, warm: int, steps: int, scale: float) ->
         f"{steps} steps of {format_duration(dt)} evaluated after {warm} warm-up steps",
         f"rescale {format_duration(sizing.rescale_s)}, SLO {format_duration(sizing.slo_s)}, "
         f"workers {sizing.min_workers}–{sizing.max_workers}, peak {sizing.peak_workers} "
-        f"workers = {sizing.peak_throughput:.6g} samples/s, trace scaled ×{scale:.6g}",
+        f"workers = {format_rate(sizing.peak_throughput)}, trace scaled ×{format_number(scale)}",
     ]
 
 

@@ -44,6 +44,7 @@ from autoscaler.sim.study import (
 )
 from autoscaler.sim.traces import load_trace
 from common.errors import UserError
+from common.numbers import format_number
 
 if TYPE_CHECKING:
     from autoscaler.sim.forecasting import OnFit
@@ -196,7 +197,7 @@ def simulate_multi(
     quota_note = ", ".join(f"{p}: max {summaries[p]['max_gpus_in_use']} GPUs in use" for p in names)
     tables = [
         (
-            f"{name}: {s['gpu_hours']:.4g} GPU-hours, max {s['max_gpus_in_use']} of "
+            f"{name}: {format_number(s['gpu_hours'])} GPU-hours, max {s['max_gpus_in_use']} of "
             f"{quota_gpus} GPUs in use",
             s["jobs"],
             sum(lbs.values()),

@@ -116,7 +116,7 @@ def controller(
     "--kubeconfig",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Read the current size from the job's StatefulSets/TFJob (read-only).",
+    help="Read the current size from the job's target in the cluster (read-only).",
 )
 @click.option(
     "--forecast-model",

@@ -15,11 +15,10 @@ from pathlib import Path
 import click
 
 from common.errors import UserError
+from kale.demo import examples
 from kale.terminal.errors import user_errors
 from kale.terminal.flags import json_option
 from kale.terminal.output import emit_json
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @click.command("demo")
@@ -115,6 +114,7 @@ def demo(
 
     with user_errors(ValueError):
         plan = DemoPlan(minutes=minutes, speedup=speedup, forecaster=forecaster, seed=seed)
+    examples.from_checkout(examples.MODEL)  # the plan's model; checked before anything starts
     opts = DemoOptions(
         plan=plan, host=host, port=port, open_browser=not no_browser, state_dir=state_dir
     )
@@ -142,7 +142,7 @@ def _sim_only(
 
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    job = Path(job_path) if job_path else EXAMPLES / "ctr-sync.yaml"
+    job = Path(job_path) if job_path else examples.from_checkout(examples.JOB)
     if not job.exists():
         raise UserError(f"{job}: file not found")
     trace = folder / "trace.csv"

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Literal
 import click
 
 from common.errors import MetricUnavailable, UserError
+from common.numbers import format_number
 from kale.terminal.errors import user_errors
 from kale.terminal.flags import DURATION, bootstrap_servers, json_option, positive
-from kale.terminal.formatting import format_number
 from kale.terminal.output import emit_json, table, warn
 
 if TYPE_CHECKING:

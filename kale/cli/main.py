@@ -16,6 +16,7 @@ import traceback
 import click
 
 from common.errors import UserError
+from common.version import __version__
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -75,7 +76,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="kale-autoscaler", prog_name="kale")
+@click.version_option(__version__, prog_name="kale")
 def cli() -> None:
     """Kale: forecast-driven elastic GPU autoscaling for online training on Kafka."""
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from common.numbers import format_percent, format_rate
 from kale.cli.throughput_options import (
     FAMILY,
     FILE_IN,
@@ -29,7 +30,6 @@ from kale.cli.throughput_options import (
     workers_option,
 )
 from kale.terminal.flags import DURATION, json_option, non_negative, positive
-from kale.terminal.formatting import format_percent, format_rate
 from kale.terminal.output import emit_json, table
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ import click
 
 from autoscaler.sim.traces import Trace, load_trace, save_trace, trace_info
 from common.errors import UserError
+from common.numbers import format_number
 from kale.terminal.flags import DURATION, json_option, positive
-from kale.terminal.formatting import format_number
 from kale.terminal.output import emit_json, table, warn
 
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from common.errors import MetricUnavailable
+from common.numbers import format_number, format_rate
 from kale.terminal.errors import user_errors
 from kale.terminal.flags import (
     DURATION,
@@ -39,7 +40,6 @@ from kale.terminal.flags import (
     non_negative,
     positive,
 )
-from kale.terminal.formatting import format_number, format_rate
 from kale.terminal.output import emit_json, table, warn
 
 if TYPE_CHECKING:

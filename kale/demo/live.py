@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import UserError
+from common.numbers import format_number
 from kale.demo import plan as plans
 from kale.demo.plan import DemoPlan
 from kale.demo.process import alive_workers, log_to, open_browser, stop_on_signals
@@ -303,7 +304,7 @@ class _Live:
                 continue
             _, s, cur = rt.last_observed
             line += (
-                f"  arrival {s.arrival_rate / setup.records_scale / 1000:6.1f}k/s"
+                f"  arrival {format_number(s.arrival_rate / setup.records_scale):>6}/s"
                 f"  workers {cur.workers:2d}  oldest {s.oldest_age_s * plan.speedup / 60:5.1f}"
                 f" min (SLO {plan.slo_s / 60:g})"
             )

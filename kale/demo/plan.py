@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-DEFAULT_MODEL = EXAMPLES / "models" / "ctr-sync.json"
+from kale.demo import examples
+
+DEFAULT_MODEL = examples.MODEL
 DAY_S = 86400.0
 
 
@@ -118,7 +119,7 @@ class DemoPlan:
 def load_model(plan: DemoPlan) -> Any:
     from throughput.model import ThroughputModel
 
-    return ThroughputModel.load(plan.model_path)
+    return ThroughputModel.load(examples.from_checkout(plan.model_path))
 
 
 def scaled_model(model: Any, factor: float) -> Any:

@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 from common.atomic import atomic_write_text
+from common.numbers import format_number
 from kale.demo.plan import DAY_S, DemoPlan
-from kale.terminal.formatting import format_number
 from kale.terminal.output import table
 
 METRIC_COLUMNS = (

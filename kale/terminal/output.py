@@ -2,7 +2,7 @@
 
 JSON goes to stdout as one document whose fields are a contract (``--json`` outputs are
 read by scripts and tests): values are exact, NaN/infinity become ``null``. Tables go
-through :func:`~kale.terminal.formatting.format_number`, so the same quantity never
+through :func:`~common.numbers.format_number`, so the same quantity never
 reads ``6.139e+04`` in one place and ``61.4k`` in another.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from kale.terminal.formatting import MISSING, format_number, format_percent
+from common.numbers import MISSING, format_number, format_percent
 
 
 def json_safe(value: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import math
 import re
 import shutil
 import subprocess
@@ -12,12 +13,16 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from autoscaler.controller.grafana import build_dashboard
+from autoscaler.controller.job_metrics import JobBasis
 from autoscaler.controller.metrics import ControllerMetrics
+from autoscaler.policy.types import JobSizing
 from common.logs import JsonFormatter, setup_logging
 from common.metrics_server import Health, MetricsServer
+from scheduler.metrics import SchedulerMetrics
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,10 +131,11 @@ def test_the_dashboard_only_queries_metrics_the_controller_exports():
     dash = json.loads((ROOT / "manifests/grafana/kale-dashboard.json").read_text())
     assert dash == build_dashboard(), "stale dashboard: run `python -m tools.gen_dashboard`"
     names = set()
-    for m in ControllerMetrics().registry.collect():  # with the suffixes Prometheus sees
+    registries = (ControllerMetrics().registry, SchedulerMetrics().registry)  # its last row
+    for m in (m for r in registries for m in r.collect()):  # with the suffixes Prometheus sees
         suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}
         names |= {m.name + s for s in suffixes.get(m.type, [""])}
-    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]  # rows have none
     exprs += [a["expr"] for a in dash["annotations"]["list"]]
     used = {n for e in exprs for n in re.findall(r"\b(?:kale|process)_[a-z_]+", e)}
     assert used, "the dashboard queries nothing"
@@ -167,3 +173,22 @@ def test_logs_are_one_json_object_per_line():
     assert line["level"] == "info" and line["msg"] == "ml/ctr: scale_up"
     assert line["time"].endswith("Z")
     assert isinstance(JsonFormatter().format(logging.makeLogRecord({"msg": "x"})), str)
+
+
+@pytest.mark.parametrize("broken", [None, 3])
+def test_the_recommendations_count_workers_as_the_jobs_sizing_does(broken):
+    capacity = np.array([0.0, 100.0, 180.0, 250.0, 240.0, 300.0, 290.0])  # the peak is 5
+    if broken is not None:
+        capacity[broken] = math.nan  # a damaged model: the sizing's own lookup answers
+    sizing = JobSizing(
+        capacity=capacity,
+        min_workers=2,
+        max_workers=6,
+        ratio=2,
+        interval_s=60.0,
+        rescale_s=300.0,
+        slo_s=600.0,
+    )
+    basis = JobBasis(sizing, 0.9)
+    loads = [-5.0, -0.0, 0.0, 99.0, 180.0, 180.5, 250.0, 260.0, 300.0, 1e9, math.inf, math.nan]
+    assert [basis.workers_for(x) for x in loads] == [sizing.workers_for(x)[0] for x in loads]

@@ -1,11 +1,16 @@
 """Least privilege, checked by use: replay the controller against the fake API server and
-compare every request it made with the RBAC rules in manifests/rbac/."""
+compare every request it made with the RBAC rules in manifests/rbac/.
+
+Discovery (``GET /apis/<group>/<version>``, how a Scale target's kind is found) is a
+non-resource URL that Kubernetes' built-in ``system:discovery`` ClusterRole grants every
+authenticated identity; it is allowed here as that role allows it."""
 
 from __future__ import annotations
 
 import re
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import yaml
 
@@ -13,6 +18,7 @@ from autoscaler.actuators.base import Size
 from autoscaler.actuators.dryrun import DryRunActuator
 from autoscaler.actuators.statefulset import StatefulSetActuator
 from autoscaler.actuators.tfjob import TFJobActuator
+from autoscaler.controller.app import actuator_factory
 from autoscaler.controller.cluster_jobs import ClusterJobs
 from autoscaler.controller.loop import Controller
 from autoscaler.controller.runner import Runner
@@ -41,6 +47,16 @@ PATH = re.compile(
     r"/(?P<res>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$"
 )
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+DISCOVERY = re.compile(r"^/(?:api|apis)(?:/[^/]+)*$")
+"""``system:discovery``: nonResourceURLs ``/api``, ``/api/*``, ``/apis``, ``/apis/*``, get."""
+
+
+def discovery(request) -> bool:
+    return (
+        request.method == "GET"
+        and PATH.match(request.path) is None
+        and DISCOVERY.match(request.path) is not None
+    )
 
 
 def rules() -> list[tuple[str | None, dict]]:
@@ -82,6 +98,20 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
             )
         )
         api.put(job_doc("tf", target={"kind": "TFJob", "name": "ctr-tf"}, model="ctr-sync.json"))
+        api.put(objs.pytorchjob("ctr-pt", 1, min_replicas=1, max_replicas=16))
+        api.put(objs.pytorchjob("ctr-pt-hpa", 1, min_replicas=1, max_replicas=16))
+        api.put(objs.deployment("ctr-deploy", 1, gpus=1))
+        api.put(objs.statefulset("ctr-deploy-ps", 1))
+        api.put(
+            job_doc("pt", target={"kind": "PyTorchJob", "name": "ctr-pt"}, model="ctr-sync.json")
+        )
+        ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "ctr-deploy"}
+        ps = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "ctr-deploy-ps"}
+        target = {"kind": "Scale", "scaleTargetRef": ref, "psRef": ps}
+        api.put(job_doc("deploy", target=target, model="ctr-sync.json"))
+        ref = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "ctr-pt-hpa"}
+        target = {"kind": "Scale", "scaleTargetRef": ref}
+        api.put(job_doc("pt-scale", target=target, model="ctr-sync.json"))
         own = job_doc("own", target={"kind": "DryRun"})  # its model in its own namespace
         own["spec"]["throughput"] = {"configMapRef": {"name": "own-model"}}
         own["spec"]["source"]["kafka"]["sasl"] = {  # and its Kafka credentials
@@ -112,8 +142,12 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
         crs = ElasticTrainingJobs(kube)
         informer = JobInformer(kube).start()  # list once, then watch (as the controller does)
 
+        controllers_own = actuator_factory(SimpleNamespace(get=lambda: kube))
+
         def actuator(entry):
             t = entry.job.spec.target
+            if t.kind in ("PyTorchJob", "Scale"):
+                return controllers_own(entry)
             if t.kind == "TFJob":
                 return TFJobActuator(kube, namespace=entry.namespace, name=t.name)
             if t.kind == "DryRun":
@@ -140,7 +174,14 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
         for _ in range(3):
             runner.step()
             clock.advance(2)
-        assert set(controller.runtimes) == {"ml/ctr", "ml/tf", "ml/own"}, controller.invalid
+        assert set(controller.runtimes) == {
+            "ml/ctr",
+            "ml/tf",
+            "ml/own",
+            "ml/pt",
+            "ml/deploy",
+            "ml/pt-scale",
+        }, controller.invalid
         informer.stop()
         api.stop()  # ends the open watch, which is then logged
         deadline = time.monotonic() + 30
@@ -154,6 +195,8 @@ def test_the_controller_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
         requests = list(api.requests)
 
     assert {r.status for r in requests} <= {200, 201, 404}  # 404: the first lease read
+    assert any(discovery(r) for r in requests)  # Scale targets' kinds were looked up
+    requests = [r for r in requests if not discovery(r)]
     granted = rules()
     for req in requests:
         assert any(allowed_by(req, ns, rule) for ns, rule in granted), (

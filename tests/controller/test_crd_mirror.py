@@ -127,6 +127,8 @@ def _with(changes: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+_DEPLOY = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "ctr-workers"}
+_NAMELESS = {"apiVersion": "apps/v1", "kind": "Deployment"}
 _INLINE = {"family": "general", "mode": "sync", "theta": [0.1] * 6, "globalBatch": 4096}
 
 # (id, changes, CEL rule or schema keyword the CRD refuses it with)
@@ -148,6 +150,30 @@ HOSTILE = [
     ("statefulset-without-ps", {"spec.target.ps": None}, "cel"),
     ("tfjob-without-name", {"spec.target": {"kind": "TFJob"}}, "cel"),
     ("local-without-command", {"spec.target": {"kind": "Local"}}, "cel"),
+    ("pytorchjob-without-name", {"spec.target": {"kind": "PyTorchJob"}}, "cel"),
+    ("scale-without-ref", {"spec.target": {"kind": "Scale"}}, "cel"),
+    ("scale-ref-on-a-statefulset", {"spec.target.scaleTargetRef": _DEPLOY}, "cel"),
+    ("ps-ref-on-a-tfjob", {"spec.target": {"kind": "TFJob", "name": "t", "psRef": _DEPLOY}}, "cel"),
+    (
+        "ps-ref-is-the-workers",
+        {"spec.target": {"kind": "Scale", "scaleTargetRef": _DEPLOY, "psRef": _DEPLOY}},
+        "cel",
+    ),
+    (
+        "scale-ref-core-group",
+        {"spec.target": {"kind": "Scale", "scaleTargetRef": {**_DEPLOY, "apiVersion": "v1"}}},
+        "pattern",
+    ),
+    (
+        "scale-ref-lowercase-kind",
+        {"spec.target": {"kind": "Scale", "scaleTargetRef": {**_DEPLOY, "kind": "deployment"}}},
+        "pattern",
+    ),
+    (
+        "scale-ref-without-name",
+        {"spec.target": {"kind": "Scale", "scaleTargetRef": _NAMELESS}},
+        "required",
+    ),
     ("bad-name", {"metadata.name": "CTR_Model"}, "cel"),
     ("name-with-newline", {"metadata.name": "ctr\n"}, "cel"),
     # durations: grammar (pattern) and range (CEL for strings, minimum/maximum for integers)
@@ -212,6 +238,8 @@ def test_the_crd_and_kale_validate_both_refuse(changes, how):
         ROOT / "examples/ctr-sync.yaml",
         ROOT / "examples/ctr-async.yaml",
         ROOT / "examples/local/ctr-trainer.yaml",
+        ROOT / "examples/ctr-pytorchjob.yaml",
+        ROOT / "examples/ctr-scale.yaml",
     ],
     ids=lambda p: p.name,
 )

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from autoscaler.controller.metrics import ControllerMetrics
+from scheduler.metrics import SchedulerMetrics
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
@@ -157,8 +158,10 @@ def test_the_service_monitor_scrapes_the_metrics_service(rendered, overlay):
 
 
 def _exported_names() -> set[str]:
+    """Every series the controller and `kale scheduler` export (the alerts cover both)."""
     names = set()
-    for m in ControllerMetrics().registry.collect():
+    registries = (ControllerMetrics().registry, SchedulerMetrics().registry)
+    for m in (m for r in registries for m in r.collect()):
         suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}
         names |= {m.name + s for s in suffixes.get(m.type, [""])}
     return names

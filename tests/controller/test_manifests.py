@@ -72,12 +72,13 @@ def test_the_crd_schema_is_structural():
     versions = build_crd()["spec"]["versions"]
     assert [(v["name"], v["served"], v["storage"]) for v in versions] == [
         ("v1alpha1", True, True),
-        ("v1", True, False),
+        ("v1", False, False),  # listed so that objects stored as v1 stay readable
     ]
-    assert versions[1]["deprecated"] is True
+    assert not any(v.get("deprecated") for v in versions)
     assert build_crd()["spec"]["conversion"] == {"strategy": "None"}
     for v in versions:  # one schema: the API server converts by rewriting apiVersion
         assert v["schema"] == versions[0]["schema"]
+    for v in versions[:1]:  # the served version
         assert v["subresources"] == {
             "status": {},
             "scale": {
@@ -90,6 +91,8 @@ def test_the_crd_schema_is_structural():
         assert columns["Workers"] == ".status.currentWorkers"
         assert columns["PS"] == ".status.currentPS"
         assert columns["Rate"] == ".status.metrics.arrivalRate"
+        types = {c["name"]: c["type"] for c in v["additionalPrinterColumns"]}
+        assert types["Rate"] == "integer"  # a number column prints the float in full
     status = schema["properties"]["status"]["properties"]
     conditions = status["conditions"]
     assert conditions["x-kubernetes-list-type"] == "map"

@@ -129,9 +129,10 @@ def test_kubectl_scale_round_trips_through_the_scale_subresource(rig):
     assert scale["status"] == {"replicas": 6, "selector": "app=ctr-worker"}
     assert rig.status()["lastDecision"]["action"] == "pinned"
     assert rig.condition("Paused")["reason"] == "PinnedBySpecReplicas"
-    # The deprecated v1 serves the same object (conversion None: apiVersion rewritten).
-    old = custom.get_namespaced_custom_object("kale.dev", "v1", "ml", "elastictrainingjobs", "ctr")
-    assert old["apiVersion"] == "kale.dev/v1" and old["spec"]["replicas"] == 6
+    # The retired v1 is not served any more: kubectl can only read the job as v1alpha1.
+    with pytest.raises(ApiException) as retired:
+        custom.get_namespaced_custom_object("kale.dev", "v1", "ml", "elastictrainingjobs", "ctr")
+    assert retired.value.status == 404
     with pytest.raises(ApiException) as bad:  # the schema's bound holds on /scale too
         custom.patch_namespaced_custom_object_scale(*ETJ, {"spec": {"replicas": 20_000}})
     assert bad.value.status == 422

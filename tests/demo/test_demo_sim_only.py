@@ -45,6 +45,22 @@ def test_the_offline_demo_with_a_missing_job_is_a_user_error(tmp_path, capsys):
     assert "file not found" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("args", [["--sim-only"], ["--no-browser"]], ids=["sim-only", "live"])
+def test_without_a_source_checkout_the_demo_says_it_needs_one(args, tmp_path, monkeypatch, capsys):
+    from kale.demo import examples
+
+    # An installed wheel: the package is there, the repository's examples/ is not.
+    gone = tmp_path / "site-packages" / "examples"
+    monkeypatch.setattr(examples, "EXAMPLES", gone)
+    monkeypatch.setattr(examples, "JOB", gone / "ctr-sync.yaml")
+    monkeypatch.setattr(examples, "MODEL", gone / "models" / "ctr-sync.json")
+    assert main(["demo", *args, "--minutes", "0.1", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kale: error: kale demo needs a source checkout: it reads examples/")
+    assert "`make demo`" in err
+    assert not (tmp_path / "out" / "trace.csv").exists()  # nothing started
+
+
 def test_impossible_demo_options_are_user_errors(capsys):
     assert main(["demo", "--speedup", "3000", "--minutes", "0.1", "--no-browser"]) == 2
     assert "--speedup" in capsys.readouterr().err

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from common.version import __version__
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = sorted((ROOT / "images").glob("*.Dockerfile"))
-VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+VERSION = __version__
 
 
 def hadolint() -> str | None:
@@ -50,15 +52,31 @@ def test_the_controller_image_is_the_core_install():
 
 def test_manifests_name_the_images_make_builds_at_the_projects_version():
     make = (ROOT / "Makefile").read_text(encoding="utf-8")
-    built = set(re.findall(r"-t \$\(IMAGE_REPO\)/([a-z-]+):\$\(VERSION\)", make))
+    built = set(
+        re.findall(
+            r"--build-arg VERSION=\$\(VERSION\) -t \$\(IMAGE_REPO\)/([a-z-]+):\$\(VERSION\)", make
+        )
+    )
     assert built == {"kale", "kale-trainer"}
     for path in (ROOT / "manifests").rglob("*.yaml"):
-        if path.name == "release.yaml":
-            continue
         for image in re.findall(r"image:\s*(\S+)", path.read_text(encoding="utf-8")):
             repo, _, tag = image.rpartition(":")
             assert repo.rsplit("/", 1)[-1] in built, f"{path}: {image}"
             assert tag == VERSION, f"{path}: {image} (the project is {VERSION})"
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
+def test_images_copy_every_package_the_wheel_has_and_label_the_version(path):
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "setuptools"
+    ]["packages"]["find"]["include"]
+    tops = {p.rstrip("*") for p in packages}
+    text = path.read_text(encoding="utf-8")
+    assert set(re.findall(r"^COPY (\w+) \./\1$", text, flags=re.M)) == tops
+    ignore = (ROOT / ".dockerignore").read_text(encoding="utf-8")
+    assert set(re.findall(r"^!(\w+)/\*\*$", ignore, flags=re.M)) == tops  # and none left out
+    final = text[text.rindex("FROM ") :]  # the image's own stage
+    assert "ARG VERSION" in final and 'org.opencontainers.image.version="$VERSION"' in final
 
 
 def test_make_images_says_when_no_container_tool_is_there():

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from common.numbers import format_number, format_percent, format_rate
 from kale.terminal.flags import DURATION, bootstrap_servers, int_list, non_negative, positive
-from kale.terminal.formatting import format_number, format_percent, format_rate
 from kale.terminal.output import table
 from kale.terminal.progress import FitProgress
 

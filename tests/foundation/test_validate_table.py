@@ -88,7 +88,8 @@ FAILURES = [
     (
         "bad-target-kind",
         {"spec.target.kind": "Deployment"},
-        "spec.target.kind: Input should be 'StatefulSet', 'TFJob', 'Local' or 'DryRun'",
+        "spec.target.kind: Input should be 'StatefulSet', 'TFJob', 'Local', 'DryRun', "
+        "'PyTorchJob' or 'Scale'",
     ),
     # a mapping where a scalar belongs
     (
@@ -243,8 +244,8 @@ FILE_FAILURES = [
     ),
     # a list at the top
     ("list-root", "- a\n- b\n", "expected a mapping (an ElasticTrainingJob), got a list"),
-    # several documents in one file
-    ("multi-doc", "a: 1\n---\nb: 2\n", "contains 2 YAML documents"),
+    # only comments: no document at all
+    ("comments-only", "# nothing here\n", "contains no YAML document"),
 ]
 
 
@@ -290,6 +291,16 @@ def test_slo_not_above_rescale_is_a_warning_not_an_error(tmp_path, capsys):
     file = _write(tmp_path, doc)
     assert main(["validate", str(file)]) == 0
     assert "warning: is ≤ spec.rescale.duration" in capsys.readouterr().err
+
+
+def test_a_job_written_as_the_retired_v1_is_read_with_a_warning(tmp_path, capsys):
+    doc = copy.deepcopy(BASE)
+    doc["apiVersion"] = "kale.dev/v1"
+    file = _write(tmp_path, doc)
+    assert main(["validate", str(file)]) == 0
+    err = capsys.readouterr().err
+    assert "apiVersion: warning: kale.dev/v1 is deprecated and no longer served by the CRD" in err
+    assert "write kale.dev/v1alpha1" in err
 
 
 def test_shipped_examples_validate(capsys):

@@ -87,9 +87,16 @@ def config(api: FakeKubeApi, tmp_path: Path, **overrides: Any) -> Any:
 
 
 def start_scheduler(
-    api: FakeKubeApi, tmp_path: Path, *, placer: Placer | None = None, **overrides: Any
+    api: FakeKubeApi,
+    tmp_path: Path,
+    *,
+    placer: Placer | None = None,
+    dry_run: bool = False,
+    **overrides: Any,
 ) -> Running:
-    app = build(config(api, tmp_path, **overrides), placer=placer, sync_events=True)
+    app = build(
+        config(api, tmp_path, **overrides), placer=placer, sync_events=True, dry_run=dry_run
+    )
     running = Running(app)
     try:
         wait_for(app.synced, what="the scheduler's first lists")
@@ -115,3 +122,15 @@ def node_of(api: FakeKubeApi, name: str, namespace: str = "ml") -> str | None:
 def gpus_of(api: FakeKubeApi, name: str, namespace: str = "ml") -> str | None:
     pod = api.core.pod(namespace, name)
     return None if pod is None else pod["metadata"].get("annotations", {}).get("kale.dev/gpus")
+
+
+def condition(api: FakeKubeApi, name: str, namespace: str = "ml") -> dict | None:
+    """The pod's ``PodScheduled`` condition (None: it has none)."""
+    pod = api.core.pod(namespace, name) or {}
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+
+
+def status_writes(api: FakeKubeApi, name: str) -> int:
+    """Writes to the pod's status subresource so far."""
+    return len(api.calls("PATCH", f"/pods/{name}/status"))

@@ -4,7 +4,7 @@ bind; two replicas share one lease and only the leader binds."""
 from __future__ import annotations
 
 import pytest
-from scheduler_harness import node_of, start_scheduler
+from scheduler_harness import events, node_of, start_scheduler
 
 from kube.client import RetryPolicy, connect
 from kube.pods import PodBinder
@@ -95,7 +95,9 @@ def test_only_the_leader_binds_and_the_standby_takes_over(api, tmp_path):
     wait_for(lambda: a.app.is_leader(), what="a leading")
     b = start_scheduler(api, tmp_path / "b", leaderElection={**election, "identity": "b"})
     api.core.put_pod(pod_doc("first", gpus=1))
-    wait_for(lambda: node_of(api, "first"))
+    # the Scheduled Event is written after the binding is counted (the pod's nodeName is set
+    # before the Binding's answer reaches the scheduler): wait for the end, not the middle
+    wait_for(lambda: node_of(api, "first") and events(api, "Scheduled", "first"))
     assert a.scheduler.bound == 1 and b.scheduler.bound == 0 and not b.app.is_leader()
     a.app.elector.release = lambda: False  # die holding the lease (no clean hand-over)
     a.stop()

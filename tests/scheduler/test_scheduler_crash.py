@@ -130,3 +130,98 @@ def test_kill_9_and_restart_binds_every_pod_exactly_once(tmp_path):
         if "kale.dev/gang" in pod["metadata"]["labels"]:
             gangs[pod["metadata"]["labels"]["kale.dev/gang"]].add(pod["spec"]["nodeName"])
     assert len(gangs) == 3
+
+
+def shares(pod: dict) -> list[tuple[str, int, int]]:
+    """(node, GPU, milli) the pod's ``kale.dev/gpu-assignment`` records."""
+    text = pod["metadata"].get("annotations", {}).get("kale.dev/gpu-assignment", "")
+    node = pod["spec"].get("nodeName")
+    return [(node, int(g), int(m)) for g, m in (p.split(":") for p in text.split(",") if p)]
+
+
+def load(api: FakeKubeApi) -> dict[tuple[str, int], int]:
+    held: dict[tuple[str, int], int] = defaultdict(int)
+    for pod in api.core.objects("pods"):
+        for node, g, m in shares(pod):
+            held[(node, g)] += m
+    return held
+
+
+def other_scheduler_binds(api: FakeKubeApi, name: str, milli: int) -> bool:
+    """Another GPU-sharing scheduler binds a pod through the API, recording its share the
+    same way, on the emptiest GPU with room (kale packs the fullest): what a restarted
+    kale must account exactly. Returns whether it found room."""
+    held = load(api)
+    nodes = sorted(n["metadata"]["name"] for n in api.core.objects("nodes"))
+    room = [(1000 - held[(n, g)], n, g) for n in nodes for g in range(4)]
+    free, node, gpu = max(room)
+    if free < milli:
+        return False
+    pod = pod_doc(name, gpus=1, gpu_milli=milli, scheduler="other")
+    api.core.put_pod(pod)
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "annotations": {"kale.dev/gpu-assignment": f"{gpu}:{milli}"}},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+    code, _, _ = api.handle("POST", f"/api/v1/namespaces/ml/pods/{name}/binding", binding, None)
+    return code == 201
+
+
+def test_after_kill_9_no_gpu_is_over_committed_even_with_another_scheduler_binding(tmp_path):
+    with FakeKubeApi() as api:
+        api.core.bookmark_interval_s = 0.5
+        for i in range(4):
+            api.core.put_node(node_doc(f"node-{i}", gpus=4, cpu_milli=64_000))
+        cfg = {
+            "kubeconfig": str(api.kubeconfig(tmp_path / "kubeconfig")),
+            "policy": "fgd",
+            "metrics": {"port": 0},
+            "backoff": {"initial": 0.05, "max": 0.5, "flush": 2},
+        }
+        config = tmp_path / "scheduler.yaml"
+        config.write_text(yaml.safe_dump(cfg))
+        sizes = [150 + 50 * (i % 12) for i in range(48)]  # 150..700 milli: ~ 4 nodes' worth
+        first = start(str(config), "first", str(tmp_path / "first.log"))
+        try:
+            for i, milli in enumerate(sizes[:24]):
+                api.core.put_pod(pod_doc(f"a-{i}", gpus=1, gpu_milli=milli))
+            wait_for(lambda: len(api.core.bindings) >= 12, timeout=60, what="12 bindings")
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=10)
+        finally:
+            if first.poll() is None:
+                first.kill()
+        # meanwhile: another scheduler places pods, and more of ours arrive
+        others = [other_scheduler_binds(api, f"o-{i}", 450) for i in range(6)]
+        assert any(others)
+        for i, milli in enumerate(sizes[24:]):
+            api.core.put_pod(pod_doc(f"b-{i}", gpus=1, gpu_milli=milli))
+        second = start(str(config), "second", str(tmp_path / "second.log"))
+        try:
+
+            def settled() -> bool:
+                for pod in api.core.objects("pods"):
+                    conds = pod.get("status", {}).get("conditions", [])
+                    if not pod["spec"].get("nodeName") and not any(
+                        c["type"] == "PodScheduled" and c["status"] == "False" for c in conds
+                    ):
+                        return False
+                return True
+
+            wait_for(settled, timeout=90, what="every pod bound or marked unschedulable")
+        finally:
+            second.terminate()
+            second.wait(timeout=20)
+        log = (tmp_path / "second.log").read_text()
+    assert "Traceback" not in log
+    ours = [p for p in api.core.objects("pods") if p["spec"]["schedulerName"] == "kale"]
+    bound = [p for p in ours if p["spec"].get("nodeName")]
+    assert len(bound) > 24, "the restarted scheduler placed nothing"
+    for pod in bound:  # every share kale gave is on the pod, for a device plugin
+        ann = pod["metadata"]["annotations"]
+        assert shares(pod) and shares(pod)[0][2] == int(ann["kale.dev/gpu-milli"])
+    names = [name for _, name, _ in api.core.bindings]
+    assert len(names) == len(set(names)), "a pod was bound twice"
+    assert max(load(api).values()) <= 1000, "a GPU was given out beyond its 1000 thousandths"

@@ -77,6 +77,8 @@ def test_the_scheduler_needs_exactly_the_rbac_rules_it_is_given(tmp_path):
         api.core.put_pod(pod_doc("waits", gpus=2))  # FailedScheduling
         wait_for(lambda: node_of(api, "fits") and events(api, "FailedScheduling", "waits"))
         wait_for(lambda: ("watch", "events", None, None) in api.core.verbs, what="events watch")
+        api.core.put_pod(pod_doc("urgent", gpus=2, priority=100))  # evicts "fits" (status too)
+        wait_for(lambda: node_of(api, "urgent"), what="the preemptor bound")
         run.stop()
     granted = rules()
     made = requests_made(api)
@@ -132,3 +134,61 @@ def test_the_example_job_targets_are_placed_by_kale_scheduler():
     assert len(sts) == 2
     for doc in sts:
         assert doc["spec"]["template"]["spec"]["schedulerName"] == "kale"
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (kustomize) not installed")
+def test_the_metrics_component_scrapes_the_scheduler_and_alerts_on_it():
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(ROOT / "manifests" / "overlays" / "metrics")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    (monitor,) = [
+        d
+        for d in docs
+        if d["kind"] == "ServiceMonitor" and d["metadata"]["name"] == "kale-scheduler"
+    ]
+    (service,) = [
+        d
+        for d in docs
+        if d["kind"] == "Service" and d["metadata"]["name"] == "kale-scheduler-metrics"
+    ]
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= {
+        p["name"] for p in service["spec"]["ports"]
+    }
+    (rule,) = [d for d in docs if d["kind"] == "PrometheusRule"]
+    (group,) = [g for g in rule["spec"]["groups"] if g["name"] == "kale-scheduler"]
+    alerts = {r["alert"] for r in group["rules"]}
+    assert {
+        "KaleSchedulerDown",
+        "KaleSchedulerPodsUnschedulable",
+        "KaleSchedulerBindErrors",
+        "KaleSchedulerPreemptionsHigh",
+    } <= alerts
+    assert all("kale_scheduler_" in r["expr"] for r in group["rules"])
+
+
+def test_promtool_accepts_the_schedulers_exposition():
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip(
+            "promtool is not installed (Debian: apt-get install prometheus; `make test` "
+            "installs it when it runs as root with apt-get)"
+        )
+    from scheduler.metrics import SchedulerMetrics
+
+    m = SchedulerMetrics()
+    m.preemption_victims.inc(2)
+    m.eviction_failures.labels(reason="blocked").inc()
+    m.longest_pending.set(12.5)
+    m.latency.observe(0.01)
+    out = subprocess.run(
+        [promtool, "check", "metrics"], input=m.render(), capture_output=True, check=False
+    )
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -145,3 +145,10 @@ def test_no_forecast_without_a_model_or_from_a_too_short_history():
     f = feed()
     assert f.window(hist(10), at(10)) is None
     assert f.due(hist(1), at(1)) is None
+
+
+def test_count_is_the_length_of_the_window_without_building_it():
+    h = hist(10)
+    for end in range(at(-3), at(14)):
+        for steps in (0, 1, 4, 10, 20):
+            assert h.count(end, steps) == len(h.window(end, steps))

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 
 import pytest
 import yaml
 
+from autoscaler.sim.report import METRIC_COLUMNS, metrics_table_html
 from autoscaler.sim.tracegen import generate_trace
 from autoscaler.sim.traces import save_trace
+from common.numbers import format_number, format_percent
 from kale.cli import main as cli_main
 
 METRICS = {
@@ -202,6 +206,28 @@ def test_the_report_is_one_self_contained_html_page(files, capsys):
     # each policy beside the optimum: its workers and capacity drawn, and the regret column
     assert "optimal workers" in page and "optimal capacity" in page
     assert "regret (× optimal)" in page
+
+
+def test_the_reports_table_writes_numbers_as_the_terminal_and_the_dashboard_do():
+    metrics = {
+        "kale": {
+            "slo_violation_rate": 0.0123,
+            "gpu_hours": 14920.5,
+            "rescale_count": 6,
+            "regret": 1.125,
+            "mean_workers": None,
+            "max_delay_min": math.inf,
+        }
+    }
+    page = metrics_table_html(metrics, lower_bound_gpu_hours=14000.0)
+    rows = re.findall(r"<tr><th>([^<]*)</th>(.*?)</tr>", page)
+    cells = {name: re.findall(r"<td>([^<]*)</td>", row) for name, row in rows}
+    kale = dict(zip([key for key, _, _ in METRIC_COLUMNS], cells["kale"], strict=True))
+    assert kale["slo_violation_rate"] == "1.23%" == format_percent(0.0123)
+    assert kale["gpu_hours"] == "14.9k" == format_number(14920.5)  # never 14920.5
+    assert (kale["rescale_count"], kale["regret"]) == ("6", "1.13")
+    assert (kale["mean_workers"], kale["max_delay_min"]) == ("–", "∞")
+    assert "14.0k" in cells["lower bound"]
 
 
 def test_the_table_is_printed_without_json(files, capsys):

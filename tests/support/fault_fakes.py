@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from autoscaler.actuators.base import Size
@@ -235,12 +236,20 @@ class HostileRig:
         return total
 
 
+Target = Callable[[FakeKubeApi, str], dict[str, Any]]
+"""Puts a job's workload into the fake and returns the job's ``spec.target``."""
+
+
 class ClusterRig:
     """Controllers on the fake API server: jobs as custom resources, StatefulSet targets.
 
     Kafka is synthetic (a flat 100k/s, far more than one worker takes, so every job wants
     to grow at once); the API server is the fake one, through the official client, with
     injectable 409/429/5xx/slow/lost answers. Retries pause on a fake sleep.
+
+    ``target`` puts another workload per job (a PyTorchJob, a Deployment…) and returns the
+    job's target; the actuators are then the controller's own
+    (:func:`autoscaler.controller.app.actuator_factory`, on this rig's client).
     """
 
     def __init__(
@@ -255,8 +264,11 @@ class ClusterRig:
         rate: Callable[[float], float] = lambda t: 100_000.0,
         clock: FakeClock | None = None,
         identity: str = "kale-0",
+        target: Target | None = None,
+        max_workers: int = 64,
     ) -> None:
         from autoscaler.actuators.statefulset import StatefulSetActuator
+        from autoscaler.controller.app import actuator_factory
         from autoscaler.controller.cluster_jobs import ClusterJobs
         from autoscaler.controller.state import SqliteStateStore
         from kube.client import RetryPolicy, connect
@@ -269,19 +281,13 @@ class ClusterRig:
         objs = Objects("ml")
         for name in self.names if api is not None else ():
             if api.get("kale.dev/v1alpha1", "ElasticTrainingJob", "ml", name) is None:
-                api.put(objs.statefulset(f"{name}-worker", 1, gpus=1))
-                api.put(objs.statefulset(f"{name}-ps", 1))
-                api.put(
-                    job_doc(
-                        name,
-                        target={
-                            "kind": "StatefulSet",
-                            "workers": f"{name}-worker",
-                            "ps": f"{name}-ps",
-                        },
-                        model="ctr-sync.json",
-                    )
-                )
+                if target is None:
+                    api.put(objs.statefulset(f"{name}-worker", 1, gpus=1))
+                    api.put(objs.statefulset(f"{name}-ps", 1))
+                    spec = {"kind": "StatefulSet", "workers": f"{name}-worker", "ps": f"{name}-ps"}
+                else:
+                    spec = target(api, name)
+                api.put(job_doc(name, target=spec, model="ctr-sync.json", max_workers=max_workers))
         self.pauses: list[float] = []
         if kubeconfig is None:
             assert api is not None
@@ -300,11 +306,15 @@ class ClusterRig:
                 self.clock, rate, history_start=self.clock() - 4 * 3600
             ),
             forecaster_factory=lambda e: make_forecaster("seasonal_naive", period=60),
-            actuator_factory=lambda e: StatefulSetActuator(
-                self.kube,
-                namespace=e.namespace,
-                workers=e.job.spec.target.workers,
-                ps=e.job.spec.target.ps,
+            actuator_factory=(
+                actuator_factory(SimpleNamespace(get=lambda: self.kube))
+                if target is not None
+                else lambda e: StatefulSetActuator(
+                    self.kube,
+                    namespace=e.namespace,
+                    workers=e.job.spec.target.workers,
+                    ps=e.job.spec.target.ps,
+                )
             ),
             resource_manager=ResourceManager(10_000),
             clock=self.clock,

@@ -3,13 +3,22 @@
 No API server can run on the test machines, and mocking the client object would test the
 mock. This server speaks HTTP/1.1 JSON on 127.0.0.1 and serves exactly what Kale uses:
 
-* ``apps/v1`` statefulsets, with the ``scale`` and ``status`` subresources (a stand-in for the
-  StatefulSet controller sets ``status.replicas``/``readyReplicas`` to ``spec.replicas``);
-* ``kubeflow.org/v1`` tfjobs; ``kale.dev/v1alpha1`` elastictrainingjobs (also served as the
-  deprecated ``v1``, stored once; ``scale`` subresource on the CRD's replica paths; ``status``
-  subresource: writes to the main resource leave status alone and vice versa; list across
-  namespaces);
+* ``apps/v1`` statefulsets and deployments, with the ``scale`` and ``status`` subresources (a
+  stand-in for their controllers sets ``status.replicas``/``readyReplicas`` to
+  ``spec.replicas``);
+* custom resources as the CRDs it holds declare them (:mod:`tests.support.kube_crds`):
+  ``kale.dev/v1alpha1`` elastictrainingjobs, ``kubeflow.org/v1`` tfjobs and pytorchjobs, a
+  JobSet-style ``training.kale.test/v1`` trainersets — served versions only, ``scale``
+  subresources on the CRD's replica paths, ``status`` subresources (writes to the main
+  resource leave status alone and vice versa), lists across namespaces;
+* what ``kubectl`` needs besides (:mod:`tests.support.kube_discovery`,
+  :mod:`tests.support.kube_tables`): discovery (``/api``, ``/apis``, each group version's
+  resource list), the Table form of lists and objects (a CRD's printer columns), and a
+  deprecated version's ``Warning`` header;
 * ``coordination.k8s.io/v1`` leases, ``core/v1`` events, configmaps and secrets;
+* ``scheduling.k8s.io/v1`` priorityclasses (cluster-scoped) and ``policy/v1``
+  poddisruptionbudgets, which pod creation and ``pods/eviction`` consult
+  (:mod:`tests.support.kube_policy`);
 * ``core/v1`` pods and nodes with watches and ``pods/binding`` (:mod:`tests.support.kube_core`,
   reached as ``api.core``).
 
@@ -49,6 +58,9 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from .kube_core import CoreStore, WatchStream
+from .kube_crds import CrdRegistry, ScalePaths
+from .kube_discovery import discovery
+from .kube_tables import table, wants_table
 
 Key = tuple[str, str, str, str, str]  # group, version, resource, namespace, name
 
@@ -58,21 +70,31 @@ KINDS: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("", "v1", "configmaps"): ("ConfigMap", False),
     ("", "v1", "secrets"): ("Secret", False),
     ("apps", "v1", "statefulsets"): ("StatefulSet", True),
+    ("apps", "v1", "deployments"): ("Deployment", True),
     ("kubeflow.org", "v1", "tfjobs"): ("TFJob", True),
+    ("kubeflow.org", "v1", "pytorchjobs"): ("PyTorchJob", True),
+    ("training.kale.test", "v1", "trainersets"): ("TrainerSet", True),
     ("kale.dev", "v1alpha1", "elastictrainingjobs"): ("ElasticTrainingJob", True),
-    ("kale.dev", "v1", "elastictrainingjobs"): ("ElasticTrainingJob", True),
     ("coordination.k8s.io", "v1", "leases"): ("Lease", False),
+    ("scheduling.k8s.io", "v1", "priorityclasses"): ("PriorityClass", False),
+    ("policy", "v1", "poddisruptionbudgets"): ("PodDisruptionBudget", True),
 }
+
+CLUSTER_SCOPED = frozenset({("scheduling.k8s.io", "priorityclasses")})
+"""Resources without a namespace (stored under the namespace ``""``)."""
+
+INDEXED = (("scheduling.k8s.io", "v1", "priorityclasses"), ("policy", "v1", "poddisruptionbudgets"))
+"""Resources whose keys are kept apart: read on every pod create or eviction, they must not
+cost a walk over every stored object (Events pile up by the thousand in a benchmark)."""
 
 STORAGE_VERSION: dict[tuple[str, str], str] = {("kale.dev", "v1"): "v1alpha1"}
-"""Served versions stored as another one (the CRD's ``conversion: None``: same schema, the
-API server rewrites ``apiVersion`` only); objects are kept once, under the storage version."""
+"""Versions the test helpers (:meth:`FakeKubeApi.put`, ``get``…) accept for objects kept
+under another one: the CRD lists ``kale.dev/v1`` unserved, and the API server reads what was
+stored as it as ``v1alpha1`` (``conversion: None``). Over HTTP only served versions answer."""
 
-CRD_SCALE: dict[str, tuple[str, str, str, int]] = {
-    # plural -> (specReplicasPath, statusReplicasPath, labelSelectorPath, spec maximum),
-    # as manifests/crd/elastictrainingjobs.yaml declares them.
-    "elastictrainingjobs": (".spec.replicas", ".status.replicas", ".status.labelSelector", 10000),
-}
+SCALED_BUILTINS = frozenset({"statefulsets", "deployments"})
+"""Built-in resources with a ``scale`` subresource; a custom resource has one when its CRD
+declares it (:meth:`tests.support.kube_crds.CrdRegistry.scale`)."""
 
 _PATH = re.compile(
     r"^/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))"
@@ -222,7 +244,11 @@ class FakeKubeApi:
         self._thread: threading.Thread | None = None
         self.port = 0
         self.core = CoreStore(self)
+        self.indexed: dict[tuple[str, str, str], set[Key]] = {r: set() for r in INDEXED}
+        """Keys of the resources pod admission reads on every create (see INDEXED)."""
         """Pods, nodes, bindings and watches (a scheduler's part of the API)."""
+        self.crds = CrdRegistry.default()
+        """The CRDs it holds: what custom resources it serves, and how."""
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> FakeKubeApi:
@@ -325,7 +351,7 @@ class FakeKubeApi:
         obj["apiVersion"] = f"{group}/{version}" if group else version
         plural = _plural(group, version, obj["kind"])
         md = obj.setdefault("metadata", {})
-        md.setdefault("namespace", "default")
+        md.setdefault("namespace", "" if (group, plural) in CLUSTER_SCOPED else "default")
         with self.lock:
             key = (group, version, plural, md["namespace"], md["name"])
             old = self.objects.get(key)
@@ -397,9 +423,41 @@ class FakeKubeApi:
                 if (method is None or r.method == method) and contains in r.path
             ]
 
+    # -- what kubectl needs besides: discovery, tables, warnings -----------------------------
+    def _discovery(self, path: str) -> dict | None:
+        """The discovery document at ``path`` (None: not a discovery path)."""
+        try:
+            return discovery(path, self.crds, f"127.0.0.1:{self.port}")
+        except LookupError:
+            raise ApiError(
+                404, "NotFound", "the server could not find the requested resource"
+            ) from None
+
+    def as_table(self, path: str, query: dict[str, list[str]], payload: dict) -> dict:
+        """``payload`` (a list or an object answered at ``path``) in the Table form."""
+        m = _PATH.match(path)
+        if m is None or m["sub"] or payload.get("kind") in ("Status", "Table"):
+            return payload
+        group, version = m["g"] or "", m["v"] or m["cv"]
+        return table(
+            payload,
+            resource=m["res"],
+            printer_columns=self.crds.columns(group, version, m["res"]),
+            include=query.get("includeObject", ["Metadata"])[0],
+        )
+
+    def warnings(self, path: str) -> dict[str, str]:
+        """The ``Warning`` header of an answer at ``path`` (a deprecated version's)."""
+        m = _PATH.match(path)
+        text = self.crds.warning(m["g"] or "", m["v"] or m["cv"], m["res"]) if m else None
+        return {"Warning": f'299 - "{text}"'} if text else {}
+
     # -- internals -----------------------------------------------------------------------
     def _changed(self, key: Key, kind: str, obj: dict | None = None) -> None:
         """Log a change for watches (call with the lock held)."""
+        index = self.indexed.get(key[:3])
+        if index is not None:
+            (index.discard if kind == "DELETED" else index.add)(key)
         current = obj if obj is not None else self.objects[key]
         rv = int(current["metadata"]["resourceVersion"])
         if kind == "DELETED":
@@ -463,17 +521,18 @@ class FakeKubeApi:
 
     def _settle(self, key: Key) -> None:
         obj = self.objects[key]
-        if key[2] == "statefulsets" and self.auto_ready:
+        if key[2] in SCALED_BUILTINS and self.auto_ready:
             n = obj.get("spec", {}).get("replicas", 1)
             st = obj.setdefault("status", {})
             st.update(
                 replicas=n,
                 readyReplicas=n,
-                currentReplicas=n,
                 updatedReplicas=n,
                 availableReplicas=n,
                 observedGeneration=obj["metadata"]["generation"],
             )
+            if key[2] == "statefulsets":
+                st["currentReplicas"] = n
         if key[2] == "statefulsets":
             self.core.on_statefulset(obj)
 
@@ -521,23 +580,33 @@ class FakeKubeApi:
         self, method: str, parts: Any, body: Any, content_type: str | None
     ) -> tuple[int, dict, dict[str, str]]:
         path = parts.path
+        if method == "GET":
+            found = self._discovery(path)
+            if found is not None:
+                return 200, found, {}
         m = _PATH.match(path)
         if not m:
             raise ApiError(404, "NotFound", f"the server could not find the path {path}")
         group = m["g"] or ""
         version = m["v"] or m["cv"]
         res, ns, name, sub = m["res"], m["ns"], m["name"], m["sub"]
+        if self.crds.find(group, res) is not None:
+            if not self.crds.version(group, version, res):
+                raise ApiError(404, "NotFound", f"the server could not find the resource {res}")
+            stored = (self.crds.storage(group, res) or {}).get("name", version)
+            if stored != version:  # served as `version`, kept as `stored` (conversion None)
+                served, kept = f"{group}/{version}", f"{group}/{stored}"
+                if isinstance(body, dict) and body.get("apiVersion") == served:
+                    body = {**body, "apiVersion": kept}
+                code, payload, headers = self._dispatch_at(
+                    method, parts, body, content_type, group, stored, res, ns, name, sub
+                )
+                return code, _served_as(payload, served, kept), headers
         if CoreStore.serves(group, version, res):
             query = parse_qs(parts.query)
             return self.core.handle(method, res, ns, name, sub, query, body, content_type)
         if (group, version, res) not in KINDS:
             raise ApiError(404, "NotFound", f"the server could not find the resource {res}")
-        storage = STORAGE_VERSION.get((group, version), version)
-        if storage != version:  # served as `version`, stored as `storage`
-            code, payload, headers = self._dispatch_at(
-                method, parts, body, content_type, group, storage, res, ns, name, sub
-            )
-            return code, _served_as(payload, f"{group}/{version}", f"{group}/{storage}"), headers
         return self._dispatch_at(
             method, parts, body, content_type, group, version, res, ns, name, sub
         )
@@ -555,13 +624,12 @@ class FakeKubeApi:
         name: str | None,
         sub: str | None,
     ) -> tuple[int, dict, dict[str, str]]:
-        if isinstance(body, dict) and isinstance(body.get("apiVersion"), str):
-            served = body["apiVersion"]
-            stored = STORAGE_VERSION.get(_split_api_version(served))
-            if stored is not None:
-                body = {**body, "apiVersion": f"{_split_api_version(served)[0]}/{stored}"}
         kind, has_status = KINDS[(group, version, res)]
         query = parse_qs(parts.query)
+        if (group, res) in CLUSTER_SCOPED:
+            if ns is not None:
+                raise ApiError(404, "NotFound", f"{res} are not namespaced")
+            ns = ""
         with self.lock:
             if name is None:
                 if method == "GET":
@@ -578,10 +646,11 @@ class FakeKubeApi:
                 return self._item(key, kind, has_status, method, body, content_type)
             if sub == "status" and has_status:
                 return self._status(key, kind, method, body, content_type)
-            if sub == "scale" and res == "statefulsets":
+            if sub == "scale" and res in SCALED_BUILTINS:
                 return self._scale(key, method, body, content_type)
-            if sub == "scale" and res in CRD_SCALE:
-                return self._crd_scale(key, kind, method, body, content_type)
+            paths = self.crds.scale(group, res) if sub == "scale" else None
+            if paths is not None:
+                return self._crd_scale(key, kind, paths, method, body, content_type)
             raise ApiError(404, "NotFound", f"no subresource {sub} on {res}")
 
     def _missing(self, key: Key, kind: str) -> ApiError:
@@ -761,7 +830,7 @@ class FakeKubeApi:
     ) -> tuple[int, dict, dict]:
         current = self.objects.get(key)
         if current is None:
-            raise self._missing(key, "StatefulSet")
+            raise self._missing(key, KINDS[key[:3]][0])
         scale = self._scale_of(current)
         if method == "GET":
             return 200, scale, {}
@@ -781,12 +850,19 @@ class FakeKubeApi:
         return 200, self._scale_of(self.objects[key]), {}
 
     def _crd_scale(
-        self, key: Key, kind: str, method: str, body: Any, content_type: str | None
+        self,
+        key: Key,
+        kind: str,
+        paths: ScalePaths,
+        method: str,
+        body: Any,
+        content_type: str | None,
     ) -> tuple[int, dict, dict]:
         """A custom resource's ``scale`` subresource, as the apiextensions server serves it:
         GET fails while ``specReplicasPath`` holds nothing; PUT/PATCH write that field
         (and only it), bounded by the schema; ``status`` comes from the status paths."""
-        spec_path, status_path, selector_path, maximum = CRD_SCALE[key[2]]
+        spec_path, status_path, selector_path = paths.spec, paths.status, paths.selector
+        maximum = paths.maximum
         current = self.objects.get(key)
         if current is None:
             raise self._missing(key, kind)
@@ -812,12 +888,20 @@ class FakeKubeApi:
             raise ApiError(
                 400, "BadRequest", f'the spec replicas field "{spec_path}" cannot be empty'
             )
-        if not isinstance(replicas, int) or not 0 <= replicas <= maximum:
+        if not isinstance(replicas, int) or replicas < 0:
             raise ApiError(
                 422,
                 "Invalid",
-                f'{kind}.kale.dev "{key[4]}" is invalid: spec.replicas: Invalid value: '
-                f"{replicas}: spec.replicas in body should be between 0 and {maximum}",
+                f'Scale.autoscaling "{key[4]}" is invalid: spec.replicas: Invalid value: '
+                f"{replicas}: must be greater than or equal to 0",
+            )
+        if maximum is not None and replicas > maximum:
+            raise ApiError(
+                422,
+                "Invalid",
+                f'{kind}.{key[0]} "{key[4]}" is invalid: {spec_path.strip(".")}: Invalid value: '
+                f"{replicas}: {spec_path.strip('.')} in body should be less than or equal to "
+                f"{maximum}",
             )
         new = copy.deepcopy(current)
         parent = new
@@ -829,10 +913,10 @@ class FakeKubeApi:
         return 200, self._crd_scale_of(self.objects[key], spec_path, status_path, selector_path), {}
 
     def _crd_scale_of(
-        self, obj: dict, spec_path: str, status_path: str, selector_path: str
+        self, obj: dict, spec_path: str, status_path: str, selector_path: str | None
     ) -> dict:
         md = obj["metadata"]
-        selector = _at(obj, selector_path)
+        selector = _at(obj, selector_path) if selector_path else None
         return {
             "kind": "Scale",
             "apiVersion": "autoscaling/v1",
@@ -859,8 +943,8 @@ def _at(obj: dict, path: str) -> Any:
 
 
 def _served_as(payload: Any, served: str, stored: str) -> Any:
-    """An answer as the requested version shows it (apiVersion rewritten, as conversion
-    ``None`` does)."""
+    """An answer as the requested version shows it (``apiVersion`` rewritten, as the CRD's
+    ``conversion: None`` does)."""
     if not isinstance(payload, dict):
         return payload
     out = dict(payload)
@@ -1008,6 +1092,10 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(payload, WatchStream):
             self._stream(payload)
             return
+        parts = urlsplit(self.path)
+        if method == "GET" and code == 200 and wants_table(self.headers.get("Accept")):
+            payload = self.api.as_table(parts.path, parse_qs(parts.query), payload)
+        headers = {**headers, **self.api.warnings(parts.path)}
         data = json.dumps(payload).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -1075,6 +1163,55 @@ class Objects:
                     },
                 },
             },
+        }
+
+    def deployment(self, name: str, replicas: int, gpus: int = 0) -> dict:
+        sts = self.statefulset(name, replicas, gpus)
+        spec = {k: v for k, v in sts["spec"].items() if k != "serviceName"}
+        return {**sts, "kind": "Deployment", "spec": spec}
+
+    def pytorchjob(
+        self,
+        name: str,
+        workers: int,
+        *,
+        min_replicas: int | None = 1,
+        max_replicas: int | None = 16,
+        elastic: bool = True,
+    ) -> dict:
+        """An elastic PyTorchJob (``elasticPolicy`` with the bounds given; ``None`` leaves a
+        bound out; ``elastic=False`` leaves the policy out)."""
+        spec: dict[str, Any] = {
+            "pytorchReplicaSpecs": {
+                "Worker": {
+                    "replicas": workers,
+                    "restartPolicy": "OnFailure",
+                    "template": {"spec": {"containers": [{"name": "pytorch", "image": "x"}]}},
+                }
+            }
+        }
+        if elastic:
+            policy: dict[str, Any] = {"rdzvBackend": "c10d"}
+            if min_replicas is not None:
+                policy["minReplicas"] = min_replicas
+            if max_replicas is not None:
+                policy["maxReplicas"] = max_replicas
+            spec["elasticPolicy"] = policy
+        return {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": spec,
+        }
+
+    def trainerset(self, name: str, workers: int) -> dict:
+        """A JobSet-style custom resource whose workers are sized through its ``/scale``."""
+        return {
+            "apiVersion": "training.kale.test/v1",
+            "kind": "TrainerSet",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {"workers": {"replicas": workers, "image": "x"}},
+            "status": {"workers": {"ready": workers, "selector": f"trainerset={name}"}},
         }
 
     def tfjob(self, name: str, workers: int, ps: int) -> dict:

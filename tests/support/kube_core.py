@@ -8,7 +8,10 @@ reflector (and Kale's) relies on, with the real paths and JSON shapes:
   objects, so ``FakeKubeApi.list("v1", "Event")`` sees them); lists across namespaces;
 * list and watch with field and label selectors, resourceVersions, BOOKMARKs and 410
   ``Expired`` after :meth:`CoreStore.compact` (:mod:`tests.support.kube_watch`);
-* ``pods/binding`` and the StatefulSet controller's pods (:mod:`tests.support.kube_registry`).
+* ``pods/binding`` and the StatefulSet controller's pods (:mod:`tests.support.kube_registry`);
+* ``pods/eviction`` against PodDisruptionBudgets, priority admission from PriorityClasses,
+  graceful deletion, and the strategic merge of pod conditions
+  (:mod:`tests.support.kube_policy`).
 
 The store shares the main fake's lock and resourceVersion counter, so versions are
 ordered across kinds as on a real server. Object builders (``node_doc``, ``pod_doc``) live
@@ -26,6 +29,7 @@ from collections.abc import Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from .kube_objects import node_doc, node_event_doc, pod_doc
+from .kube_policy import admit_priority, evict, strategic_merge
 from .kube_registry import bind, statefulset_pods
 from .kube_watch import NAMESPACED, RESOURCES, Change, Selector, WatchStream, _error
 
@@ -91,6 +95,11 @@ class CoreStore:
         self.expired_watches = 0
         self.bookmarks_sent = 0
         self.closing = False
+        self.evictions: list[tuple[str, str]] = []
+        """Evictions carried out (not dry runs): (namespace, pod), in order."""
+        self.graceful_deletion = False
+        """Whether a bound pod being evicted terminates (``deletionTimestamp``) until
+        :meth:`finish_deletion` — the kubelet's part — instead of vanishing at once."""
 
     # -- test helpers ----------------------------------------------------------------------
     def _table(self, resource: str) -> MutableMapping[Any, dict]:
@@ -111,10 +120,42 @@ class CoreStore:
             self._delete("nodes", name)
 
     def put_pod(self, pod: dict) -> dict:
+        """Create or replace a pod; a new one goes through priority admission (a priority it
+        states is kept, as storage written by an admin would)."""
         with self.cond:
+            pod = copy.deepcopy(pod)
             md = pod["metadata"]
             md.setdefault("namespace", "default")
-            return self._write("pods", (md["namespace"], md["name"]), copy.deepcopy(pod))
+            if (md["namespace"], md["name"]) not in self.pods:
+                admit_priority(self, pod, strict=False)
+            return self._write("pods", (md["namespace"], md["name"]), pod)
+
+    def delete_gracefully(self, key: tuple[str, str], grace_s: int | None = None) -> None:
+        """Delete a pod as the API server does: at once when unbound (or when
+        ``graceful_deletion`` is off), else mark it terminating (call with the lock held)."""
+        pod = self.pods.get(key)
+        if pod is None:
+            return
+        if not self.graceful_deletion or not pod["spec"].get("nodeName"):
+            self._delete("pods", key)
+            return
+        if pod["metadata"].get("deletionTimestamp"):
+            return
+        new = copy.deepcopy(pod)
+        grace = grace_s if grace_s is not None else pod["spec"].get("terminationGracePeriodSeconds")
+        new["metadata"]["deletionTimestamp"] = _iso()
+        new["metadata"]["deletionGracePeriodSeconds"] = 30 if grace is None else int(grace)
+        self._write("pods", key, new)
+
+    def finish_deletion(self, namespace: str, name: str) -> None:
+        """The kubelet's part of a graceful deletion: the terminating pod is gone."""
+        with self.cond:
+            self._delete("pods", (namespace, name))
+
+    def terminating(self) -> list[tuple[str, str]]:
+        """Pods marked for deletion and not gone yet."""
+        with self.cond:
+            return sorted(k for k, p in self.pods.items() if p["metadata"].get("deletionTimestamp"))
 
     def delete_pod(self, namespace: str, name: str) -> None:
         with self.cond:
@@ -260,6 +301,10 @@ class CoreStore:
                 if method != "POST":
                     raise _error(405, "MethodNotAllowed", f"{method} on pods/binding")
                 return 201, self._bind(key, body), {}
+            if sub == "eviction" and resource == "pods":
+                if method != "POST":
+                    raise _error(405, "MethodNotAllowed", f"{method} on pods/eviction")
+                return 201, evict(self, key, body, query), {}
             if sub not in (None, "status"):
                 raise _error(404, "NotFound", f"no subresource {sub} on {resource}")
             return self._item(resource, key, method, sub, body, content_type)
@@ -305,6 +350,8 @@ class CoreStore:
                 key: Any = (namespace, md["name"])
             else:
                 key = md["name"]
+            if resource == "pods" and key not in self.pods:
+                admit_priority(self, obj, strict=True)
             if key in self._table(resource):
                 raise _error(
                     409,
@@ -334,6 +381,11 @@ class CoreStore:
         if method == "PUT":
             api._check_rv(current, body, ("", "v1", resource, "", name))
             new = copy.deepcopy(body)
+        elif method == "PATCH" and (ctype or "").startswith("application/strategic-merge-patch"):
+            if not isinstance(body, dict):
+                raise _error(400, "BadRequest", "a strategic merge patch must be an object")
+            api._check_rv(current, body, ("", "v1", resource, "", name))
+            new = strategic_merge(current, body)
         elif method == "PATCH":
             new = api._patched(current, body, ctype, ("", "v1", resource, "", name))
         else:

@@ -1,5 +1,5 @@
-"""Nodes, Pods and node Events as the kubelet, the GPU device plugin, a user and a node
-agent would write them."""
+"""Nodes, Pods, node Events, PriorityClasses and PodDisruptionBudgets as the kubelet, the GPU
+device plugin, a user, a node agent and a cluster admin would write them."""
 
 from __future__ import annotations
 
@@ -67,9 +67,11 @@ def pod_doc(
     node: str | None = None,
     priority: int | None = None,
     gpu_models: str | None = None,
+    priority_class: str | None = None,
 ) -> dict:
     """A Pod; ``gpu_milli`` < 1000 makes it a GPU-sharing pod (``kale.dev/gpu-milli``);
-    ``gpu_models`` ("A|B") restricts the GPU models (``kale.dev/gpu-model``)."""
+    ``gpu_models`` ("A|B") restricts the GPU models (``kale.dev/gpu-model``);
+    ``priority_class`` names a PriorityClass (the API server sets ``spec.priority``)."""
     requests: dict[str, str] = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mib}Mi"}
     ann = dict(annotations or {})
     if gpu_models:
@@ -90,6 +92,8 @@ def pod_doc(
         spec["nodeName"] = node
     if priority is not None:
         spec["priority"] = priority
+    if priority_class is not None:
+        spec["priorityClassName"] = priority_class
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -135,4 +139,43 @@ def node_event_doc(
         "firstTimestamp": _iso(first),
         "lastTimestamp": _iso(last),
         "source": {"component": "kernel-monitor", "host": node},
+    }
+
+
+def priority_class_doc(
+    name: str, value: int, *, global_default: bool = False, preemption_policy: str | None = None
+) -> dict:
+    """A ``scheduling.k8s.io/v1`` PriorityClass."""
+    doc: dict[str, Any] = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        "globalDefault": global_default,
+        "description": f"priority {value}",
+    }
+    if preemption_policy is not None:
+        doc["preemptionPolicy"] = preemption_policy
+    return doc
+
+
+def pdb_doc(
+    name: str,
+    labels: dict[str, str],
+    *,
+    namespace: str = "ml",
+    min_available: int | str | None = None,
+    max_unavailable: int | str | None = None,
+) -> dict:
+    """A ``policy/v1`` PodDisruptionBudget selecting pods with ``labels``."""
+    spec: dict[str, Any] = {"selector": {"matchLabels": dict(labels)}}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    if max_unavailable is not None:
+        spec["maxUnavailable"] = max_unavailable
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
     }

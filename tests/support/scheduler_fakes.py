@@ -12,10 +12,19 @@ from pathlib import Path
 
 from tests.support.kube_api import FakeKubeApi
 from tests.support.kube_core import node_doc, pod_doc
+from tests.support.kube_objects import pdb_doc, priority_class_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 
-__all__ = ["ROOT", "FakeKubeApi", "node_doc", "pod_doc", "wait_for"]
+__all__ = [
+    "ROOT",
+    "FakeKubeApi",
+    "node_doc",
+    "pdb_doc",
+    "pod_doc",
+    "priority_class_doc",
+    "wait_for",
+]
 
 
 def wait_for(condition: Callable[[], object], *, timeout: float = 20.0, what: str = "") -> object:

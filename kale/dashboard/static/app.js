@@ -16,22 +16,23 @@ async function getJSON(url) {
 }
 const ms = (t) => (t === null || t === undefined ? null : t * 1000);
 const msAll = (ts) => ts.map(ms);
-// The terminal's number formatter (kale/terminal/formatting.py), so a number reads the
-// same in both: 3 significant digits, k/M/G from 1000 up (8.03k, 61.4k), whole numbers below
-// 1000 exact, never an exponent.
+// The one number formatter (common/numbers.py, line for line), so a number reads the same in
+// the terminal, the simulator's report and here: 3 significant digits, k/M/G/T/P from 1000 up
+// (8.03k, 14.9k), whole numbers below 1000 exact, never an exponent, ties away from zero on
+// the exact value (toPrecision), below 1e-12 zero.
 const SUFFIXES = ["", "k", "M", "G", "T", "P"];
+const TINY = 1e-12;
 function fmt(v, digits = 3) {
   if (v === null || v === undefined || Number.isNaN(v)) return "–";
   if (typeof v !== "number") return String(v);
   if (!Number.isFinite(v)) return v > 0 ? "∞" : "-∞";
   if (Math.abs(v) < 1000 && Number.isInteger(v)) return String(v);
   let m = Math.abs(v), tier = 0;
+  if (m < TINY) return "0";
   while (m >= 1000 && tier < SUFFIXES.length - 1) { m /= 1000; tier += 1; }
   for (;;) {
-    let e = Math.floor(Math.log10(m));
-    let d = Math.max(0, digits - 1 - e);
-    let r = Number(m.toFixed(d));
-    if (r >= 10 ** (e + 1)) { e += 1; d = Math.max(0, digits - 1 - e); r = Number(m.toFixed(d)); }
+    const r = Number(m.toPrecision(digits));  // 9.996 → 10.0, 999.7 → 1.00e+3
+    const d = Math.max(0, digits - 1 - Number(r.toExponential().split("e")[1]));
     if (r < 1000 || tier === SUFFIXES.length - 1) {
       return (v < 0 ? "-" : "") + r.toFixed(d) + SUFFIXES[tier];
     }
@@ -39,7 +40,10 @@ function fmt(v, digits = 3) {
   }
 }
 function fmtPct(fraction) {
-  return fraction === null || fraction === undefined ? "–" : fmt(100 * fraction) + "%";
+  if (fraction === null || fraction === undefined) return "–";
+  if (typeof fraction !== "number") return String(fraction);
+  const text = fmt(100 * fraction);
+  return text === "–" ? text : text + "%";
 }
 // A run "keeps the SLO" when at most this share of its steps were late (docs/design.md: ≤ 1 %).
 const SLO_BUDGET = 0.01;
@@ -81,8 +85,14 @@ function baseLayout(title, extra = {}) {
     paper_bgcolor: "#fff", plot_bgcolor: "#fff",
   }, extra);
 }
+// Every hovered value goes through fmt as well, so the plots read like the tables (plotly's
+// own number format would write 14.9205k).
+function withHoverText(trace) {
+  if (trace.hovertemplate || trace.hoverinfo || !Array.isArray(trace.y)) return trace;
+  return Object.assign({ text: trace.y.map((v) => fmt(v)), hovertemplate: "%{text}" }, trace);
+}
 function draw(id, traces, layout) {
-  return Plotly.react(id, traces, layout, PLOT_CONFIG);
+  return Plotly.react(id, traces.map(withHoverText), layout, PLOT_CONFIG);
 }
 
 // -- cluster ---------------------------------------------------------------------------------
@@ -292,7 +302,10 @@ async function refreshSims() {
     type: "bar", name: label, x: names, y: names.map((n) => (sim.policies[n][key] ?? 0) * k),
     xaxis: i ? `x${i + 1}` : "x", yaxis: i ? `y${i + 1}` : "y", showlegend: false,
     marker: { color: names.map((n) => (n.startsWith("kale") ? COLORS.forecast : "#9aa7b4")) },
-    hovertemplate: `%{x}: %{y:.4g} ${label}<extra></extra>`,
+    // The hover reads like the table: the one formatter, not plotly's own number format.
+    text: names.map((n) => fmt(sim.policies[n][key] == null ? null : sim.policies[n][key] * k)),
+    textposition: "none",
+    hovertemplate: `%{x}: %{text} ${label}<extra></extra>`,
   }));
   const layout = baseLayout("Policies side by side", { grid: { rows: 1, columns: SIM_METRICS.length,
     pattern: "independent" }, hovermode: "closest", margin: { l: 40, r: 20, t: 70, b: 80 } });

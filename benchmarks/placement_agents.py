@@ -142,7 +142,10 @@ class RewardGreedy:
         from placement.env.node_env import observe
 
         rows, _ = observe(cluster, pod, nodes, self.tolerance)
-        alpha, beta = BALANCE["overrides"]["env.alpha"], BALANCE["overrides"]["env.beta"]
+        from placement.agents.balance_dqn import BalanceDQNSettings
+
+        env = BalanceDQNSettings().env
+        alpha, beta = env.alpha, env.beta
         stranded = (rows[:, self.after] - rows[:, self.before]) * 8.0  # in GPUs (1000 milli)
         reward = alpha * rows[:, self.gain] - beta * stranded
         return np.unique(reward, return_inverse=True)[1].reshape(-1).astype(np.int64)

@@ -143,7 +143,13 @@ def judge(path: str, nodes, held, count: int, typical) -> dict:  # type: ignore[
     return out
 
 
-ONLINE_FAMILIES = ("sharing-heavy", "multi-gpu-heavy", "cpu-heavy")
+ONLINE_FAMILIES = (
+    "sharing-heavy",
+    "sharing-light",
+    "multi-gpu-heavy",
+    "cpu-heavy",
+    "model-constrained",
+)
 """Held-out family workloads: the last 30 % of the pod list resampled to each family's mix
 (``placement.workloads.families``, generator seed 1); windows of their own seeds."""
 
@@ -229,7 +235,7 @@ def main() -> None:
     parser.add_argument("--train", action="store_true", help="retrain the shipped agent first")
     parser.add_argument("--agent", default=str(OUT / "async_transformer.pt"))
     parser.add_argument("--sequences", type=int, default=6)
-    parser.add_argument("--family-sequences", type=int, default=2, help="windows per family")
+    parser.add_argument("--family-sequences", type=int, default=3, help="windows per family")
     parser.add_argument("--json-out", default=None)
     add_data_flag(parser)
     args = parser.parse_args()

@@ -10,14 +10,18 @@ Run from the repository root::
 the shared data only — and writes ``examples/placement/agents/*.pt``. Training
 never touches what is judged:
 
-* ``balance_dqn`` trains on episodes of the openb default pod list on random 15 % shares
-  of the node list, with episode seeds from 100,000 up; it is judged in the inflation
-  experiment on the whole cluster with seeds 42–51 (the published protocol) and on a
-  synthetic sharing-heavy workload from ``placement.workloads.generate`` on the same nodes.
+* ``balance_dqn`` trains on workloads of the ``train-mix`` family
+  (``placement.workloads.families``: the default pod list resampled to proportions drawn
+  from a training box, on 10–25 % of the nodes), episode seeds from 100,000 up, and keeps
+  the weights that allocate most on generated *validation* workloads. It is judged in the
+  inflation experiment on the whole default workload and on generated families that lie
+  outside the training box (:data:`NODE_FAMILIES`), several seeds each, beside BestFit and
+  FGD — alone and behind its guard (``agent:PATH,fallback=fgd``).
 * ``tr_dqn`` trains on windows of the Lublin log that overlap none of RLScheduler's ten
-  test sequences (start indices 1981, 2756, …); it is judged on exactly those ten, and on
-  ten sequences of Lublin's workload model (``placement.workloads.lublin``, generator seeds
-  1–10, 1,024 jobs, at the load of the log's training part) that it never saw.
+  test sequences (start indices 1981, 2756, …) and on ``train-lublin`` sequences (loads and
+  machine sizes drawn per sequence); it is judged on exactly those ten, on ten sequences of
+  Lublin's workload model at the log's load (generator seeds 1–10) and on Lublin families
+  at other loads and machine sizes (:data:`QUEUE_FAMILIES`), none of them trained on.
 
 Prints tables (and ``--json-out`` a JSON file): allocation share at 130 % and 100 %, failed
 pods, seconds per run, decision latency on the 1,213-node cluster; bounded slowdown and
@@ -37,9 +41,9 @@ import numpy as np
 
 from benchmarks.paths import ROOT, add_data_flag, placement_dir
 from placement.agents import load_agent
-from placement.agents.common import EpsilonSchedule
 from placement.agents.training import train_agent
 from placement.cluster import Cluster
+from placement.fallback import counts_of
 from placement.frag import typical_pods
 from placement.inflation import InflationSettings, arrival_list, parse_seeds, run_experiment
 from placement.placer import choose, place, tie_order
@@ -49,33 +53,38 @@ from placement.queue.priorities import queue_policy
 from placement.queue.rlscheduler import simulate
 from placement.timed_experiment import TimedConfig, run_timed
 from placement.workloads.batch import batch_jobs_from_swf
-from placement.workloads.generate import WorkloadShape, generate_pods
 from placement.workloads.openb import load_nodes, load_pods
 from placement.workloads.swf import load_swf
 
 OUT = ROOT / "examples" / "placement" / "agents"
 
-# The shipped agents' training (chosen on training seeds / windows only;
-# docs/decisions/0125-training-and-judging-apart.md).
-BALANCE = {
-    "episodes": 12,
-    "seed": 0,
-    "overrides": {"env.node_share": 0.15, "env.alpha": 0.5, "env.beta": 1.0, "gamma": 0.5},
-}
-TR = {
-    "episodes": 80,
-    "seed": 0,
-    "overrides": {
-        "env.window": 8,
-        "explore": EpsilonSchedule(1.0, 0.05, 0.99985),
-        "train_every": 2,
-        "gamma": 0.7,
-    },
-}
-NODE_BASELINES = ("random", "dotprod", "bestfit", "fgd")
+# The shipped agents' training (chosen on training and validation workloads only;
+# docs/decisions/0125-training-and-judging-apart.md,
+# docs/decisions/0171-agents-that-contain-their-rule.md).
+BALANCE = {"episodes": 30, "seed": 0, "overrides": {}}
+TR = {"episodes": 60, "seed": 0, "overrides": {}}
+NODE_BASELINES = ("bestfit", "fgd")
+NODE_FAMILIES = (
+    "sharing-heavy",
+    "sharing-light",
+    "multi-gpu-heavy",
+    "cpu-heavy",
+    "model-constrained",
+    "small-cluster",
+)
+"""Generated workloads balance_dqn is judged on (generator seeds 1, 2, 3 with inflation seeds
+42, 43, 44): each lies outside the training box on its axis, or is a cluster size never
+trained on (docs/placement.md, "Workload families")."""
 QUEUE_BASELINES = ("fcfs", "sjf", "f1")
+QUEUE_FAMILIES = (
+    "lublin-load-0.7",
+    "lublin-load-1.2",
+    "lublin-load-0.9+procs-128",
+    "lublin-load-1.0+procs-512",
+)
+"""Lublin families tr_dqn is judged on besides Lublin-1 (generator seeds 1, 2, 3): other
+loads and machine sizes than the log's, never trained or validated on."""
 PUBLISHED_BSLD = {"fcfs": (7273.77, 235.82), "sjf": (277.35, 73.31), "f1": (258.37, 75.07)}
-SHARING_HEAVY = WorkloadShape(cpu_only=0.1, sharing=0.6, one_gpu=0.27, multi_gpu=0.03)
 
 
 def train(nodes, pods, jobs, processors, names: list[str]) -> dict[str, float]:
@@ -133,7 +142,10 @@ class RewardGreedy:
         from placement.env.node_env import observe
 
         rows, _ = observe(cluster, pod, nodes, self.tolerance)
-        alpha, beta = BALANCE["overrides"]["env.alpha"], BALANCE["overrides"]["env.beta"]
+        from placement.agents.balance_dqn import BalanceDQNSettings
+
+        env = BalanceDQNSettings().env
+        alpha, beta = env.alpha, env.beta
         stranded = (rows[:, self.after] - rows[:, self.before]) * 8.0  # in GPUs (1000 milli)
         reward = alpha * rows[:, self.gain] - beta * stranded
         return np.unique(reward, return_inverse=True)[1].reshape(-1).astype(np.int64)
@@ -155,13 +167,43 @@ def ablation(nodes, pods, seeds) -> dict[str, object]:
 
 
 def judge_nodes(nodes, pods, seeds, agent_name) -> dict[str, object]:
+    """BestFit, FGD, the agent and the guarded agent on the default workload and on every
+    generated family, seeds as given (family ``i``-th seed: generator seed ``i + 1``)."""
+    from placement.workloads.families import generate_openb
+
     settings = InflationSettings(track_fragmentation=False)
-    names = [*NODE_BASELINES, agent_name]
-    default = run_experiment(nodes, pods, names, seeds, settings)["policies"]
-    synthetic_pods = generate_pods(len(pods), seed=7, shape=SHARING_HEAVY)
-    synthetic = run_experiment(nodes, synthetic_pods, names, seeds[:3], settings)["policies"]
+    names = [*NODE_BASELINES, agent_name, f"{agent_name},fallback=fgd"]
+    out: dict[str, object] = {}
+    workloads = {"default": [(nodes, pods, seed) for seed in seeds]}
+    for family in NODE_FAMILIES:
+        made = [generate_openb(family, nodes, pods, seed=i + 1) for i in range(len(seeds))]
+        workloads[family] = [(m.nodes, m.pods, seed) for m, seed in zip(made, seeds, strict=True)]
+    for label, runs in workloads.items():
+        per: dict[str, list[dict[str, object]]] = {}
+        for node_list, pod_list, seed in runs:
+            result = run_experiment(node_list, pod_list, names, [seed], settings)["policies"]
+            for name, summary in result.items():
+                per.setdefault(name, []).append(summary)
+        out[label] = {
+            name: {
+                "final": float(np.mean([r["final"] for r in rows])),
+                "per_seed": [r["final"] for r in rows],
+                "failed_pods": float(np.mean([r["failed_pods"] for r in rows])),
+                "seconds_per_run": float(np.mean([r["seconds_per_run"] for r in rows])),
+                **(
+                    {
+                        "fallback_decisions": int(sum(r["fallback_decisions"] for r in rows)),
+                        "guarded_decisions": int(sum(r["guarded_decisions"] for r in rows)),
+                    }
+                    if "fallback_decisions" in rows[0]
+                    else {}
+                ),
+            }
+            for name, rows in per.items()
+        }
+        print(f"  nodes: {label} done", file=sys.stderr, flush=True)
     latency = {n: node_latency(nodes, pods, n) for n in ("bestfit", "fgd", agent_name)}
-    return {"default": default, "sharing_heavy": synthetic, "latency_s": latency}
+    return {"workloads": out, "latency_s": latency}
 
 
 def queue_latency(jobs, processors, name: str) -> float:
@@ -220,7 +262,8 @@ def judge_model_sequences(jobs, processors, agent_name, *, ablation: bool) -> di
     policies = [RandomOrder(), *(queue_policy(n) for n in QUEUE_BASELINES)]
     policies += [ShortestFirst()] if ablation else []
     out: dict[str, object] = {}
-    for name, policy in [(p.name, p) for p in policies] + [(agent_name, queue_policy(agent_name))]:
+    agents = [agent_name, f"{agent_name},fallback=sjf"]
+    for name, policy in [(p.name, p) for p in policies] + [(a, queue_policy(a)) for a in agents]:
         runs = [
             summarise(simulate(s, processors=processors, policy=policy, backfill=True), processors)
             for s in model
@@ -233,12 +276,43 @@ def judge_model_sequences(jobs, processors, agent_name, *, ablation: bool) -> di
     return out
 
 
+def judge_queue_families(agent_name) -> dict[str, object]:
+    """Mean bounded slowdown with EASY on every Lublin family, generator seeds 1-3."""
+    from placement.queue.metrics import summarise
+    from placement.workloads.families import generate_lublin_family
+
+    names = [*QUEUE_BASELINES, agent_name, f"{agent_name},fallback=sjf"]
+    policies = {name: queue_policy(name) for name in names}
+    out: dict[str, object] = {}
+    for family in QUEUE_FAMILIES:
+        made = [generate_lublin_family(family, seed=seed) for seed in (1, 2, 3)]
+        rows: dict[str, object] = {}
+        for name, policy in policies.items():
+            runs = [
+                summarise(
+                    simulate(m.jobs, processors=m.processors, policy=policy, backfill=True),
+                    m.processors,
+                )
+                for m in made
+            ]
+            rows[f"{name}+easy"] = {
+                "bsld": float(np.mean([r["bsld"] for r in runs])),
+                "per_sequence_bsld": [r["bsld"] for r in runs],
+            }
+        out[family] = rows
+    return out
+
+
 def judge_queue(jobs, processors, agent_name, *, ablation: bool = False) -> dict[str, object]:
     out: dict[str, object] = {}
-    for name in ["random", *QUEUE_BASELINES, *(["shortest_first"] if ablation else []), agent_name]:
+    guarded = f"{agent_name},fallback=sjf"
+    extra = ["shortest_first"] if ablation else []
+    for name in ["random", *QUEUE_BASELINES, *extra, agent_name, guarded]:
         policy = {"random": RandomOrder(), "shortest_first": ShortestFirst()}.get(name)
         policy = policy or queue_policy(name)
         for backfill in (False, True):
+            counts = counts_of(policy)
+            before = counts.snapshot() if counts is not None else None
             result = run_protocol(
                 jobs,
                 processors=processors,
@@ -248,9 +322,12 @@ def judge_queue(jobs, processors, agent_name, *, ablation: bool = False) -> dict
             )
             key = f"{name}{'+easy' if backfill else ''}"
             out[key] = {k: result[k] for k in ("bsld", "util", "mean_wait_s")}
+            if counts is not None and before is not None:
+                out[key].update(counts.since(before).report())
             out[key]["per_sequence_bsld"] = [m["bsld"] for m in result["per_sequence"]]
     out["latency_s"] = {n: queue_latency(jobs, processors, n) for n in ("sjf", agent_name)}
     out["lublin_model"] = judge_model_sequences(jobs, processors, agent_name, ablation=ablation)
+    out["families"] = judge_queue_families(agent_name)
     return out
 
 
@@ -285,14 +362,19 @@ def print_tables(result: dict[str, object], agent_node: str, agent_queue: str) -
 
     nodes = result.get("nodes")
     if nodes:
-        for workload in ("default", "sharing_heavy"):
-            print(f"\ninflation, {workload} workload (mean over seeds)")
-            print(f"{'policy':<14}{'final %':>9}{'at100 %':>9}{'failed':>9}{'s/run':>8}")
-            for name, s in nodes[workload].items():
-                print(
-                    f"{label(name):<14}{s['final']:>9.2f}{s['at100']:>9.2f}"
-                    f"{s['failed_pods']:>9.1f}{s['seconds_per_run']:>8.1f}"
-                )
+        print("\ninflation: allocated % at 130 % demand (mean over seeds; failed pods)")
+        names = list(next(iter(nodes["workloads"].values())))
+        print("| workload | " + " | ".join(label(n) for n in names) + " |")
+        print("|---|" + "---|" * len(names))
+        for workload, per in nodes["workloads"].items():
+            cells = []
+            for n in names:
+                cell = f"{per[n]['final']:.2f} ({per[n]['failed_pods']:.0f})"
+                if "fallback_decisions" in per[n]:
+                    share = per[n]["fallback_decisions"] / max(per[n]["guarded_decisions"], 1)
+                    cell += f" [{100 * share:.1f} % rule]"
+                cells.append(cell)
+            print(f"| {workload} | " + " | ".join(cells) + " |")
         ms = {label(k): round(v * 1e3, 3) for k, v in nodes["latency_s"].items()}
         print("decision latency (ms, 1,213 nodes, median):", ms)
     queue = result.get("queue")
@@ -300,7 +382,7 @@ def print_tables(result: dict[str, object], agent_node: str, agent_queue: str) -
         print("\nLublin-1, RLScheduler protocol, 10 judged sequences (published in brackets)")
         print(f"{'policy':<16}{'bsld':>10}{'':>11}{'util':>7}")
         for key, s in queue.items():
-            if key in ("latency_s", "lublin_model"):
+            if key in ("latency_s", "lublin_model", "families"):
                 continue
             base = key.replace("+easy", "")
             pub = PUBLISHED_BSLD.get(base, (None, None))[1 if key.endswith("+easy") else 0]
@@ -311,6 +393,13 @@ def print_tables(result: dict[str, object], agent_node: str, agent_queue: str) -
         print("\nLublin model, 10 sequences never trained on (generator seeds 1-10), EASY")
         for key, s in queue["lublin_model"].items():
             print(f"{label(key):<20}{s['bsld']:>10.2f}{s['util']:>18.3f}")
+        print("\nLublin families (generator seeds 1-3), bounded slowdown with EASY")
+        families = queue["families"]
+        keys = list(next(iter(families.values())))
+        print("| family | " + " | ".join(label(k) for k in keys) + " |")
+        print("|---|" + "---|" * len(keys))
+        for family, rows in families.items():
+            print(f"| {family} | " + " | ".join(f"{rows[k]['bsld']:.2f}" for k in keys) + " |")
     timed = result.get("timed")
     if timed:
         print(f"\nopenb timed experiment ({TIMED_PRESSURE})")
@@ -328,7 +417,7 @@ def main() -> int:
         default="",
         help="retrain and write the agents (all, or a comma-separated list)",
     )
-    parser.add_argument("--seeds", default="42-51", help="inflation seeds to judge on")
+    parser.add_argument("--seeds", default="42-44", help="inflation seeds to judge on")
     parser.add_argument("--skip-nodes", action="store_true")
     parser.add_argument("--skip-queue", action="store_true")
     parser.add_argument("--skip-timed", action="store_true")

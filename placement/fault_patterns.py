@@ -59,8 +59,10 @@ class FaultPattern:
 class PatternRange:
     """Where training draws its patterns from (uniform shares, log-uniform rates)."""
 
-    flaky_share: tuple[float, float] = (0.05, 0.2)
-    flaky_rate: tuple[float, float] = (0.05, 0.5)
+    flaky_share: tuple[float, float] = (0.02, 0.2)
+    flaky_rate: tuple[float, float] = (0.001, 0.5)
+    """Down to ``--faults default``'s flaky rate (10⁻³ per hour): a cluster where hardly
+    anything failed lately is a state the agent must have seen."""
     flaky_node_share: tuple[float, float] = (0.0, 0.05)
     node_pattern_chance: float = 0.5
     """Chance that a drawn pattern also has flaky nodes."""

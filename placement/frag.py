@@ -64,6 +64,24 @@ class TypicalPods:
     coverage: float
     """Share of the workload's pods these types cover."""
 
+    def as_dict(self) -> dict[str, object]:
+        """Plain values (a learned agent's file keeps its training workload's types)."""
+        return {
+            "types": [[t.cpu_milli, t.gpu_milli, t.num_gpu, sorted(t.models)] for t in self.types],
+            "weights": list(self.weights),
+            "coverage": self.coverage,
+        }
+
+    @classmethod
+    def from_dict(cls, values: dict[str, object]) -> TypicalPods:
+        """The inverse of :meth:`as_dict`."""
+        types = tuple(
+            PodType(int(c), int(m), int(k), frozenset(models))
+            for c, m, k, models in values["types"]  # type: ignore[attr-defined]
+        )
+        weights = tuple(float(w) for w in values["weights"])  # type: ignore[attr-defined]
+        return cls(types, weights, float(values["coverage"]))  # type: ignore[arg-type]
+
 
 def typical_pods(
     pods: Sequence[Pod], *, coverage: float = DEFAULT_COVERAGE, include_cpu: bool = True

@@ -27,10 +27,11 @@ import numpy as np
 
 from placement.cluster import Cluster, NodeSpec
 from placement.errors import PlacementInputError
+from placement.fallback import FallbackCounts, counts_of
 from placement.frag import TypicalPods, frag_model, typical_pods
 from placement.placer import place, tie_order
 from placement.pod import Pod
-from placement.policies import PolicyContext, make_policy, parse_policy_names
+from placement.policies import PolicyContext, ScorePolicy, make_policy, parse_policy_names
 
 COLUMNS = 130
 
@@ -64,6 +65,8 @@ class InflationRun:
     seconds: float
     arrived: np.ndarray = field(repr=False)
     allocated: np.ndarray = field(repr=False)
+    fallbacks: FallbackCounts | None = None
+    """A guarded agent's decisions and those its rule made (None: not guarded)."""
 
     @property
     def final(self) -> float:
@@ -125,8 +128,12 @@ def run_inflation(
     settings: InflationSettings | None = None,
     *,
     typical: TypicalPods | None = None,
+    factory: Callable[[PolicyContext], ScorePolicy] | None = None,
 ) -> InflationRun:
-    """Run ``policy`` on one seed of the experiment (see the module docstring)."""
+    """Run ``policy`` on one seed of the experiment (see the module docstring).
+
+    ``factory`` builds the policy instead of the registry (``policy`` then only labels the
+    run): a learned agent judging its own weights while it trains."""
     settings = settings or InflationSettings()
     started = time.perf_counter()
     cluster = Cluster(nodes)
@@ -139,7 +146,8 @@ def run_inflation(
     rng = np.random.default_rng(seed)
     arrivals = arrival_list(pods, capacity, tune=settings.tune, rng=rng)
     rank = tie_order(len(cluster), rng)
-    scorer = make_policy(policy, PolicyContext(rng=rng, typical=typical))
+    context = PolicyContext(rng=rng, typical=typical)
+    scorer = factory(context) if factory is not None else make_policy(policy, context)
     frag = frag_model(cluster, typical) if settings.track_fragmentation else None
 
     arrived = np.empty(len(arrivals), np.int64)
@@ -175,6 +183,7 @@ def run_inflation(
         seconds=time.perf_counter() - started,
         arrived=arrived,
         allocated=allocated,
+        fallbacks=counts_of(scorer),
     )
 
 
@@ -209,10 +218,24 @@ def _mean_curve(curves: list[dict[int, float]]) -> dict[str, float]:
 
 def summarize(runs: Sequence[InflationRun]) -> dict[str, dict[str, object]]:
     """Per policy: ``final``/``at100`` means over seeds (%), the mean curve, failed pods
-    (mean over seeds), fragmentation, seconds per run, and ``per_seed`` details."""
+    (mean over seeds), fragmentation, seconds per run, and ``per_seed`` details; for a
+    guarded agent (``agent:PATH,fallback=RULE``) also ``fallback_decisions`` (summed over
+    seeds, and per seed), ``fallback_reasons`` and ``guarded_decisions``."""
     out: dict[str, dict[str, object]] = {}
     for name in dict.fromkeys(r.policy for r in runs):
         mine = [r for r in runs if r.policy == name]
+        per_seed: list[dict[str, object]] = [
+            {
+                "seed": r.seed,
+                "final": r.final,
+                "at100": r.at100,
+                "failed_pods": r.failed_pods,
+                "arrivals": r.arrivals,
+                "frag_final_ratio": round(r.frag_final_ratio, 4),
+                "seconds": round(r.seconds, 3),
+            }
+            for r in mine
+        ]
         out[name] = {
             "final": round(float(np.mean([r.final for r in mine])), 3),
             "at100": round(float(np.mean([r.at100 for r in mine])), 3),
@@ -225,19 +248,15 @@ def summarize(runs: Sequence[InflationRun]) -> dict[str, dict[str, object]]:
             "frag_final_ratio": round(float(np.mean([r.frag_final_ratio for r in mine])), 4),
             "frag_curve": _mean_curve([r.frag_curve for r in mine]),
             "seconds_per_run": round(float(np.mean([r.seconds for r in mine])), 3),
-            "per_seed": [
-                {
-                    "seed": r.seed,
-                    "final": r.final,
-                    "at100": r.at100,
-                    "failed_pods": r.failed_pods,
-                    "arrivals": r.arrivals,
-                    "frag_final_ratio": round(r.frag_final_ratio, 4),
-                    "seconds": round(r.seconds, 3),
-                }
-                for r in mine
-            ],
+            "per_seed": per_seed,
         }
+        if any(r.fallbacks is not None for r in mine):
+            total = FallbackCounts()
+            for r, entry in zip(mine, per_seed, strict=True):
+                if r.fallbacks is not None:
+                    total.add(r.fallbacks)
+                    entry["fallback_decisions"] = r.fallbacks.fallbacks
+            out[name].update(total.report())
     return out
 
 

@@ -7,6 +7,10 @@ simulator's tie-break: among the nodes with the highest score, the one first in 
 ``allowed`` narrows the filter to the nodes the caller may use for reasons the cluster model
 does not hold (a Kubernetes scheduler's cordon, readiness, taints, selectors, affinity): the
 simulators pass nothing, ``kale scheduler`` its eligibility mask — one cycle for both.
+
+A policy that weighs other policies' choices (a learned agent choosing among the rules'
+proposals) must know where each rule's ties would go: one with ``uses_rank = True`` is shown
+the tie order (``observe_rank``) before it scores.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ def choose(
     if nodes.size == 1:
         node, score = int(nodes[0]), None
     else:
+        if getattr(policy, "uses_rank", False):
+            policy.observe_rank(rank)  # type: ignore[attr-defined]
         scores = policy.score(pod, cluster, nodes)
         best = scores.max()
         tied = nodes[scores == best]

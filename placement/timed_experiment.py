@@ -10,7 +10,10 @@ Two kinds of input:
   (:mod:`placement.node_pool`).
 
 Each queue policy (× each node policy, for openb) is one entry of the report, named by the
-queue policy alone, or ``queue+placement`` when several node policies are compared.
+queue policy alone, or ``queue+placement`` when several node policies are compared. An entry
+run by a guarded agent (``agent:PATH,fallback=RULE``, as queue or node policy) also reports
+``fallback_decisions`` — the decisions its rule made — with ``fallback_reasons`` and
+``guarded_decisions``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from placement.errors import PlacementInputError
+from placement.fallback import FallbackCounts, counts_of
 from placement.faults import FaultModel, FaultSettings, default_fault_model, load_fault_table
 from placement.locality import LocalityNodePool, LocalitySettings
 from placement.pool import ProcessorPool, ResourcePool
@@ -186,6 +190,7 @@ def _run_swf(
     policies: dict[str, dict[str, Any]] = {}
     timelines: dict[str, dict[str, list[float]]] = {}
     for policy in queues:
+        before = _counts(policy)
         if config.protocol is not None:
             policies[policy.name] = run_protocol(
                 jobs,
@@ -196,9 +201,11 @@ def _run_swf(
                 path=config.swf,
                 nodes=nodes,
             )
+            _add_fallbacks(policies[policy.name], before, policy)
             continue
         run = _run_whole_log(jobs, (processors, nodes), policy, config, settings, progress)
         policies[policy.name] = summarise_timed(run)
+        _add_fallbacks(policies[policy.name], before, policy)
         timelines[policy.name] = run.timeline
     return TimedReport(policies=policies, timelines=timelines, settings=settings)
 
@@ -306,6 +313,7 @@ def _run_openb(
             if faults is not None:
                 settings["faults"] = {"source": faults.source, **asdict(faults.settings)}
             entry = f"{queue.name}+{name}" if len(names) > 1 else queue.name
+            before = _counts(queue)
             run = simulate_timed(
                 jobs,
                 pool,
@@ -316,7 +324,35 @@ def _run_openb(
                 progress=progress(entry, len(jobs)) if progress else None,
             )
             policies[entry] = {**summarise_timed(run), "placement": name}
+            _add_fallbacks(policies[entry], before, queue, scorer)
             if isinstance(pool, LocalityNodePool):
                 policies[entry].update(pool.locality_summary())
             timelines[entry] = run.timeline
     return TimedReport(policies=policies, timelines=timelines, settings=settings)
+
+
+def _counts(policy: object) -> FallbackCounts | None:
+    """A snapshot of a guarded policy's counts (None: not guarded)."""
+    counts = counts_of(policy)
+    return counts.snapshot() if counts is not None else None
+
+
+def _add_fallbacks(
+    entry: dict[str, Any], queue_before: FallbackCounts | None, queue: object, node: object = None
+) -> None:
+    """Add the run's fallback counts to ``entry`` when a guarded policy took part: the
+    queue policy's since ``queue_before`` (it serves several entries) and the node
+    policy's (made for this entry)."""
+    parts = []
+    queue_counts = counts_of(queue)
+    if queue_counts is not None and queue_before is not None:
+        parts.append(queue_counts.since(queue_before))
+    node_counts = counts_of(node)
+    if node_counts is not None:
+        parts.append(node_counts)
+    if not parts:
+        return
+    total = FallbackCounts()
+    for part in parts:
+        total.add(part)
+    entry.update(total.report())

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from placement.agent_names import AGENT_PREFIX, parse_agent_name
 from placement.cluster import Cluster, NodeSpec
 from placement.errors import PlacementError
 from placement.frag import TypicalPods, cluster_fragmentation, typical_pods
@@ -36,17 +37,17 @@ from placement.placer import choose, tie_order
 from placement.pod import Pod
 from placement.policies import POLICIES, PolicyContext, ScorePolicy, make_policy
 from placement.policies.fault_aware import FaultAware
+from placement.policies.guard import GuardedPolicy
 from scheduler.faults import FaultCounts
 from scheduler.objects import Demand, NodeInfo, PodInfo
 from scheduler.placers import Choice, FirstFit, Placer
 from scheduler.view import ClusterView
 
-AGENT_PREFIX = "agent:"
 Factory = Callable[[PolicyContext], ScorePolicy]
 
 
 def known_policies() -> list[str]:
-    return ["first-fit", *POLICIES, f"{AGENT_PREFIX}PATH"]
+    return ["first-fit", *POLICIES, f"{AGENT_PREFIX}PATH[,fallback=RULE]"]
 
 
 def _require_agents() -> None:
@@ -70,6 +71,12 @@ def check_policy_name(name: str) -> None:
     if name.startswith(AGENT_PREFIX):
         if not name.removeprefix(AGENT_PREFIX):
             raise ValueError("agent: needs a path (agent:PATH)")
+        try:
+            fallback = parse_agent_name(name).fallback
+        except PlacementError as exc:
+            raise ValueError(str(exc)) from None
+        if fallback is not None and fallback not in POLICIES:
+            raise ValueError(f"unknown fallback policy {fallback!r}; known: {', '.join(POLICIES)}")
         _require_agents()
         return
     if name != "first-fit" and name not in POLICIES:
@@ -225,7 +232,9 @@ class PolicyPlacer:
         decision = choose(request, cluster, policy, rank=self.rank, allowed=allowed)
         if decision is None or len(decision.gpus) != request.num_gpu:
             return None
-        return Choice(cluster.names[decision.node], tuple(int(g) for g in decision.gpus))
+        fallback = policy.last_reason if isinstance(policy, GuardedPolicy) else None
+        gpus = tuple(int(g) for g in decision.gpus)
+        return Choice(cluster.names[decision.node], gpus, fallback)
 
     def fault_arrays(self, cluster: Cluster, faults: FaultCounts) -> tuple[np.ndarray, np.ndarray]:
         """The counts as ``node_faults[N]`` and ``gpu_faults[N, G]`` in the cluster's order."""
@@ -265,8 +274,8 @@ def make_placer(name: str, *, seed: int = 0, workload: str | None = None) -> Pla
         return FirstFit()
     typical = load_typical(workload)
     agent = name.startswith(AGENT_PREFIX)
-    if agent and not Path(name.removeprefix(AGENT_PREFIX)).exists():
-        raise PlacementError(f"{name.removeprefix(AGENT_PREFIX)}: no saved agent there")
+    if agent and not Path(parse_agent_name(name).path).exists():
+        raise PlacementError(f"{parse_agent_name(name).path}: no saved agent there")
     return PolicyPlacer(
         name, _factory(name), seed=seed, typical=typical, needs_typical=agent or name == "fgd"
     )

@@ -7,7 +7,7 @@ against the file. Example::
     apiVersion: kale.dev/v1alpha1
     kind: SchedulerConfig
     schedulerName: kale          # pods with spec.schedulerName: kale are ours
-    policy: fgd                  # first-fit, a placement/ policy, or agent:PATH
+    policy: fgd                  # first-fit, a placement/ policy, agent:PATH[,fallback=RULE]
     workload: typical-pods.csv   # FGD's typical pods (default: the pods it has seen)
     faults:
       window: 24h
@@ -19,6 +19,7 @@ against the file. Example::
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +28,8 @@ from pydantic import Field, field_validator
 from common.durations import PositiveDuration
 from common.settingsfile import SettingsModel, read_settings, resolve_path, validate_settings
 from kube.leader import LeaderElection
+from placement.agent_names import is_agent, parse_agent_name
+from placement.errors import PlacementError
 from scheduler.objects import Conventions
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -198,8 +201,13 @@ def load_scheduler_config(path: str | Path) -> SchedulerConfig:
     cfg = read_settings(p, SchedulerConfig)
     base = p.resolve().parent
     policy = cfg.policy
-    if policy.startswith("agent:"):
-        policy = "agent:" + str(resolve_path(base, policy.removeprefix("agent:")))
+    if is_agent(policy):
+        try:
+            spec = parse_agent_name(policy)
+        except PlacementError:
+            pass  # left as written: the placer's check says what is wrong with it
+        else:
+            policy = replace(spec, path=resolve_path(base, spec.path) or spec.path).text
     return cfg.model_copy(
         update={
             "kubeconfig": resolve_path(base, cfg.kubeconfig),

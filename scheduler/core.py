@@ -369,6 +369,9 @@ class Scheduler:
         failed: PodInfo | None = None
         for pod in members:  # trial: hold each choice so the next member sees it
             choice = self._place(pod, faults)
+            if choice is not None and choice.fallback is not None:
+                reason = choice.fallback
+                self.metrics.fallback_decisions.labels(policy=self.placer.name, reason=reason).inc()
             if choice is None:
                 failed = pod
                 break

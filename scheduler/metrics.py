@@ -40,6 +40,13 @@ class SchedulerMetrics:
             ["policy", "result"],
             registry=r,
         )
+        self.fallback_decisions = Counter(
+            "kale_scheduler_fallback_decisions",
+            "Decisions a guarded agent (agent:PATH,fallback=RULE) left to its rule, by policy "
+            "and reason (infeasible, out_of_range, error).",
+            ["policy", "reason"],
+            registry=r,
+        )
         self.bindings = Counter("kale_scheduler_bindings", "Pods bound.", registry=r)
         self.bind_failures = Counter(
             "kale_scheduler_bind_failures",

@@ -23,6 +23,8 @@ class Choice:
 
     node: str
     gpus: tuple[int, ...]
+    fallback: str | None = None
+    """Why a guarded agent's rule made this choice instead of the agent (None: it did not)."""
 
 
 class Placer(Protocol):

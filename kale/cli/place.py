@@ -22,6 +22,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "kale.cli.place_timed:timed",
         "Queue (and node) policies over time: waits, slowdown, utilisation, faults.",
     ),
+    "workloads": (
+        "kale.cli.place_workloads:workloads",
+        "Generate seeded workload families (openb variants, Lublin queues).",
+    ),
     "train": (
         "kale.cli.place_train:train",
         "Train a learned scheduler (balance_dqn, tr_dqn) and save it as agent.pt.",

@@ -19,9 +19,12 @@ from torch import nn
 
 from placement.env.locality_env import SequenceSettings
 from placement.env.locality_features import TOKEN_FEATURES
+from placement.env.proposals import CANDIDATE_RULE_FEATURES
 
 NAME = "async_transformer"
 F = len(TOKEN_FEATURES)
+PROPOSAL_TOKEN_FEATURES = (*TOKEN_FEATURES, *CANDIDATE_RULE_FEATURES)
+"""A slot's token when the slots are the rules' proposals: the eight, then the rules'."""
 LOSSES = ("critical", "mse")
 
 
@@ -56,6 +59,21 @@ class AsyncTransformerSettings:
     latency_norm_s: float = 100.0
     synchronous: bool = True
     """Train inline at fixed decision counts (repeatable); False: the training thread."""
+    proposals: int = 2
+    """Top nodes of each rule (BestFit, FGD, GpuPacking) among the slots, beside the
+    tightest node caching the data and the tightest on its rack (0: the slots of
+    docs/decisions/0158-async-transformer-action-slots-and-training.md)."""
+    imitate: str = "bestfit"
+    """With proposals: the rule whose picks warm-start the network ("" for none)."""
+    imitation_windows: int = 6
+    imitation_steps: int = 600
+    margin: float = 0.05
+    """How much the rule's pick must out-value the others in the warm start."""
+    demo_batch: int = 32
+    """Demonstrations in each later training batch (with the margin term)."""
+    validate_every: int = 5
+    """Training windows between validation runs (0: keep the last weights)."""
+    validation_windows: int = 3
     env: SequenceSettings = field(default_factory=SequenceSettings)
 
     def __post_init__(self) -> None:
@@ -70,7 +88,7 @@ class QNet(nn.Module):
 
     def __init__(self, s: AsyncTransformerSettings) -> None:
         super().__init__()
-        self.embed = nn.Linear(F, s.d_model)
+        self.embed = nn.Linear(token_width(s), s.d_model)
         layer = nn.TransformerEncoderLayer(
             s.d_model, s.heads, s.ffn, s.dropout, batch_first=True, norm_first=False
         )
@@ -81,3 +99,8 @@ class QNet(nn.Module):
         h: torch.Tensor = self.encoder(self.embed(tokens), src_key_padding_mask=~mask)
         q: torch.Tensor = self.head(h)
         return q.squeeze(-1).masked_fill(~mask, -1e9)
+
+
+def token_width(s: AsyncTransformerSettings) -> int:
+    """Features per slot token."""
+    return len(PROPOSAL_TOKEN_FEATURES) if s.proposals else F

@@ -36,6 +36,17 @@ Training runs in two parts:
    kills exactly the jobs holding the unit, so the loss is that placement's) — push the
    decisions onto the replay stack and update on as many samples as the batch produced.
 
+**The rules' proposals** (``proposals`` = K, the shipped agent): the candidate units are
+only those on the top K nodes of fault-bestfit, BestFit and FGD
+(``placement.env.proposals``), and each unit row carries what those rules say of its node
+(scores, FGD's fragmentation gain, picks, places) beside its own fault history — so the
+agent can follow the fault-aware rule and leave it where it learned better. Then the warm
+start imitates fault-bestfit unit by unit (its node, its fewest-faults-then-tightest GPUs)
+instead of BestFit's node, and every ``validate_every`` batches the greedy agent is judged on
+validation batches (GPU-hours lost, at most 1 % more makespan than the warm start's): the
+best weights, the warm start's included, are kept. ``proposals = 0`` (agent files from
+before): every feasible GPU is a candidate.
+
 CPU-only pods hold no GPU and no GPU failure can kill them: they are placed by BestFit.
 """
 
@@ -73,9 +84,14 @@ from placement.env.fault_batch import (
     run_batch,
 )
 from placement.env.locality_env import split_pods
+from placement.env.proposals import Proposer, rule_feature_names
 from placement.env.unit_features import JOB_FEATURES, UNIT_FEATURES, UnitRows, unit_rows
+from placement.fallback import FeatureRanges
+from placement.frag import TypicalPods, typical_pods
 from placement.pod import Pod
 from placement.policies.base import PolicyContext, ScorePolicy
+from placement.policies.fault_aware import FaultAwareBestFitPolicy
+from placement.policies.fgd import FGDPolicy
 from placement.policies.simple import BestFitPolicy
 from placement.timed import TimedRun
 
@@ -84,8 +100,14 @@ EPISODE_SEED_BASE = 200_000
 """Training batch seeds start here; judged batches use other seeds (the benchmark's)."""
 IMITATION_SEED_BASE = 250_000
 """The warm start's batch seeds start here."""
+VALIDATION_SEED_BASE = 280_000
+"""Validation batches (training pods, seeds of their own; never judged)."""
 U, J = len(UNIT_FEATURES), len(JOB_FEATURES)
-_PROJECTION = np.random.default_rng(0x5EED).standard_normal(U) * np.pi
+FAULT_RULES = ("fault-bestfit", "bestfit", "fgd")
+"""The rules whose proposals are the candidates (``proposals`` > 0)."""
+RULE_FEATURES = rule_feature_names(FAULT_RULES, gains=("fgd",))
+PROPOSAL_UNIT_FEATURES = (*UNIT_FEATURES, *RULE_FEATURES)
+"""A candidate unit's row with proposals: the unit, then its node's rule features."""
 
 
 @dataclass(frozen=True)
@@ -114,15 +136,20 @@ class FaultAwareSettings:
     """Training batches run under BestFit whose node choices warm-start the actor."""
     imitation_steps: int = 800
     """Gradient steps of that warm start (0: random initial weights, as the document)."""
+    proposals: int = 3
+    """Top nodes of each rule whose GPUs are the candidates (0: every feasible GPU)."""
+    validate_every: int = 25
+    """Batches between validation runs (0: keep the last weights)."""
+    validation_batches: int = 6
     env: FaultBatchSettings = field(default_factory=FaultBatchSettings)
 
 
 class UnitPolicyNet(nn.Module):
     """One logit per unit row from (row, job): the shared per-unit actor."""
 
-    def __init__(self, hidden: int) -> None:
+    def __init__(self, hidden: int, width: int = U) -> None:
         super().__init__()
-        self.body = mlp([U + J, hidden, hidden, 1])
+        self.body = mlp([width + J, hidden, hidden, 1])
 
     def forward(self, rows: torch.Tensor, job: torch.Tensor) -> torch.Tensor:
         ctx = job.unsqueeze(-2).expand(*rows.shape[:-1], job.shape[-1])
@@ -133,9 +160,9 @@ class UnitPolicyNet(nn.Module):
 class ValueNet(nn.Module):
     """``V(s)`` from the job row and the pooled encoding of the candidate units."""
 
-    def __init__(self, hidden: int) -> None:
+    def __init__(self, hidden: int, width: int = U) -> None:
         super().__init__()
-        self.encode = nn.Sequential(mlp([U + J, hidden, hidden]), nn.ReLU())
+        self.encode = nn.Sequential(mlp([width + J, hidden, hidden]), nn.ReLU())
         self.head = mlp([2 * hidden + J, hidden, 1])
 
     def forward(self, rows: torch.Tensor, mask: torch.Tensor, job: torch.Tensor) -> torch.Tensor:
@@ -217,12 +244,21 @@ class FaultAwareAgent:
         self.settings = settings or FaultAwareSettings()
         self.device = configure(self.settings.seed, device)
         h = self.settings.hidden
-        self.actor = UnitPolicyNet(h).to(self.device)
-        self.critic = ValueNet(h).to(self.device)
+        self.width = len(PROPOSAL_UNIT_FEATURES) if self.settings.proposals else U
+        self.actor = UnitPolicyNet(h, self.width).to(self.device)
+        self.critic = ValueNet(h, self.width).to(self.device)
+        self.projection = np.random.default_rng(0x5EED).standard_normal(self.width) * np.pi
         params = [*self.actor.parameters(), *self.critic.parameters()]
         self.optimizer = torch.optim.Adam(params, lr=self.settings.lr)
         self.curve = TrainingCurve()
         self.rng = np.random.default_rng([self.settings.seed, 0xAC7])
+        self.ranges = FeatureRanges()
+        """Each input feature's range over training (the guard's out-of-range check)."""
+        self.kept_episode: int | None = None
+        """The batch whose weights validation kept (−1: the warm start's)."""
+        self.validation_log: list[dict[str, float]] = []
+        self.typical: TypicalPods | None = None
+        """The training pods' typical pods: FGD's, when the caller has none."""
 
     # -- acting -----------------------------------------------------------------------------
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
@@ -234,7 +270,7 @@ class FaultAwareAgent:
         nodes: most of a large cluster) share one evaluation; rows are told apart by a
         random projection (exact for distinct rows but for a measure-zero coincidence)."""
         rows = units.rows
-        key = rows.astype(np.float64) @ _PROJECTION
+        key = rows.astype(np.float64) @ self.projection
         _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
         out: torch.Tensor = self.actor(self._tensor(rows[first]), self._tensor(units.job))
         return out.cpu().numpy().astype(np.float64)[inverse.reshape(-1)]
@@ -258,8 +294,9 @@ class FaultAwareAgent:
         *,
         explore: bool = False,
         record: list[Decision] | None = None,
+        teacher: bool = False,
     ) -> FaultAwarePolicy:
-        return FaultAwarePolicy(self, context, explore=explore, record=record)
+        return FaultAwarePolicy(self, context, explore=explore, record=record, teacher=teacher)
 
     # -- learning ---------------------------------------------------------------------------
     def _stack(self) -> ReplayBuffer:
@@ -267,7 +304,7 @@ class FaultAwareAgent:
         return ReplayBuffer(
             self.settings.stack,
             {
-                "rows": ((k, U), np.float32),
+                "rows": ((k, self.width), np.float32),
                 "mask": ((k,), bool),
                 "job": ((J,), np.float32),
                 "action": ((), np.int64),
@@ -280,7 +317,7 @@ class FaultAwareAgent:
         """Store the batch's decisions with their rewards."""
         k = self.settings.candidates
         for d, reward in zip(decisions, rewards, strict=True):
-            rows = np.zeros((k, U), np.float32)
+            rows = np.zeros((k, self.width), np.float32)
             mask = np.zeros(k, bool)
             rows[: len(d.rows)], mask[: len(d.rows)] = d.rows, True
             stack.add(rows=rows, mask=mask, job=d.job, action=d.action, logp=d.logp, reward=reward)
@@ -322,8 +359,12 @@ class FaultAwareAgent:
         docstring)."""
         s = self.settings
         started = time.perf_counter()
-        imitation = self._imitate(env)
+        typical = self.typical = typical_pods(env.pods)
+        imitation = self._imitate(env, typical)
         stack = self._stack()
+        best: tuple[float, int, dict[str, dict[str, torch.Tensor]]] | None = None
+        if s.validate_every > 0 and s.validation_batches > 0:
+            best = (self._validate(env, typical), -1, self._weights())
         for episode in range(episodes):
             batch = env.draw(EPISODE_SEED_BASE + 1000 * s.seed + episode)
             record: list[Decision] = []
@@ -331,6 +372,7 @@ class FaultAwareAgent:
                 batch,
                 functools.partial(self.policy, explore=True, record=record),
                 settings=env.settings,
+                typical=typical,
             )
             refs = [
                 run_batch(batch, RandomUnitPolicy, settings=env.settings, policy_seed=1 + k)
@@ -366,17 +408,50 @@ class FaultAwareAgent:
             if episode == 0 and imitation:
                 row["imitation_loss_first"] = imitation[0]
                 row["imitation_loss_last"] = float(np.mean(imitation[-50:]))
+            if best is not None and (episode + 1) % s.validate_every == 0:
+                row["validation_score"] = score = self._validate(env, typical)
+                if score < best[0]:
+                    best = (score, episode, self._weights())
+            row["cpu_seconds"] = time.process_time()
             self.curve.add(**row)
             if on_episode is not None:
                 on_episode(row)
+        if best is not None:
+            for name, state in best[2].items():
+                getattr(self, name).load_state_dict(state)
+            self.kept_episode = best[1]
         self.curve.seconds += time.perf_counter() - started
         return self.curve
 
-    def _imitate(self, env: FaultBatchEnv) -> list[float]:
+    def _weights(self) -> dict[str, dict[str, torch.Tensor]]:
+        return {
+            name: {k: v.detach().clone() for k, v in getattr(self, name).state_dict().items()}
+            for name in ("actor", "critic")
+        }
+
+    def _validate(self, env: FaultBatchEnv, typical: TypicalPods) -> float:
+        """The greedy agent on the validation batches: mean GPU-hours lost, plus a heavy
+        charge for each percent of makespan beyond 1 % over BestFit's (what it is judged
+        by: no fewer GPU-hours bought with a slower batch)."""
+        lost, slower = [], []
+        for k in range(self.settings.validation_batches):
+            batch = env.draw(VALIDATION_SEED_BASE + k)
+            mine = run_batch(batch, self.policy, settings=env.settings, typical=typical)
+            ref = run_batch(batch, BestFitPolicy, settings=env.settings, typical=typical)
+            lost.append(mine.gpu_hours_lost)
+            slower.append(mine.makespan_s / max(ref.makespan_s, 1.0) - 1.0)
+        excess = max(0.0, float(np.mean(slower)) - 0.01)
+        score = float(np.mean(lost)) + 1000.0 * excess
+        self.validation_log.append({"lost": float(np.mean(lost)), "slower": float(np.mean(slower))})
+        return score
+
+    def _imitate(self, env: FaultBatchEnv, typical: TypicalPods) -> list[float]:
         """The warm start (module docstring); returns the imitation loss per step."""
         s = self.settings
         if not (s.imitation_batches and s.imitation_steps):
             return []
+        if s.proposals:
+            return self._imitate_rule(env, typical)
         views: list[tuple[np.ndarray, ...]] = []
         for b in range(s.imitation_batches):
             batch = env.draw(IMITATION_SEED_BASE + 1000 * s.seed + b)
@@ -410,6 +485,34 @@ class FaultAwareAgent:
             losses.append(float(loss.detach()))
         return losses
 
+    def _imitate_rule(self, env: FaultBatchEnv, typical: TypicalPods) -> list[float]:
+        """Warm start with proposals: batches run by a teacher that takes fault-bestfit's
+        unit at every pick; the actor is fitted to those picks (cross-entropy)."""
+        s = self.settings
+        record: list[Decision] = []
+        teacher = functools.partial(self.policy, record=record, teacher=True)
+        for b in range(s.imitation_batches):
+            batch = env.draw(IMITATION_SEED_BASE + 1000 * s.seed + b)
+            run_batch(batch, teacher, settings=env.settings, typical=typical)
+        k = s.candidates
+        rows = np.zeros((len(record), k, self.width), np.float32)
+        mask = np.zeros((len(record), k), bool)
+        action = np.array([d.action for d in record], np.int64)
+        job = np.stack([d.job for d in record]).astype(np.float32) if record else np.zeros((0, J))
+        for i, d in enumerate(record):
+            rows[i, : len(d.rows)], mask[i, : len(d.rows)] = d.rows, True
+        tensors = [torch.from_numpy(a).to(self.device) for a in (rows, mask, action, job)]
+        optimizer = torch.optim.Adam(self.actor.parameters(), lr=s.lr * 3)
+        losses = []
+        for _ in range(s.imitation_steps if record else 0):
+            pick = torch.from_numpy(self.rng.integers(len(record), size=64)).to(self.device)
+            rows_b, mask_b, action_b, job_b = (x[pick] for x in tensors)
+            logits = self.actor(rows_b, job_b).masked_fill(~mask_b, -1e9)
+            loss = nn.functional.cross_entropy(logits, action_b)
+            gradient_step(optimizer, loss, self.actor.parameters(), max_norm=1.0)
+            losses.append(float(loss.detach()))
+        return losses
+
     @classmethod
     def training_env(
         cls, settings: FaultAwareSettings, *, nodes: list[NodeSpec], pods: list[Pod]
@@ -426,16 +529,29 @@ class FaultAwareAgent:
             settings=self.settings,
             networks={"actor": self.actor, "critic": self.critic},
             curve=self.curve,
+            extra={
+                "ranges": self.ranges.as_dict(),
+                "kept_episode": self.kept_episode,
+                "validation": self.validation_log,
+                "typical": self.typical.as_dict() if self.typical is not None else None,
+            },
         )
 
     @classmethod
     def from_payload(
         cls, payload: dict[str, Any], *, path: str, device: str = "cpu"
     ) -> FaultAwareAgent:
-        agent = cls(settings_from_dict(FaultAwareSettings, payload["settings"]), device=device)
+        values = {"proposals": 0, **payload["settings"]}  # files from before: no proposals
+        agent = cls(settings_from_dict(FaultAwareSettings, values), device=device)
         for name in ("actor", "critic"):
             load_weights(getattr(agent, name), payload["networks"].get(name), path=path, name=name)
         agent.curve = TrainingCurve.from_dict(payload.get("curve", {}))
+        extra = payload.get("extra", {})
+        agent.ranges = FeatureRanges.from_dict(extra.get("ranges"))
+        agent.kept_episode = extra.get("kept_episode")
+        agent.validation_log = list(extra.get("validation", []))
+        if extra.get("typical"):
+            agent.typical = TypicalPods.from_dict(extra["typical"])
         return agent
 
     @classmethod
@@ -448,10 +564,14 @@ class FaultAwarePolicy(ScorePolicy):
 
     ``score`` picks the job's first unit and ranks every feasible node by its best unit;
     ``choose_gpus`` then picks the rest of the job's units on the chosen node one at a time.
+    With proposals the candidates are the units of the rules' top nodes (it needs the
+    placer's tie order, ``uses_rank``, and typical pods for FGD); a *teacher* picks the
+    unit fault-bestfit would take instead of the network's (the warm start's demonstrations).
     """
 
     name = NAME
     uses_faults = True
+    uses_rank = True
 
     def __init__(
         self,
@@ -460,40 +580,118 @@ class FaultAwarePolicy(ScorePolicy):
         *,
         explore: bool = False,
         record: list[Decision] | None = None,
+        teacher: bool = False,
     ) -> None:
-        self.agent, self.explore, self.record = agent, explore, record
+        self.agent, self.explore, self.record, self.teacher = agent, explore, record, teacher
         self.bestfit = BestFitPolicy(context)
         self.gpu_faults: np.ndarray | None = None
         self._first: tuple[str, int, int] | None = None
         self.starts: dict[str, int] = {}
         """How many times each pod has been placed (its restarts), for the records."""
+        self.ranges = agent.ranges
+        self.check_ranges = False
+        """Set by the guard: raise ``OutsideTrainingRange`` instead of deciding on inputs
+        outside the training ranges."""
+        self.rank: np.ndarray | None = None
+        self.proposer: Proposer | None = None
+        if agent.settings.proposals:
+            typical = (context.typical if context is not None else None) or agent.typical
+            if typical is None:
+                raise ValueError(f"{NAME} chooses among FGD's proposals: it needs typical pods")
+            rules: dict[str, ScorePolicy] = {
+                "fault-bestfit": FaultAwareBestFitPolicy(context),
+                "bestfit": BestFitPolicy(context),
+                "fgd": FGDPolicy(PolicyContext(typical=typical)),
+            }
+            self.proposer = Proposer(rules, top=agent.settings.proposals, gpu_rule="fault-bestfit")
+        self._node_rules: dict[int, np.ndarray] = {}
+
+    def observe_rank(self, rank: np.ndarray) -> None:
+        self.rank = rank
+
+    def _inputs(self, units: UnitRows) -> UnitRows:
+        """Training (recording) widens the ranges; a guarded policy checks them."""
+        names = PROPOSAL_UNIT_FEATURES if self.proposer is not None else UNIT_FEATURES
+        if self.record is not None:
+            self.ranges.update("units", units.rows, names)
+            self.ranges.update("job", units.job[None], JOB_FEATURES)
+        if self.check_ranges:
+            self.ranges.check("units", units.rows)
+            self.ranges.check("job", units.job[None])
+        return units
 
     def observe_faults(self, node_faults: np.ndarray, gpu_faults: np.ndarray) -> None:
         self.gpu_faults = np.asarray(gpu_faults, np.int64)
+        if self.proposer is not None:
+            rule = self.proposer.rules["fault-bestfit"]
+            rule.observe_faults(node_faults, gpu_faults)  # type: ignore[attr-defined]
 
     def _faults(self, cluster: Cluster) -> np.ndarray | None:
         f = self.gpu_faults
         return f if f is not None and f.shape[0] == len(cluster) else None
 
+    def _units(
+        self, pod: Pod, cluster: Cluster, nodes: np.ndarray, picked: tuple[int, ...] = ()
+    ) -> tuple[UnitRows, int | None]:
+        """The candidate units (with their nodes' rule features when proposing) and, for a
+        first pick with proposals, the row fault-bestfit's choice stands at."""
+        faults = self._faults(cluster)
+        if self.proposer is None:
+            return self._inputs(
+                unit_rows(pod, cluster, nodes, gpu_faults=faults, picked=picked)
+            ), None
+        if not picked:
+            rank = self.rank if self.rank is not None else np.arange(len(cluster), dtype=np.int64)
+            proposals = self.proposer.propose(pod, cluster, nodes, rank)
+            self._node_rules = dict(zip(proposals.nodes.tolist(), proposals.features, strict=True))
+            nodes = np.sort(proposals.nodes)
+            rule_node = int(proposals.nodes[proposals.picks["fault-bestfit"]])
+        else:
+            rule_node = int(nodes[0])
+            if rule_node not in self._node_rules:  # a lone feasible node: never scored
+                rank = np.arange(len(cluster), dtype=np.int64)
+                proposals = self.proposer.propose(pod, cluster, nodes, rank)
+                self._node_rules = dict(
+                    zip(proposals.nodes.tolist(), proposals.features, strict=True)
+                )
+        units = unit_rows(pod, cluster, nodes, gpu_faults=faults, picked=picked)
+        extra = (
+            np.stack([self._node_rules[int(n)] for n in units.node.tolist()])
+            if len(units.node)
+            else np.zeros((0, len(RULE_FEATURES)), np.float32)
+        )
+        rows = np.concatenate([units.rows, extra], axis=1).astype(np.float32)
+        units = UnitRows(rows, units.job, units.node, units.gpu)
+        target = None
+        if self.teacher:
+            rule = self.proposer.rules["fault-bestfit"]
+            gpus = rule.choose_gpus(pod, cluster, rule_node)
+            want = [g for g in gpus if g not in picked] or [-1]
+            hit = np.flatnonzero((units.node == rule_node) & (units.gpu == want[0]))
+            target = int(hit[0]) if hit.size else None
+        return self._inputs(units), target
+
     def score(self, pod: Pod, cluster: Cluster, nodes: np.ndarray) -> np.ndarray:
         if not pod.num_gpu:
             return self.bestfit.score(pod, cluster, nodes)
-        units = unit_rows(pod, cluster, nodes, gpu_faults=self._faults(cluster))
+        units, target = self._units(pod, cluster, nodes)
         logits = self.agent.logits(units)
-        index = self._choose(units, logits, pod.name)
+        index = self._choose(units, logits, pod.name, target)
         self._first = (pod.name, int(units.node[index]), int(units.gpu[index]))
         order = np.argsort(nodes, kind="stable")
         position = order[np.searchsorted(nodes[order], units.node)]
         best = np.full(len(nodes), -np.inf)
         np.maximum.at(best, position, logits)
         scores = np.unique(best, return_inverse=True)[1].reshape(-1).astype(np.int64)
-        if self.explore:  # the drawn unit's node wins outright
+        if self.explore or self.teacher:  # the drawn (or taught) unit's node wins outright
             scores[position[index]] = scores.max() + 1
         return scores
 
-    def _choose(self, units: UnitRows, logits: np.ndarray, pod: str) -> int:
+    def _choose(self, units: UnitRows, logits: np.ndarray, pod: str, target: int | None) -> int:
         agent = self.agent
-        if self.explore:
+        if target is not None:
+            index = target
+        elif self.explore:
             p = np.exp(logits - logits.max())
             index = int(agent.rng.choice(len(p), p=p / p.sum()))
         else:
@@ -510,14 +708,11 @@ class FaultAwarePolicy(ScorePolicy):
         first, self._first = self._first, None
         if first is not None and first[0] == pod.name and first[1] == node:
             picked.append(first[2])
-        faults = self._faults(cluster)
         while len(picked) < pod.num_gpu:
-            units = unit_rows(
-                pod, cluster, np.array([node]), gpu_faults=faults, picked=tuple(picked)
-            )
+            units, target = self._units(pod, cluster, np.array([node]), tuple(picked))
             if not len(units.rows):
                 return ()
-            index = self._choose(units, self.agent.logits(units), pod.name)
+            index = self._choose(units, self.agent.logits(units), pod.name, target)
             picked.append(int(units.gpu[index]))
         self.starts[pod.name] = self.starts.get(pod.name, 0) + 1
         return tuple(sorted(picked))

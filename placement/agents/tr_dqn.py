@@ -51,8 +51,8 @@ from placement.agents.tr_dqn_net import NAME, LevelNet, TRDQNSettings
 from placement.agents.tr_dqn_warm import (
     NStepWriter,
     demo_fields,
+    demonstrator,
     margin_loss,
-    shortest_first,
 )
 from placement.env.queue_env import QueueEnv, QueueObservation
 from placement.env.queue_features import (
@@ -60,9 +60,11 @@ from placement.env.queue_features import (
     ROW_WIDTH,
     backfill_input,
     head_input,
+    proposals_input,
     rank,
 )
 from placement.errors import PlacementInputError
+from placement.fallback import FeatureRanges
 from placement.queue.base import QueueView
 
 EPISODE_SEED_BASE = 200_000
@@ -87,7 +89,8 @@ class TRDQN:
         self.settings = s = settings or TRDQNSettings()
         self.device = configure(s.seed, device, deterministic=deterministic)
         w, p = s.env.window, len(HORIZONS_S)
-        self.rows1, self.rows2 = 2 * w + p, 2 + p
+        extra = int(bool(s.env.proposals) and s.env.queue_row)
+        self.rows1, self.rows2 = 2 * w + p + extra, 2 + p
 
         def nets(rows: int, out: int) -> tuple[LevelNet, LevelNet]:
             online = LevelNet(rows, out, s.channels, s.hidden).to(self.device)
@@ -106,6 +109,13 @@ class TRDQN:
         """The networks right after the warm start (for the ablation; not saved)."""
         self.kept_episode: int | None = None
         """The episode whose weights were kept by validation (−1: the warm start's)."""
+        self.ranges = FeatureRanges()
+        """Each input feature's range over training (the guard's out-of-range check)."""
+
+    def note_inputs(self, obs: QueueObservation) -> None:
+        """Widen the training ranges to ``obs`` (its grid, one row per candidate)."""
+        group = "head" if obs.level == 1 else "backfill"
+        self.ranges.update(group, obs.grid.reshape(1 if obs.level == 1 else len(obs.grid), -1))
 
     # -- acting -----------------------------------------------------------------------------
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
@@ -258,9 +268,9 @@ class TRDQN:
         }
 
     def demonstrate(self, env: QueueEnv, rng: np.random.Generator) -> ReplayBuffer | None:
-        """The demonstration buffer (None: no warm start): episodes of
-        :func:`~placement.agents.tr_dqn_warm.shortest_first` on ``env``, as n-step transitions
-        with the margin term's fields."""
+        """The demonstration buffer (None: no warm start): episodes of the rule
+        (:func:`~placement.agents.tr_dqn_warm.demonstrator`) on ``env``, as n-step
+        transitions with the margin term's fields."""
         s, imitation = self.settings, self.settings.imitation
         if imitation.episodes <= 0:
             return None
@@ -268,10 +278,12 @@ class TRDQN:
         buffer = self._buffer(demo=True, capacity=imitation.episodes * longest)
         writer = NStepWriter(buffer, s.n_step, s.gamma)
         seed_base = DEMO_SEED_BASE + 1000 * s.seed
+        rule = demonstrator(s.env.proposals, s.imitate)
         for episode in range(imitation.episodes):
             obs, _ = env.reset(seed=seed_base + episode)
             while obs is not None:
-                action = shortest_first(obs)
+                self.note_inputs(obs)
+                action = rule(obs)
                 extra = demo_fields(
                     obs,
                     action,
@@ -338,6 +350,7 @@ class TRDQN:
             obs, _ = env.reset(seed=EPISODE_SEED_BASE + 1000 * s.seed + episode)
             total, losses, decisions = 0.0, [], 0
             while obs is not None:
+                self.note_inputs(obs)
                 if rng.random() < s.explore.value(step):
                     action = int(rng.choice(np.flatnonzero(obs.mask)))
                 else:
@@ -381,6 +394,7 @@ class TRDQN:
             settings=self.settings,
             networks={"level1": self.level1, "level2": self.level2},
             curve=self.curve,
+            extra={"ranges": self.ranges.as_dict(), "kept_episode": self.kept_episode},
         )
 
     @classmethod
@@ -392,6 +406,8 @@ class TRDQN:
         sync_target(agent.level1, agent.target1)
         sync_target(agent.level2, agent.target2)
         agent.curve = TrainingCurve.from_dict(payload.get("curve", {}))
+        agent.ranges = FeatureRanges.from_dict(payload.get("extra", {}).get("ranges"))
+        agent.kept_episode = payload.get("extra", {}).get("kept_episode")
         return agent
 
     @classmethod
@@ -409,6 +425,10 @@ class TRDQNPolicy:
     def __init__(self, agent: TRDQN, name: str = "tr_dqn") -> None:
         self.agent, self.name = agent, name
         self.env = agent.settings.env
+        self.ranges = agent.ranges
+        self.check_ranges = False
+        """Set by the guard: raise ``OutsideTrainingRange`` instead of deciding on inputs
+        outside the training ranges."""
 
     def _machine(self, view: QueueView) -> Any:
         if view.machine is None:
@@ -419,7 +439,14 @@ class TRDQNPolicy:
 
     def keys(self, view: QueueView) -> tuple[np.ndarray, ...]:
         machine = self._machine(view)
-        grid, mask, positions = head_input(view, machine, self.env.rank, self.env.window)
+        if self.env.proposals:
+            grid, mask, positions = proposals_input(
+                view, machine, self.env.rank, self.env.proposals, with_queue=self.env.queue_row
+            )
+        else:
+            grid, mask, positions = head_input(view, machine, self.env.rank, self.env.window)
+        if self.check_ranges:
+            self.ranges.check("head", grid.reshape(1, -1))
         slot = self.agent.greedy(QueueObservation(1, grid, mask, positions))
         first = np.ones(len(view), np.int64)
         first[positions[slot]] = 0
@@ -429,5 +456,7 @@ class TRDQNPolicy:
         grid = backfill_input(
             view, candidates, self._machine(view), self.env.rank, shadow_s=shadow_s
         )
+        if self.check_ranges:
+            self.ranges.check("backfill", grid.reshape(len(grid), -1))
         mask = np.ones(len(candidates), bool)
         return self.agent.greedy(QueueObservation(2, grid, mask, candidates))

@@ -17,14 +17,19 @@ from torch import nn
 from placement.agents.common import EpsilonSchedule, mlp
 from placement.agents.tr_dqn_warm import ImitationSettings
 from placement.env.queue_env import QueueEnvSettings
-from placement.env.queue_features import ROW_WIDTH
+from placement.env.queue_features import PROPOSALS, ROW_WIDTH
 
 NAME = "tr_dqn"
 
 
+SHIPPED_PROPOSALS = tuple(PROPOSALS)
+"""Level 1's slots in the shipped agent: every proposal of ``queue_features.PROPOSALS``."""
+
+
 @dataclass(frozen=True)
 class TRDQNSettings:
-    """Every knob of the agent and its training (the seed included)."""
+    """Every knob of the agent and its training (the seed included); the defaults are the
+    shipped agent's training (docs/decisions/0171-agents-that-contain-their-rule.md)."""
 
     seed: int = 0
     channels: int = 8
@@ -32,8 +37,8 @@ class TRDQNSettings:
     hidden: tuple[int, int] = (128, 64)
     """Widths of the two fully connected layers."""
     lr: float = 5e-4
-    gamma: float = 0.7
-    """Discount per decision (docs/decisions/0125-training-and-judging-apart.md)."""
+    gamma: float = 0.9
+    """Discount per decision."""
     batch: int = 64
     replay: int = 30_000
     warmup: int = 500
@@ -43,24 +48,39 @@ class TRDQNSettings:
     """Level-2 candidates stored per next state (a random subset when there are more)."""
     sequence_jobs: int = 512
     """Jobs per training episode (a window of the log outside the judged sequences)."""
-    sequences: int = 256
+    sequences: int = 128
     """Distinct training windows drawn from the log (episodes cycle through them)."""
-    explore: EpsilonSchedule = field(default_factory=lambda: EpsilonSchedule(1.0, 0.05, 0.99985))
-    env: QueueEnvSettings = field(default_factory=lambda: QueueEnvSettings(window=8))
-    n_step: int = 1
+    explore: EpsilonSchedule = field(default_factory=lambda: EpsilonSchedule(0.1, 0.02, 0.9995))
+    env: QueueEnvSettings = field(
+        default_factory=lambda: QueueEnvSettings(
+            window=len(SHIPPED_PROPOSALS), proposals=SHIPPED_PROPOSALS
+        )
+    )
+    n_step: int = 5
     """Rewards summed before bootstrapping (1: the document's one-step target)."""
-    double: bool = False
+    double: bool = True
     """Double-DQN targets: the online network picks the next action, the target values it."""
-    imitation: ImitationSettings = field(default_factory=ImitationSettings)
-    """Warm start from demonstrations of the shortest-first rule (off by default)."""
-    synthetic_sequences: int = 0
+    imitation: ImitationSettings = field(
+        default_factory=lambda: ImitationSettings(
+            episodes=16, steps=3000, margin=0.05, weight=1.0, demo_batch=16
+        )
+    )
+    """Warm start from demonstrations of the rule (``imitate``; episodes 0: none)."""
+    synthetic_sequences: int = 128
     """Extra training sequences drawn from the Lublin model (``placement.workloads.lublin``)."""
     synthetic_load: tuple[float, float] = (0.85, 1.15)
-    """Range of the synthetic sequences' arrival scale, relative to the log's training part."""
-    validate_every: int = 0
+    """Range of the synthetic sequences' arrival scale, relative to the log's training part
+    (when ``synthetic_family`` is empty)."""
+    validate_every: int = 5
     """Episodes between greedy runs on validation sequences; the best weights are kept
     (0: no validation, the last weights are kept)."""
-    validation_sequences: int = 4
+    validation_sequences: int = 8
+    synthetic_family: str = "train-lublin"
+    """Draw the synthetic sequences from this workload family (``train-lublin``: loads and
+    machine sizes vary) instead of the model at the log's load (empty)."""
+    imitate: str = "sjf"
+    """With proposals: the proposal a warm start follows at level 1 (level 2: EASY's own
+    order); without, the warm start imitates ``shortest_first``."""
 
 
 class LevelNet(nn.Module):

@@ -22,6 +22,7 @@ these pieces.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,20 @@ class ImitationSettings:
     """Weight of the margin term beside the TD loss."""
     demo_batch: int = 16
     """Demonstrations mixed into each later update (0: pure DQN after the warm start)."""
+
+
+def demonstrator(proposals: tuple[str, ...], follow: str) -> Callable[[QueueObservation], int]:
+    """The rule a warm start imitates: with proposals, the slot of proposal ``follow`` at
+    level 1 and the first candidate (in submit order: EASY's own backfill order) at level 2
+    — with ``follow = "sjf"`` that is SJF + EASY exactly; without, :func:`shortest_first`."""
+    if not proposals:
+        return shortest_first
+    slot = proposals.index(follow)
+
+    def rule(obs: QueueObservation) -> int:
+        return slot if obs.level == 1 else 0
+
+    return rule
 
 
 def shortest_first(obs: QueueObservation) -> int:

@@ -43,12 +43,20 @@ def parse_assignments(assignments: Sequence[str]) -> dict[str, Any]:
 
 
 def _with_overrides(settings: Any, overrides: dict[str, Any]) -> Any:
-    """``settings`` with top-level fields, or ``env.FIELD`` fields, replaced."""
+    """``settings`` with top-level fields, or fields of a nested settings dataclass
+    (``env.FIELD``, ``imitation.FIELD``, …), replaced."""
     top = {k: v for k, v in overrides.items() if "." not in k}
-    env = {k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("env.")}
+    nested: dict[str, dict[str, Any]] = {}
+    for key, value in overrides.items():
+        if "." in key:
+            outer, inner = key.split(".", 1)
+            nested.setdefault(outer, {})[inner] = value
     try:
-        if env:
-            top["env"] = dataclasses.replace(settings.env, **env)
+        for outer, fields in nested.items():
+            current = getattr(settings, outer, None)
+            if not dataclasses.is_dataclass(current) or isinstance(current, type):
+                raise PlacementInputError(f"bad agent setting: {outer!r} has no fields")
+            top[outer] = _with_overrides(current, fields)
         return dataclasses.replace(settings, **top)
     except TypeError as exc:
         raise PlacementInputError(f"bad agent setting: {exc}") from None
@@ -99,8 +107,15 @@ def train_agent(
             seed=seed,
         )
         scale = training_arrival_scale(jobs, processors, exclude_starts)
-        sequences += synthetic_sequences(settings, processors, scale, seed=seed)
-        env = QueueEnv(sequences, processors=processors, settings=settings.env)
+        machines = [processors] * len(sequences)
+        if getattr(settings, "synthetic_family", ""):
+            drawn = family_sequences(settings, seed=seed)
+            sequences += [jobs for jobs, _ in drawn]
+            machines += [size for _, size in drawn]
+        else:
+            sequences += synthetic_sequences(settings, processors, scale, seed=seed)
+            machines = [processors] * len(sequences)
+        env = QueueEnv(sequences, processors=machines, settings=settings.env)
         if getattr(settings, "validate_every", 0) > 0:
             held = validation_sequences(settings, processors, scale)
             extra = {"validation": QueueEnv(held, processors=processors, settings=settings.env)}
@@ -152,6 +167,23 @@ def synthetic_sequences(
                 settings.sequence_jobs, processors=processors, seed=gen_seed, model=model
             )
         )
+    return out
+
+
+def family_sequences(settings: Any, *, seed: int) -> list[tuple[BatchJobs, int]]:
+    """``settings.synthetic_sequences`` sequences of ``settings.synthetic_family`` (each with
+    its machine size), generator seeds from :data:`SYNTHETIC_SEED_BASE` (1000 per agent
+    seed): loads and machines as the family draws them."""
+    from placement.workloads.families import generate_lublin_family
+
+    out = []
+    for i in range(getattr(settings, "synthetic_sequences", 0)):
+        made = generate_lublin_family(
+            settings.synthetic_family,
+            seed=SYNTHETIC_SEED_BASE + 1000 * seed + i,
+            jobs=settings.sequence_jobs,
+        )
+        out.append((made.jobs, made.processors))
     return out
 
 

@@ -115,3 +115,23 @@ def run_sequence(
         record_timeline=False,
     )
     return run, pool
+
+
+def window_utilisation(run: TimedRun, pool: LocalityNodePool) -> tuple[float, float]:
+    """(GPU share held, GPU share doing work — held minus data loading) between the first
+    and the last arrival of the run: utilisation while the window's jobs come in."""
+    jobs = run.jobs
+    t0, t1 = float(np.min(jobs.submit_s)), float(np.max(jobs.submit_s))
+    gpus = float(pool.cluster.gpu_count.sum())
+    if t1 <= t0 or gpus == 0:
+        return 0.0, 0.0
+    start, end = run.first_start_s, run.end_s
+    ok = ~np.isnan(start) & ~np.isnan(end)
+    delay = np.array([pool.start_delay_s(j) for j in range(len(jobs))])
+    size = jobs.size
+
+    def share(begin: np.ndarray) -> float:
+        overlap = np.clip(np.minimum(end, t1) - np.maximum(begin, t0), 0, None)
+        return float(np.sum((size * overlap)[ok]) / (gpus * (t1 - t0)))
+
+    return share(start), share(start + delay)

@@ -20,16 +20,22 @@ Without a locality model (plain ``kale place timed``, ``kale scheduler``) featur
 the feasible nodes, nodes with equal observations merged (the first in node order stands for
 them), ordered by tier then by how full the pod would leave them, each tier given an equal
 share of the slots before the rest are filled in that order.
+
+With the rules' proposals (:func:`proposal_tokens`) the slots are instead the top nodes of
+BestFit, FGD and GpuPacking (``placement.env.proposals``) and the tightest node that caches
+the pod's data and the tightest on its rack, each token the eight features above followed by
+what the rules say of the node (scores, FGD's gain, picks, places).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from placement.cluster import Cluster
+from placement.env.proposals import Proposer
 from placement.locality import DataCaches
 from placement.pod import MILLI, Pod
 
@@ -58,13 +64,15 @@ class Candidates:
     """Node index of each real candidate (``count`` long)."""
     latency_s: np.ndarray | None = None
     """Each candidate's access latency if chosen (known to the simulator, for tests)."""
+    picks: dict[str, int] = field(default_factory=dict)
+    """With proposals: rule name → slot of the node that rule would take."""
 
 
-def candidate_tokens(
-    pod: Pod, cluster: Cluster, nodes: np.ndarray, caches: DataCaches | None, *, slots: int
-) -> Candidates:
-    """The action slots of ``pod`` among the feasible ``nodes`` (module docstring)."""
-    nodes = np.asarray(nodes, np.int64)
+def _base_rows(
+    pod: Pod, cluster: Cluster, nodes: np.ndarray, caches: DataCaches | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The eight features of every node in ``nodes`` and its tier (0 local, 1 rack,
+    2 remote)."""
     n = len(nodes)
     if caches is not None:
         tier = caches.tiers(pod, nodes)
@@ -89,6 +97,15 @@ def candidate_tokens(
     rows[:, 5] = np.choose(np.clip(tier, 0, 2), [1.0, 0.5, 0.0])
     rows[:, 6] = gpu_left
     rows[:, 7] = cpu_left
+    return rows, np.asarray(tier)
+
+
+def candidate_tokens(
+    pod: Pod, cluster: Cluster, nodes: np.ndarray, caches: DataCaches | None, *, slots: int
+) -> Candidates:
+    """The action slots of ``pod`` among the feasible ``nodes`` (module docstring)."""
+    nodes = np.asarray(nodes, np.int64)
+    rows, tier = _base_rows(pod, cluster, nodes, caches)
     _, first = np.unique(rows @ _PROJECTION, return_index=True)
     first = np.sort(first)  # equal rows: the first in node order stands for them
     order = first[np.lexsort((rows[first, 7], rows[first, 6], tier[first]))]
@@ -97,6 +114,39 @@ def candidate_tokens(
     mask = np.zeros(slots, bool)
     tokens[: len(keep)], mask[: len(keep)] = rows[keep], True
     return Candidates(tokens, mask, nodes[keep])
+
+
+def proposal_tokens(
+    pod: Pod,
+    cluster: Cluster,
+    nodes: np.ndarray,
+    caches: DataCaches | None,
+    proposer: Proposer,
+    rank: np.ndarray,
+    *,
+    slots: int,
+) -> Candidates:
+    """The action slots when they are the rules' proposals plus the tightest node of the
+    local and of the rack tier (module docstring); tokens are the eight features then the
+    rules' (``slots`` ≥ the rules' proposals + 2)."""
+    nodes = np.asarray(nodes, np.int64)
+    rows, tier = _base_rows(pod, cluster, nodes, caches)
+    near = []
+    for t in (0, 1):
+        at = np.flatnonzero(tier == t)
+        if at.size:
+            near.append(int(at[np.lexsort((rows[at, 7], rows[at, 6]))[0]]))
+    proposals = proposer.propose(pod, cluster, nodes, rank, also=np.array(near, np.int64))
+    position = np.searchsorted(nodes, proposals.nodes)
+    count = min(len(position), slots)
+    width = len(TOKEN_FEATURES) + proposals.features.shape[1]
+    tokens = np.zeros((slots, width), np.float32)
+    mask = np.zeros(slots, bool)
+    tokens[:count, : len(TOKEN_FEATURES)] = rows[position[:count]]
+    tokens[:count, len(TOKEN_FEATURES) :] = proposals.features[:count]
+    mask[:count] = True
+    picks = {k: v for k, v in proposals.picks.items() if v < count}
+    return Candidates(tokens, mask, proposals.nodes[:count], picks=picks)
 
 
 def _share_slots(order: np.ndarray, tier: np.ndarray, slots: int) -> np.ndarray:

@@ -7,7 +7,15 @@ An episode replays one seed of an arrival process on a fresh cluster:
 * ``timed`` — pods arrive at their creation time and leave at their deletion time.
 
 Optionally only a random share of the nodes is used (``node_share``): smaller clusters make
-training episodes cheaper and vary the state, and the encoding does not care about size.
+training episodes cheaper and vary the state, and the encoding does not care about size. Or
+each episode draws a workload of a *family* (``family``, ``placement.workloads.families``:
+its mix and its cluster) from the source lists, by the episode's seed.
+
+The actions are every feasible node, or (``candidates``: K) only the top K nodes of each
+rule — BestFit, FGD, GpuPacking — with the rules' scores, picks and places among the row
+features (``placement.env.proposals``); the placer's tie order is drawn per episode as the
+inflation experiment draws it, so each rule's first proposal is the node it would take, and
+pods take FGD's GPUs on the chosen node: following FGD's picks is FGD, run for run.
 
 A decision is asked only when it matters: a pod that fits nowhere fails (counted, never
 retried) and a pod with one feasible node takes it, as in ``placement.placer.choose``. The
@@ -44,12 +52,19 @@ from placement.env.node_features import (
     stranded_milli,
     utilisation,
 )
+from placement.env.proposals import CANDIDATE_RULE_FEATURES, Proposer, default_proposer
 from placement.errors import PlacementInputError
-from placement.frag import typical_pods
+from placement.frag import TypicalPods, typical_pods
 from placement.inflation import arrival_list
+from placement.placer import tie_order
 from placement.pod import MILLI, Pod
+from placement.workloads.families import generate_openb
 
 NODE_SPEC = FeatureSpec(row=len(NODE_FEATURES), context=len(POD_FEATURES) + len(CLUSTER_FEATURES))
+CANDIDATE_FEATURES = (*NODE_FEATURES, *CANDIDATE_RULE_FEATURES)
+"""A candidate's row when the actions are the rules' proposals: the node, then the rules."""
+CANDIDATE_SPEC = FeatureSpec(row=len(CANDIDATE_FEATURES), context=NODE_SPEC.context)
+CONTEXT_FEATURES = (*POD_FEATURES, *CLUSTER_FEATURES)
 ARRIVALS = ("inflation", "timed")
 
 
@@ -69,6 +84,10 @@ class NodeEnvSettings:
     """Weight β of the saturation (stranded GPU milli) term."""
     failure_penalty: float = 0.0
     """κ: per GPU of pods that failed between this decision and the next."""
+    candidates: int = 0
+    """Top nodes of each rule the agent chooses among (0: every feasible node)."""
+    family: str = ""
+    """A workload family drawn per episode from the source lists (empty: the lists)."""
 
     def __post_init__(self) -> None:
         if self.arrivals not in ARRIVALS:
@@ -89,7 +108,10 @@ class NodeObservation:
     context: np.ndarray
     """Pod features then cluster features."""
     mask: np.ndarray
-    """Feasibility over all nodes of the cluster (an action must be true here)."""
+    """The allowed actions over all nodes of the cluster: the feasible nodes, or the
+    rules' candidates among them."""
+    picks: dict[str, int] = field(default_factory=dict)
+    """With candidates: rule name → row of the node that rule would take."""
 
 
 def observe(
@@ -102,10 +124,31 @@ def observe(
     return rows, np.concatenate([pod_features(pod), cluster_features(cluster, util=util)])
 
 
+def observe_candidates(
+    cluster: Cluster,
+    pod: Pod,
+    nodes: np.ndarray,
+    tolerance: Tolerance,
+    proposer: Proposer,
+    rank: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    """(candidate nodes, rows, context, picks) of ``pod`` over the feasible ``nodes`` when
+    the actions are the rules' proposals: what the env and the policy both feed an agent."""
+    proposals = proposer.propose(pod, cluster, nodes, rank)
+    util = utilisation(cluster)
+    base = node_features(cluster, pod, proposals.nodes, tolerance, util=util)
+    rows = np.concatenate([base, proposals.features], axis=1)
+    context = np.concatenate([pod_features(pod), cluster_features(cluster, util=util)])
+    return proposals.nodes, rows, context, proposals.picks
+
+
 @dataclass
 class _Episode:
     cluster: Cluster
     arrivals: list[Pod]
+    tolerance: Tolerance
+    rank: np.ndarray
+    proposer: Proposer | None
     position: int = 0
     failed: int = 0
     failed_milli: int = 0
@@ -131,7 +174,9 @@ class NodePlacementEnv(Env[NodeObservation | None]):
         if self.settings.arrivals == "timed" and any(p.creation_time is None for p in pods):
             raise PlacementInputError("timed arrivals need every pod's creation time")
         self.nodes, self.pods = list(nodes), list(pods)
-        self.tolerance = Tolerance.of(typical_pods(pods))
+        self.typical: TypicalPods = typical_pods(pods)
+        self.tolerance = Tolerance.of(self.typical)
+        self.spec = CANDIDATE_SPEC if self.settings.candidates else NODE_SPEC
         self._episode: _Episode | None = None
         self._obs: NodeObservation | None = None
 
@@ -140,20 +185,26 @@ class NodePlacementEnv(Env[NodeObservation | None]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[NodeObservation | None, dict[str, Any]]:
         rng = np.random.default_rng(seed)
-        nodes = self.nodes
-        if self.settings.node_share < 1:
+        nodes, pods, typical = self.nodes, self.pods, self.typical
+        if self.settings.family:
+            made = generate_openb(self.settings.family, nodes, pods, seed=seed or 0)
+            nodes, pods = made.nodes, made.pods
+            typical = typical_pods(pods)
+        elif self.settings.node_share < 1:
             count = max(2, round(self.settings.node_share * len(nodes)))
             nodes = [nodes[i] for i in np.sort(rng.choice(len(nodes), count, replace=False))]
         cluster = Cluster(nodes)
         if self.settings.arrivals == "inflation":
             if cluster.total_gpu_milli == 0:
                 raise PlacementInputError("the cluster has no GPUs")
-            arrivals = arrival_list(
-                self.pods, cluster.total_gpu_milli, tune=self.settings.tune, rng=rng
-            )
+            arrivals = arrival_list(pods, cluster.total_gpu_milli, tune=self.settings.tune, rng=rng)
         else:
-            arrivals = sorted(self.pods, key=lambda p: (p.creation_time, p.name))
-        self._episode = _Episode(cluster, arrivals)
+            arrivals = sorted(pods, key=lambda p: (p.creation_time, p.name))
+        rank = tie_order(len(cluster), rng)
+        k = self.settings.candidates
+        proposer = default_proposer(typical, top=k) if k else None
+        tolerance = self.tolerance if pods is self.pods else Tolerance.of(typical)
+        self._episode = _Episode(cluster, arrivals, tolerance, rank, proposer)
         self._obs = self._advance()
         return self._obs, self._info()
 
@@ -177,14 +228,19 @@ class NodePlacementEnv(Env[NodeObservation | None]):
     # -- internals ------------------------------------------------------------------------
     def _stranded(self, cluster: Cluster, node: int) -> float:
         one = np.array([node])
-        return float(
-            stranded_milli(cluster.gpu_free[one], cluster.cpu_free[one], self.tolerance)[0]
-        )
+        assert self._episode is not None
+        tolerance = self._episode.tolerance
+        return float(stranded_milli(cluster.gpu_free[one], cluster.cpu_free[one], tolerance)[0])
 
     def _place(self, pod: Pod, node: int) -> None:
         episode = self._episode
         assert episode is not None
-        alloc = episode.cluster.allocate(pod, node, default_gpus(episode.cluster, pod, node))
+        cluster, proposer = episode.cluster, episode.proposer
+        if proposer is not None:
+            gpus = proposer.choose_gpus(pod, cluster, node)
+        else:
+            gpus = default_gpus(cluster, pod, node)
+        alloc = cluster.allocate(pod, node, gpus)
         if self.settings.arrivals == "timed" and pod.deletion_time is not None:
             episode.live[alloc.id] = alloc
             episode.departures.append((pod.deletion_time, alloc.id))
@@ -218,8 +274,15 @@ class NodePlacementEnv(Env[NodeObservation | None]):
                 episode.failed_milli += pod.total_gpu_milli
             elif nodes.size == 1:
                 self._place(pod, int(nodes[0]))
+            elif episode.proposer is not None:
+                seen = observe_candidates(
+                    cluster, pod, nodes, episode.tolerance, episode.proposer, episode.rank
+                )
+                allowed = np.zeros_like(mask)
+                allowed[seen[0]] = True
+                return NodeObservation(pod, seen[0], seen[1], seen[2], allowed, seen[3])
             else:
-                rows, context = observe(cluster, pod, nodes, self.tolerance)
+                rows, context = observe(cluster, pod, nodes, episode.tolerance)
                 return NodeObservation(pod, nodes, rows, context, mask)
         return None
 

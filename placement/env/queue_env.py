@@ -5,9 +5,10 @@ run by the RLScheduler simulator's own state machine (``placement.queue.rlschedu
 what an agent learns here is exactly what it is judged by:
 
 * **level 1** — whenever the simulator needs a head job, the agent picks a slot of the
-  ranked window (``placement.env.queue_features``). The job is *ready* if it fits now (it
-  starts) and *reserved* otherwise (the machine holds its reservation; it is not
-  reconsidered, as in the reference simulator);
+  ranked window (``placement.env.queue_features``), or with ``proposals`` a slot of the
+  rules' proposals (the head under each rank weighting or heuristic named). The job is
+  *ready* if it fits now (it starts) and *reserved* otherwise (the machine holds its
+  reservation; it is not reconsidered, as in the reference simulator);
 * **level 2** — with ``backfill`` on, while a reserved head waits, the agent picks, one at a
   time, which eligible job backfills (it fits now and ends strictly before the reservation);
   a level-2 observation has one input per candidate.
@@ -34,11 +35,13 @@ import numpy as np
 from placement.env.base import Env, FeatureSpec, check_action
 from placement.env.queue_features import (
     HORIZONS_S,
+    PROPOSALS,
     ROW_WIDTH,
     TAU_S,
     RankWeights,
     backfill_input,
     head_input,
+    proposals_input,
 )
 from placement.errors import PlacementInputError
 from placement.queue.easy import reserve
@@ -62,12 +65,22 @@ class QueueEnvSettings:
     """``wait`` (short waits) or ``util`` (large jobs first + utilisation)."""
     util_weights: tuple[float, float, float] = (0.5, 1.0, 0.5)
     """u1 (chosen size), u2 (busy share), u3 (mean over max wait) of the ``util`` reward."""
+    proposals: tuple[str, ...] = ()
+    """Level 1 chooses among these rules' heads (``queue_features.PROPOSALS``; the window
+    is then one slot per proposal) instead of the ranked window (empty)."""
+    queue_row: bool = False
+    """With proposals: level 1 also reads how much waits (``queue_features.queue_row``)."""
 
     def __post_init__(self) -> None:
         if self.reward not in REWARDS:
             raise PlacementInputError(f"reward must be one of {REWARDS}, not {self.reward!r}")
         if self.window < 1:
             raise PlacementInputError("the window needs at least one job")
+        unknown = [p for p in self.proposals if p not in PROPOSALS]
+        if unknown:
+            raise PlacementInputError(f"unknown proposals {unknown}; known: {list(PROPOSALS)}")
+        if self.proposals and self.window != len(self.proposals):
+            raise PlacementInputError("with proposals the window is one slot per proposal")
 
 
 def free_blocks(total: int, *, exclude_starts: tuple[int, ...], length: int) -> list[range]:
@@ -146,12 +159,17 @@ class QueueEnv(Env[QueueObservation | None]):
         self,
         sequences: list[BatchJobs],
         *,
-        processors: int,
+        processors: int | list[int],
         settings: QueueEnvSettings | None = None,
     ) -> None:
         if not sequences:
             raise PlacementInputError("the environment needs at least one job sequence")
-        self.sequences, self.processors = sequences, processors
+        sizes = [processors] * len(sequences) if isinstance(processors, int) else processors
+        if len(sizes) != len(sequences):
+            raise PlacementInputError("give one machine size, or one per sequence")
+        self.sequences, self.machines = sequences, list(sizes)
+        self.processors = self.machines[0]
+        """The machine of the current episode (sequences may come from several sizes)."""
         self.settings = settings or QueueEnvSettings()
         self.spec = queue_spec(self.settings.window)[0]
         self._run: Generator[QueueObservation, int, None] | None = None
@@ -166,6 +184,7 @@ class QueueEnv(Env[QueueObservation | None]):
         rng = np.random.default_rng(seed)
         index = (options or {}).get("sequence", int(rng.integers(len(self.sequences))))
         jobs = self.sequences[index]
+        self.processors = self.machines[index]
         jobs = jobs.take(np.nonzero(jobs.size <= self.processors)[0])
         self._sim = _Sim(jobs, jobs.size, self.processors)
         self._reward = 0.0
@@ -225,7 +244,12 @@ class QueueEnv(Env[QueueObservation | None]):
         sim.arrive()
         while sim.queue:
             q = np.asarray(sim.queue, dtype=np.int64)
-            grid, mask, positions = head_input(sim.view(q), sim.machine(q), s.rank, s.window)
+            if s.proposals:
+                grid, mask, positions = proposals_input(
+                    sim.view(q), sim.machine(q), s.rank, s.proposals, with_queue=s.queue_row
+                )
+            else:
+                grid, mask, positions = head_input(sim.view(q), sim.machine(q), s.rank, s.window)
             slot = yield QueueObservation(1, grid, mask, q[positions])
             head = int(q[positions[slot]])
             self._util_reward(sim, head)

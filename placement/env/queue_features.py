@@ -10,6 +10,11 @@
   ``[size share, log estimate, fits now]`` and ``[rank, log wait, backfill-eligible]`` —
   the document's size, estimate, priority and queued time plus the two facts that decide
   its class (ready / reserved / backfill). Empty slots are zeros and masked.
+* **Proposals** (instead of a window): the head each of several rules would pick — the
+  rank under other weights (FCFS as −wait, the soft deadline, length minus wait) and the
+  heuristics RLScheduler compares (F1, WFP3, UNICEP) — one block each, so choosing a slot is
+  choosing the rank's weights, or a rule, for this queue state
+  (:data:`PROPOSALS`, :func:`proposals_input`).
 * **Machine**: ``p`` availability rows ``[log horizon, free share then, 1]`` — the share of
   processors free now and after the running jobs that end (by their estimates) within
   each horizon. The document encodes every node; this profile carries the same facts for
@@ -19,11 +24,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from placement.queue.base import MachineView, QueueView
+from placement.queue.priorities import QUEUE_POLICIES
 
 TAU_S = 10.0
 HORIZONS_S: tuple[float, ...] = (
@@ -58,6 +65,68 @@ def rank(view: QueueView, weights: RankWeights) -> np.ndarray:
     deadline = view.submit_s + weights.slowdown_target * np.maximum(est, TAU_S)
     slack = deadline - view.now_s
     return (weights.length * est + weights.wait * view.wait_s + weights.deadline * slack) / 3600.0
+
+
+PROPOSALS: dict[str, RankWeights | str] = {
+    "sjf": RankWeights(1.0, 0.0, 0.0),
+    "fcfs": RankWeights(0.0, -1.0, 0.0),
+    "deadline": RankWeights(0.0, 0.0, 1.0),
+    "aging": RankWeights(1.0, -1.0, 0.0),
+    "f1": "f1",
+    "wfp3": "wfp3",
+    "unicep": "unicep",
+    "sjf-deadline": RankWeights(1.0, 0.0, 0.02),
+}
+"""What a proposal slot may stand for: the rank under these weights (length, wait, deadline,
+in hours; ties to the earlier submit, so ``sjf`` is SJF exactly and ``fcfs`` FCFS), or the
+head of a heuristic of ``placement.queue.priorities``."""
+
+
+def proposal_heads(view: QueueView, names: tuple[str, ...]) -> np.ndarray:
+    """Position (in ``view``) of the head each named proposal would pick."""
+    heads = np.empty(len(names), np.int64)
+    for i, name in enumerate(names):
+        rule = PROPOSALS[name]
+        if isinstance(rule, RankWeights):
+            keys: tuple[np.ndarray, ...] = (rank(view, rule), view.submit_s)
+        else:
+            keys = QUEUE_POLICIES[rule].keys(view)
+        heads[i] = int(np.lexsort(tuple(reversed(keys)))[0])
+    return heads
+
+
+def queue_row(view: QueueView, machine: MachineView) -> np.ndarray:
+    """``[1, 3]``: how much waits — log jobs waiting, log backlog (their processor-hours over
+    the machine), 1. The load is what decides which rule's head is best (SJF at light load,
+    F1 when the queue is long), and neither the heads nor the machine rows show it."""
+    units = view.size if machine.job_units is None else machine.job_units
+    backlog = float(np.sum(units * view.estimate_s)) / max(machine.capacity, 1.0) / 3600.0
+    row = [math.log10(1.0 + len(view)) / 3.0, math.log10(1.0 + backlog) / 3.0, 1.0]
+    return np.array([row], np.float32)
+
+
+def proposals_input(
+    view: QueueView,
+    machine: MachineView,
+    weights: RankWeights,
+    names: tuple[str, ...],
+    *,
+    with_queue: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Level 1's ``[2m + p (+ 1), 3]`` input over the ``m`` proposals' heads (and the
+    :func:`queue_row` with ``with_queue``), its slot mask (every slot, when a job waits) and
+    the heads' positions (a job several rules agree on fills several slots)."""
+    ranks = rank(view, weights)
+    positions = proposal_heads(view, names) if len(view) else np.zeros(0, np.int64)
+    size = len(names)
+    blocks = np.zeros((size, 2, ROW_WIDTH), np.float32)
+    blocks[: len(positions)] = job_blocks(view, positions, machine, ranks)
+    mask = np.zeros(size, bool)
+    mask[: len(positions)] = True
+    parts = [blocks.reshape(2 * size, ROW_WIDTH), machine_rows(machine, view.now_s)]
+    if with_queue:
+        parts.append(queue_row(view, machine))
+    return np.concatenate(parts), mask, positions
 
 
 def window(view: QueueView, weights: RankWeights, size: int) -> np.ndarray:

@@ -14,8 +14,9 @@ says what a placement needs to know about that GPU and its node:
 * the pick in progress: how many of the job's GPUs are already on this node (a job of n
   GPUs is placed one unit at a time, all on one node as a pod's GPUs must be).
 
-The job row (shared by all unit rows): n/8, log run time, whether the run time is known,
-sharing or whole GPUs, and the cluster's used, down and recently-failed GPU shares.
+The job row (shared by all unit rows): n/8, log run time (capped at a day), whether the run
+time is known, sharing or whole GPUs, and the cluster's used, down and recently-failed GPU
+shares.
 
 Occupied and faulty units are never rows: a row exists only for a GPU with enough free milli
 (a down GPU reads 0 free) on a node where the whole pod fits — the document's mask.
@@ -56,6 +57,9 @@ JOB_FEATURES: tuple[str, ...] = (
 )
 DEFAULT_RUN_S = 3600.0
 """Run time assumed when the pod carries none (a pod in ``kale scheduler``)."""
+RUN_LOG_CAP = math.log1p(24.0)
+"""Run times say "a day or more" beyond this (log hours): training batches clip runs at a
+day, so longer jobs read like the longest it saw instead of leaving its input range."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,8 @@ def job_row(pod: Pod, cluster: Cluster, gpu_faults: np.ndarray | None) -> np.nda
     return np.array(
         [
             pod.num_gpu * pod.gpu_milli / MILLI / 8.0,
-            math.log1p((run if run is not None else DEFAULT_RUN_S) / 3600.0) / math.log1p(24.0),
+            min(math.log1p((run if run is not None else DEFAULT_RUN_S) / 3600.0), RUN_LOG_CAP)
+            / RUN_LOG_CAP,
             float(run is not None),
             float(pod.is_sharing),
             cluster.allocated_gpu_milli / max(cluster.total_gpu_milli, 1),

@@ -23,7 +23,12 @@ from placement.policies.base import MAX_SCORE, PolicyContext, ScorePolicy
 
 def fgd_score(frag_before: np.ndarray, frag_after: np.ndarray) -> np.ndarray:
     """⌊100·σ(ΔF/1000)⌋ as the simulator computes it (float64, truncation)."""
-    x = (frag_before - frag_after) / 1000
+    return squash(frag_before - frag_after)
+
+
+def squash(gain: np.ndarray) -> np.ndarray:
+    """⌊100·σ(gain/1000)⌋: a fragmentation gain (F(s) − F(s′), milli) as FGD's score."""
+    x = gain / 1000
     scores: np.ndarray = (1.0 / (1.0 + np.exp(-x)) * MAX_SCORE).astype(np.int64)
     return scores
 
@@ -59,6 +64,12 @@ class FGDPolicy(ScorePolicy):
         return rows, gpus, free[rows, gpus]
 
     def score(self, pod: Pod, cluster: Cluster, nodes: np.ndarray) -> np.ndarray:
+        return squash(self.gains(pod, cluster, nodes))
+
+    def gains(self, pod: Pod, cluster: Cluster, nodes: np.ndarray) -> np.ndarray:
+        """F(s) − F(s′) per node (milli; a sharing pod on its best GPU): what ``score``
+        squashes, for callers that need the unrounded value (learned agents' features).
+        ``squash`` is monotone, so the best GPU by gain is the best by score."""
         model = self._model(cluster)
         _, first, inverse = np.unique(
             model.state_ids()[nodes], return_index=True, return_inverse=True
@@ -66,12 +77,14 @@ class FGDPolicy(ScorePolicy):
         reps = nodes[first]  # one node per distinct state
         before = model.node_frag()[reps]
         if not pod.is_sharing:
-            return fgd_score(before, model.after_whole(reps, pod))[inverse]
+            gain: np.ndarray = (before - model.after_whole(reps, pod))[inverse]
+            return gain
         rows, _, values = self._share_candidates(pod, cluster, reps, dedupe=True)
-        per_gpu = fgd_score(before[rows], model.after_share(reps[rows], values, pod))
-        scores = np.full(len(reps), np.iinfo(np.int64).min, np.int64)
-        np.maximum.at(scores, rows, per_gpu)
-        return scores[inverse]
+        per_gpu = before[rows] - model.after_share(reps[rows], values, pod)
+        best = np.full(len(reps), -np.inf)
+        np.maximum.at(best, rows, per_gpu)
+        out: np.ndarray = best[inverse]
+        return out
 
     def choose_gpus(self, pod: Pod, cluster: Cluster, node: int) -> tuple[int, ...]:
         if not pod.is_sharing:

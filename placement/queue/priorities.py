@@ -26,8 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from placement.agent_names import is_agent, parse_agent_name, split_policy_list
 from placement.errors import PlacementInputError
 from placement.queue.base import QueuePolicy, QueueView
+from placement.queue.guard import GuardedQueuePolicy
 
 _TINY = 1e-15
 
@@ -105,15 +107,22 @@ because the agents build on this package's interfaces (and bring torch)."""
 def queue_policy(name: str) -> QueuePolicy:
     """The policy called ``name``; an unknown name is a user error listing the known ones.
 
-    ``agent:PATH`` loads a saved queue-level agent (``placement.agents``; torch only then)."""
-    if name.strip().startswith("agent:"):
-        path = name.strip()[len("agent:") :].strip()
-        if not path:
-            raise PlacementInputError(f"{name!r}: give the agent file after 'agent:'")
+    ``agent:PATH`` loads a saved queue-level agent (``placement.agents``; torch only then);
+    ``agent:PATH,fallback=RULE`` puts it behind the guard (``placement.queue.guard``)."""
+    if is_agent(name):
+        spec = parse_agent_name(name)
+        rule = _heuristic(spec.fallback) if spec.fallback is not None else None
         module, attr = AGENT_LOADER.split(":")
         load_queue_agent = getattr(importlib.import_module(module), attr)
-        policy: QueuePolicy = load_queue_agent(path, label=name.strip())
-        return policy
+        label = name.strip() if rule is None else spec.text
+        policy: QueuePolicy = load_queue_agent(spec.path, label=label)
+        if rule is None:
+            return policy
+        return GuardedQueuePolicy(policy, rule, label=label)
+    return _heuristic(name)
+
+
+def _heuristic(name: str) -> QueuePolicy:
     try:
         return QUEUE_POLICIES[name.strip().lower()]
     except KeyError:
@@ -122,11 +131,10 @@ def queue_policy(name: str) -> QueuePolicy:
 
 
 def parse_queue_policies(names: str) -> list[QueuePolicy]:
-    """``"fcfs,sjf,f1"`` → the policies, in order, each once."""
+    """``"fcfs,sjf,f1"`` → the policies, in order, each once (an agent's options stay with
+    it: ``"sjf,agent:q.pt,fallback=sjf"`` is two policies)."""
     policies: list[QueuePolicy] = []
-    for part in names.split(","):
-        if not part.strip():
-            continue
+    for part in split_policy_list(names):
         policy = queue_policy(part)
         if policy not in policies:
             policies.append(policy)

@@ -18,11 +18,15 @@ PLACEMENT.md's start indices refer to this order.
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from placement.workloads.swf import UNKNOWN, SwfTrace
+from placement.workloads.swf import FIELD_NAMES, UNKNOWN, SwfTrace
 
 UNKNOWN_RUN_S = 10.0
 """Run time given to a job whose log entry says −1 (RLScheduler's loader does the same)."""
@@ -99,3 +103,41 @@ def batch_jobs_from_swf(trace: SwfTrace) -> BatchJobs:
         size=np.array([max(j.allocated_procs, j.requested_procs) for j in kept], dtype=np.int64),
         dropped=len(rows) - len(kept),
     )
+
+
+def write_swf(
+    path: str | Path, jobs: BatchJobs, *, processors: int, comments: Sequence[str] = ()
+) -> None:
+    """Save rigid jobs as an SWF log that ``load_swf`` and :func:`batch_jobs_from_swf` read
+    back to the same jobs.
+
+    The header states ``MaxProcs`` (``processors``); each row gives the job number, submit
+    time, run time and allocated processors; the requested time is the estimate where it
+    differs from the run time, else −1 (unknown), as model-generated logs write it.
+    Written atomically."""
+    lines = [f"; {c}" for c in comments]
+    lines += [f"; MaxJobs: {len(jobs.job_id)}", f"; MaxProcs: {processors}"]
+    for i in range(len(jobs.job_id)):
+        fields: list[object] = [UNKNOWN] * len(FIELD_NAMES)
+        run, estimate = float(jobs.run_s[i]), float(jobs.estimate_s[i])
+        fields[0], fields[1] = int(jobs.job_id[i]), _number(jobs.submit_s[i])
+        fields[3] = _number(run)
+        fields[4], fields[10], fields[14] = int(jobs.size[i]), 1, 0
+        fields[8] = UNKNOWN if estimate == run else _number(estimate)
+        lines.append(" ".join(str(f) for f in fields))
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _number(value: float) -> int | float:
+    """Whole numbers without a fraction (SWF's integral fields), others as they are."""
+    number = float(value)
+    return int(number) if number == int(number) else number

@@ -228,7 +228,11 @@ def _write_rows(path: Path, header: tuple[str, ...], rows: list[list[object]]) -
 
 
 def _opt(value: float | None) -> str:
-    return "" if value is None else f"{value:g}"
+    """A time as the trace writes it: whole seconds without a fraction, others exactly
+    (``repr``: a float reads back bit for bit; ``:g`` would keep only six digits)."""
+    if value is None:
+        return ""
+    return str(int(value)) if value == int(value) else repr(float(value))
 
 
 def write_nodes(path: str | Path, nodes: list[NodeSpec]) -> None:

@@ -35,6 +35,7 @@ def _settings(**kw) -> AsyncTransformerSettings:
     values = dict(
         seed=2, d_model=16, heads=2, ffn=32, slots=8, buffer=128, batch=16,
         batches_per_step=2, warmup=32, train_every=8, copy_every=16, env=ENV,
+        proposals=0,
     )  # fmt: skip
     values.update(kw)
     return AsyncTransformerSettings(**values)
@@ -226,7 +227,9 @@ def test_kale_place_train_then_timed_with_locality(files, capsys):
     code = cli_main.main(
         ["place", "train", "--agent", "async_transformer", "--nodes", str(nodes),
          "--pods", str(pods), "--episodes", "1", "-o", str(out), "--json",
-         "--set", "env.node_share=1.0", "--set", "env.window=60", "--set", "d_model=16"]
+         "--set", "env.node_share=1.0", "--set", "env.window=60", "--set", "d_model=16",
+         "--set", "imitation_windows=1", "--set", "imitation_steps=5",
+         "--set", "validation_windows=1"]
     )  # fmt: skip
     summary = json.loads(capsys.readouterr().out)
     assert code == 0 and summary["agent"] == "async_transformer" and out.exists()

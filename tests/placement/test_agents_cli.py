@@ -30,10 +30,32 @@ class Result:
         self.exit_code, self.output, self.stderr = code, out, err
 
 
+TINY_TRAINING = {
+    "balance_dqn": ["imitation.episodes=1", "imitation.steps=20", "validate_every=0"],
+    "tr_dqn": [
+        "imitation.episodes=1",
+        "imitation.steps=20",
+        "synthetic_sequences=2",
+        "sequences=8",
+        "validate_every=0",
+    ],
+}
+"""Each agent's shipped training, shrunk to what a test can afford (warm start, data and
+validation; the episodes are the test's)."""
+
+
+def tiny(args: tuple[str, ...]) -> list[str]:
+    """``args``, with the tiny training settings added to a ``kale place train``."""
+    if args[:2] != ("place", "train") or "--agent" not in args:
+        return list(args)
+    name = args[args.index("--agent") + 1]
+    return [*args, *(x for item in TINY_TRAINING.get(name, []) for x in ("--set", item))]
+
+
 @pytest.fixture
 def run(capsys):
     def invoke(*args: str) -> Result:
-        code = cli_main.main(list(args))
+        code = cli_main.main(tiny(args))
         out, err = capsys.readouterr()
         return Result(code, out, err)
 

@@ -44,7 +44,8 @@ TINY = FaultBatchSettings(
 
 
 def _agent(**kw) -> FaultAwareAgent:
-    values = {"imitation_batches": 1, "imitation_steps": 10, **kw}
+    values = {"imitation_batches": 1, "imitation_steps": 10, "proposals": 0, **kw}
+    values.setdefault("validate_every", 0)
     return FaultAwareAgent(FaultAwareSettings(seed=3, hidden=16, env=TINY, **values))
 
 
@@ -280,6 +281,8 @@ def test_kale_place_train_then_timed_and_simulate_with_the_agent(files, capsys):
             "imitation_steps=5",
             "--set",
             "env.nodes=[4, 8]",
+            "--set",
+            "validation_batches=1",
         ]
     )
     summary = json.loads(capsys.readouterr().out)

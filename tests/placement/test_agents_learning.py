@@ -10,6 +10,7 @@ from placement.agents import load_agent
 from placement.agents.balance_dqn import BalanceDQN, BalanceDQNSettings
 from placement.agents.common import EpsilonSchedule
 from placement.agents.tr_dqn import TRDQN, TRDQNSettings
+from placement.agents.tr_dqn_warm import ImitationSettings
 from placement.cluster import Cluster
 from placement.env import NodeEnvSettings, NodePlacementEnv, QueueEnv, QueueEnvSettings
 from placement.frag import typical_pods
@@ -32,7 +33,8 @@ def _balance(**kw) -> BalanceDQN:
 
 def _tr(**kw) -> TRDQN:
     env = QueueEnvSettings(window=4)
-    return TRDQN(TRDQNSettings(seed=1, warmup=32, batch=32, replay=2000, env=env, **kw))
+    values = {"imitation": ImitationSettings(), "n_step": 1, "double": False, **kw}
+    return TRDQN(TRDQNSettings(seed=1, warmup=32, batch=32, replay=2000, env=env, **values))
 
 
 def _fill(agent, env, episodes=1):

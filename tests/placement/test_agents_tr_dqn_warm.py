@@ -18,8 +18,9 @@ from tests.placement.agent_fixtures import tiny_jobs
 
 
 def _agent(**kw) -> TRDQN:
+    values = {"imitation": ImitationSettings(), "n_step": 1, "double": False, **kw}
     settings = TRDQNSettings(
-        seed=3, warmup=32, batch=32, replay=2000, env=QueueEnvSettings(window=4), **kw
+        seed=3, warmup=32, batch=32, replay=2000, env=QueueEnvSettings(window=4), **values
     )
     return TRDQN(settings)
 

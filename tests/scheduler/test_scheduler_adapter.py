@@ -111,3 +111,25 @@ def test_mapping_to_the_placement_model():
     assert (spec.model, spec.gpus, spec.pod_limit) == ("", 2, 110)
     pod = placement_pod("p", Demand(500, 64, 1, 250, frozenset({"T4"})))
     assert pod.is_sharing and pod.gpu_models == frozenset({"T4"})
+
+
+def test_a_guarded_agent_says_when_its_rule_placed_the_pod(tmp_path):
+    from placement.agents.balance_dqn import BalanceDQN
+
+    agent = BalanceDQN(deterministic=False)
+    agent.ranges.update("rows", np.full((1, agent.width), -5.0))  # nothing real lies here
+    agent.save(tmp_path / "a.pt")
+    specs = generate_nodes(10, seed=1)
+    view = view_of(specs)
+    guarded = make_placer(f"agent:{tmp_path / 'a.pt'},fallback=bestfit")
+    plain = make_placer("bestfit")
+    guarded.attach(view)
+    plain.attach(view_of(specs))
+    pod = pod_info(generate_pods(1, seed=2)[0])
+    choice = guarded.place(pod, view.order, NO_FAULTS)
+    assert choice is not None and choice.fallback == "out_of_range"
+    expected = plain.place(pod, view.order, NO_FAULTS)
+    assert (choice.node, choice.gpus) == (expected.node, expected.gpus)
+    assert expected.fallback is None
+    with pytest.raises(ValueError, match="unknown fallback policy 'tetris'"):
+        check_policy_name(f"agent:{tmp_path / 'a.pt'},fallback=tetris")

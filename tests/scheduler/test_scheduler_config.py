@@ -89,3 +89,15 @@ def test_a_file_of_several_documents_is_named_a_scheduler_config(tmp_path):
     assert err.value.problems[0] == (
         f"{path}: contains 2 YAML documents; put one SchedulerConfig in each file"
     )
+
+
+def test_a_guarded_agents_path_resolves_and_its_rule_stays(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("policy: 'agent:models/a.pt,fallback=fgd'\n")
+    cfg = load_scheduler_config(path)
+    assert cfg.policy == f"agent:{tmp_path / 'models' / 'a.pt'},fallback=fgd"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("policy: 'agent:a.pt,fallback=tetris'\n")
+    with pytest.raises(UserError) as err:
+        load_scheduler_config(bad)
+    assert "unknown fallback policy 'tetris'" in err.value.problems[0]

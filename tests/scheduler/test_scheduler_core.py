@@ -122,3 +122,24 @@ def test_a_failed_binding_releases_the_hold_and_retries_after_backoff():
     assert s.view.gpu_milli() == (0, 1000) and s.assumed == {}
     clock.t += 1.1
     assert s.schedule() == 1 and binder.bound == [("p", "n1")]
+
+
+def test_a_choice_its_rule_made_is_counted_by_reason():
+    from scheduler.placers import Choice
+
+    class RuleMade(FirstFit):
+        name = "agent:a.pt,fallback=bestfit"
+
+        def place(self, pod, eligible, faults):
+            choice = super().place(pod, eligible, faults)
+            return None if choice is None else Choice(choice.node, choice.gpus, "out_of_range")
+
+    s, _, binder, _ = make()
+    s.placer = RuleMade()
+    s.placer.attach(s.view)
+    s.on_node("SYNC", [node_doc("n1", gpus=1)])
+    s.on_pod("ADDED", uid(pod_doc("a", gpus=1), "a"))
+    assert s.schedule() == 1
+    assert binder.bound == [("a", "n1")]
+    counted = s.metrics.fallback_decisions.labels(policy=RuleMade.name, reason="out_of_range")
+    assert counted._value.get() == 1

@@ -35,12 +35,12 @@ the oracle is this planner fed the true future.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from autoscaler.policy import mpc
+from autoscaler.policy import mpc, window
 from autoscaler.policy.forecasts import ForecastSource, ForecastWindow, TrueFuture
 from autoscaler.policy.horizon import Plan, PlanSettings, _sizes, search
 from autoscaler.policy.types import Decision, JobSizing, Observation
@@ -92,6 +92,27 @@ class KaleSettings:
     replan_every_steps: int = 10
     """A feasible plan is followed for at most this many steps while nothing it depends on
     changes (1: plan every step); see :meth:`KalePolicy._follow`."""
+    window_sizing: bool = True
+    """Judge sizes over the window the SLO allows, not the minute
+    (:mod:`autoscaler.policy.window`): plans are fed the median plus the band's level part
+    and its noise part shrunk over the SLO's window, widened in time by ``timing_error_s``;
+    the final size sustains the horizon's last window, not its last minute; the reactive
+    floor and the band a plan is followed in compare the observed window's mean with the
+    window's band. Off: the per-step upper quantile and the rise rule of planner v2
+    (docs/decisions/0046-size-for-the-slo-window.md)."""
+    timing_error_s: float = 300.0
+    """How early a predicted rise (how late a fall) may come: the median's rolling mean is
+    raised to its largest value within this much either side (forecasts with a band only)."""
+    noise_lookback_s: float = HOUR_S
+    """History the arrivals' minute-to-minute scatter is measured over (the controller hands
+    the planner ``max(fallback_window_s, maxDelay)`` and the horizon of history: keep it
+    within that, or the controller and the simulator measure different histories)."""
+    band_quantile: float = 0.9
+    """The quantile the forecast's upper band is (the job's ``spec.forecast.quantile``)."""
+    resize_margin: float = 0.0
+    """A resize now must beat staying over the horizon by this × its charge
+    (``resize_cost_factor`` × downtime × the larger size) more than the plans' costs say;
+    when staying breaks the SLO it is no alternative (scale-ups it needs are exempt)."""
 
 
 class KalePolicy:
@@ -117,6 +138,11 @@ class KalePolicy:
         self.d_steps = sizing.rescale_s / dt
         self.lead_steps = math.ceil(self.d_steps) + 1
         self.hour_steps = max(1, round(s.budget_window_s / dt))
+        self.window_steps = max(1, round(sizing.slo_s / dt))
+        """The SLO's window in steps: what a size is judged over."""
+        self.timing_steps = max(0, round(s.timing_error_s / dt))
+        self.noise_steps = max(2 * self.window_steps, round(s.noise_lookback_s / dt))
+        self.z = window.z_of(s.band_quantile)
         margin = s.slo_margin_steps
         if margin is None:
             margin = 1.0 if s.planner == "moves" else 0.0
@@ -125,7 +151,14 @@ class KalePolicy:
             hold_steps=tuple(sorted({max(1, round(h / dt)) for h in s.hold_windows_s})),
             resize_cost_factor=s.resize_cost_factor,
             tail_steps=max(0, round(s.tail_s / dt)),
+            sustain_steps=self.window_steps if s.window_sizing else 1,
+            rise_tolerance=math.inf if s.window_sizing else 0.1,
+            resize_margin=s.resize_margin,
         )
+        self.guess_settings = replace(self.plan_settings, rise_tolerance=0.1)
+        """For a load that is a guess (the reactive floor's, the recent peak's): a scale-up
+        is in force before the guessed rate exceeds the capacity, whatever the SLO window
+        would allow — the guess says nothing of when."""
         self.dp_settings = mpc.DpSettings(
             margin_s=margin * dt,
             resize_cost_factor=s.resize_cost_factor,
@@ -138,7 +171,9 @@ class KalePolicy:
         self.sizes = _sizes(self.plan_sizing)
         self.fallback_steps = max(1, int(s.fallback_window_s / dt))
         """History the recent peak is read over when there is no forecast."""
-        self.lookback_steps = int(max(s.fallback_window_s, sizing.slo_s) / dt) + self.n + 4
+        self.lookback_steps = (
+            int(max(s.fallback_window_s, sizing.slo_s, s.noise_lookback_s) / dt) + self.n + 4
+        )
         """Arrivals the planner reads back (the controller keeps at least this many)."""
         self.searches = 0
         """Plan searches made: each costs far more than following a plan."""
@@ -152,7 +187,7 @@ class KalePolicy:
         past = obs.arrivals
         fc = self.source.window(obs.step, past, self.n)
         reason: dict[str, Any] = {"lead_s": self.lead_steps * sz.interval_s}
-        upper, in_band = self._planning_load(fc, past, state, reason, obs.step)
+        upper, in_band, seen = self._planning_load(fc, past, state, reason, obs.step)
         followed = self._follow(obs, cur, fc, in_band, state, reason)
         if followed is not None:
             return followed
@@ -165,7 +200,7 @@ class KalePolicy:
         last = float(past[-1]) if len(past) else 0.0
         # The observed rate overrules a forecast of less (no scale-in below it) only when it
         # contradicts the forecast made for it, or when there is no forecast.
-        floor = last * (1 + self.settings.surprise_margin) if "reactive" in reason else 0.0
+        floor = seen * (1 + self.settings.surprise_margin) if "reactive" in reason else 0.0
         if missing:
             floor = last * (1 + self.settings.surprise_margin)
         plan = self._plan(
@@ -200,10 +235,10 @@ class KalePolicy:
             # No forecast (or the interim one) and less history than the recent peak is read
             # over: one quiet reading (a job not yet fed, a controller just started) shrinks
             # nothing.
-            seen = "only the interim forecast" if fc is not None and fc.interim else "no forecast"
+            what = "only the interim forecast" if fc is not None and fc.interim else "no forecast"
             reason.update(
                 action="hold",
-                why=f"{seen} and {len(past)} steps of history: no scale-in yet",
+                why=f"{what} and {len(past)} steps of history: no scale-in yet",
             )
             return Decision(cur, sz.ps_for(cur), reason)
         if target == cur:
@@ -306,9 +341,13 @@ class KalePolicy:
         waiting would spend the SLO's slack on the forecast being right about the timing)."""
         self.searches += 1
         if self.settings.planner == "moves":
-            return search(sizing=sz, settings=self.plan_settings, **kw)
+            return search(sizing=sz, settings=self.settings_for(kw["floor_rate"]), **kw)
         kw.pop("hour_steps")
         return mpc.solve(sizing=sz, settings=self.dp_settings, sizes=self.sizes, up_now=guess, **kw)
+
+    def settings_for(self, floor_rate: float) -> PlanSettings:
+        """The plan search's settings: a floor (a reactive or blind plan) plans a guess."""
+        return self.guess_settings if floor_rate > 0 else self.plan_settings
 
     def _resizes_left(self, step: int, state: dict[str, Any]) -> np.ndarray:
         """Resizes each step of the horizon may still start under ``maxPerHour``."""
@@ -330,37 +369,108 @@ class KalePolicy:
         state: dict[str, Any],
         reason: dict[str, Any],
         step: int,
-    ) -> tuple[np.ndarray, bool]:
-        """The rates to plan for: the upper quantile, lifted by the reactive plan if needed;
-        and whether the rate just observed was within the band predicted for it."""
+    ) -> tuple[np.ndarray, bool, float]:
+        """The rates to plan for: the upper quantile (or, sizing for the SLO's window, the
+        window load of :mod:`autoscaler.policy.window`), lifted by the reactive plan if
+        needed; whether the rate just observed was within the band predicted for it; and
+        the observed rate the reactive floor stands on (the last step's, or the mean of the
+        SLO's window when sizing for it)."""
         last = float(past[-1]) if len(past) else 0.0
         if fc is None or len(fc) < self.n:
             recent = float(past[-self.fallback_steps :].max()) if len(past) else 0.0
             reason["forecast"] = "unavailable: sizing for the recent peak"
-            return np.full(self.n, recent * (1 + self.settings.surprise_margin)), False
-        load = np.maximum(np.asarray(fc.high, dtype=float), 0.0)
+            return np.full(self.n, recent * (1 + self.settings.surprise_margin)), False, last
+        high = np.maximum(np.asarray(fc.high, dtype=float), 0.0)
+        central = np.minimum(np.maximum(np.asarray(fc.central, dtype=float), 0.0), high)
+        noise = 0.0
+        if self.settings.window_sizing:
+            # The forecast's error is the arrivals' scatter less the median's own (a
+            # median copied from a noisy day carries that day's): both average out.
+            noise = math.hypot(
+                window.noise_share(past, self.window_steps, self.noise_steps),
+                window.noise_share(central, self.window_steps, len(central)),
+            )
+            load = window.window_load(
+                central,
+                high,
+                noise=noise,
+                z=self.z,
+                window=self.window_steps,
+                timing_steps=self.timing_steps,
+            )
+        else:
+            load = high
         # The band predicted for the step just observed, from the latest forecast that
         # covered it (a resize skips planning: the band made before it is kept for its steps).
         prev = state.get("last_prediction")
         surprised = in_band = False
-        if isinstance(prev, list) and len(prev) == 3 and len(past):
+        seen = last
+        if self.settings.window_sizing:
+            surprised, in_band, seen = self._window_check(prev, past, state, step, noise)
+        elif isinstance(prev, list) and len(prev) >= 3 and len(past):
             at = step - 1 - int(prev[0])
             if 0 <= at < len(prev[1]):
-                low, high = float(prev[1][at]), float(prev[2][at])
-                surprised = last > high + max(high - low, 0.0)
-                in_band = low <= last <= high
+                low, hi = float(prev[1][at]), float(prev[2][at])
+                surprised = last > hi + max(hi - low, 0.0)
+                in_band = low <= last <= hi
         keep = self.lead_steps + 1
         state["last_prediction"] = [
             int(step),
             np.asarray(fc.low[:keep], dtype=float).tolist(),
             np.asarray(fc.high[:keep], dtype=float).tolist(),
+            central[:keep].tolist(),
         ]
         reason["forecast"] = fc.source
         if surprised:
-            reason["reactive"] = f"observed {last:.4g}/s above the forecast band"
-            load = np.maximum(load, last * (1 + self.settings.surprise_margin))
+            reason["reactive"] = f"observed {seen:.4g}/s above the forecast band"
+            load = np.maximum(load, seen * (1 + self.settings.surprise_margin))
         out: np.ndarray = load
-        return out, in_band
+        return out, in_band, seen
+
+    def _window_check(
+        self, prev: Any, past: np.ndarray, state: dict[str, Any], step: int, noise: float
+    ) -> tuple[bool, bool, float]:
+        """The reactive check over the SLO's window: the bands predicted for the last steps
+        (each from the latest forecast that covered it) are kept; the observed mean over
+        the last few steps and over the whole window are compared with the band of those
+        means — the median's mean plus the band's level part and its noise part shrunk by
+        the steps averaged (:mod:`autoscaler.policy.window`). Returns (surprised, in the
+        band, the observed rate to floor on)."""
+        w = self.window_steps
+        book = [b for b in state.get("band_seen", []) if step - w <= int(b[0]) < step]
+        if isinstance(prev, list) and len(prev) >= 4:
+            have = {int(b[0]) for b in book}
+            origin = int(prev[0])
+            for s in range(max(step - w, origin), step):
+                at = s - origin
+                if s not in have and at < len(prev[1]):
+                    book.append([s, float(prev[1][at]), float(prev[3][at]), float(prev[2][at])])
+        book.sort(key=lambda b: int(b[0]))
+        state["band_seen"] = book
+        usable = [b for b in book if step - int(b[0]) <= len(past)]
+        if not usable:
+            return False, False, float(past[-1]) if len(past) else 0.0
+        fired: list[float] = []
+        in_band = False
+        for count in sorted({min(3, len(usable)), len(usable)}):
+            part = usable[-count:]
+            obs = float(np.mean([past[int(b[0]) - step] for b in part]))
+            low, med, high = (float(np.mean([b[i] for b in part])) for i in (1, 2, 3))
+            nz = self.z * noise * med
+            up = _shrunk(max(high - med, 0.0), nz, count)
+            down = _shrunk(max(med - low, 0.0), nz, count)
+            if obs > med + 2 * up + down:
+                fired.append(obs)
+            if count == len(usable):
+                in_band = med - down <= obs <= med + up
+        return bool(fired), in_band, max(fired) if fired else float(past[-1])
+
+
+def _shrunk(band: float, noisy: float, count: int) -> float:
+    """A per-step band's width for the mean of ``count`` steps: its noise part (at most
+    ``noisy``) shrinks by √count, the rest stays."""
+    part = min(noisy, band)
+    return math.sqrt(max(band * band - part * part, 0.0) + part * part / max(count, 1))
 
 
 def oracle_policy(

@@ -35,7 +35,7 @@ the oracle is this planner fed the true future.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -96,9 +96,10 @@ class KaleSettings:
     """Judge sizes over the window the SLO allows, not the minute
     (:mod:`autoscaler.policy.window`): plans are fed the median plus the band's level part
     and its noise part shrunk over the SLO's window, widened in time by ``timing_error_s``;
-    the final size sustains the horizon's last window, not its last minute; the reactive
+    the final size sustains the horizon's last window, not its last minute; the rise rule
+    reads the median's rolling mean over the window, not its minutes; the reactive
     floor and the band a plan is followed in compare the observed window's mean with the
-    window's band. Off: the per-step upper quantile and the rise rule of planner v2
+    window's band. Off: the per-step upper quantile and per-step rules of planner v2
     (docs/decisions/0046-size-for-the-slo-window.md)."""
     timing_error_s: float = 300.0
     """How early a predicted rise (how late a fall) may come: the median's rolling mean is
@@ -152,13 +153,8 @@ class KalePolicy:
             resize_cost_factor=s.resize_cost_factor,
             tail_steps=max(0, round(s.tail_s / dt)),
             sustain_steps=self.window_steps if s.window_sizing else 1,
-            rise_tolerance=math.inf if s.window_sizing else 0.1,
             resize_margin=s.resize_margin,
         )
-        self.guess_settings = replace(self.plan_settings, rise_tolerance=0.1)
-        """For a load that is a guess (the reactive floor's, the recent peak's): a scale-up
-        is in force before the guessed rate exceeds the capacity, whatever the SLO window
-        would allow — the guess says nothing of when."""
         self.dp_settings = mpc.DpSettings(
             margin_s=margin * dt,
             resize_cost_factor=s.resize_cost_factor,
@@ -203,6 +199,10 @@ class KalePolicy:
         floor = seen * (1 + self.settings.surprise_margin) if "reactive" in reason else 0.0
         if missing:
             floor = last * (1 + self.settings.surprise_margin)
+        if self.settings.window_sizing:
+            # The rise rule and the band's low end read the median over the SLO's window:
+            # a minute's spike above the capacity is not a rise.
+            median = window.rolling_mean(median, self.window_steps)
         plan = self._plan(
             sz=sz,
             plan_sizing=self.plan_sizing,
@@ -341,13 +341,9 @@ class KalePolicy:
         waiting would spend the SLO's slack on the forecast being right about the timing)."""
         self.searches += 1
         if self.settings.planner == "moves":
-            return search(sizing=sz, settings=self.settings_for(kw["floor_rate"]), **kw)
+            return search(sizing=sz, settings=self.plan_settings, **kw)
         kw.pop("hour_steps")
         return mpc.solve(sizing=sz, settings=self.dp_settings, sizes=self.sizes, up_now=guess, **kw)
-
-    def settings_for(self, floor_rate: float) -> PlanSettings:
-        """The plan search's settings: a floor (a reactive or blind plan) plans a guess."""
-        return self.guess_settings if floor_rate > 0 else self.plan_settings
 
     def _resizes_left(self, step: int, state: dict[str, Any]) -> np.ndarray:
         """Resizes each step of the horizon may still start under ``maxPerHour``."""

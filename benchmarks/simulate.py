@@ -29,6 +29,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from autoscaler.job.loading import load_job
 from autoscaler.policy.kale import KaleSettings
 from autoscaler.policy.sizing import sizing_for
@@ -74,7 +76,7 @@ def traces(
     real: Path | None,
     noisy: list[int] = [],  # noqa: B006 (read only)
     noise: float = NOISY,
-) -> list[tuple[str, object]]:
+) -> list[tuple[str, pd.Series]]:
     """Generated traces for ``seeds``, noisy ones (``noise``) for ``noisy``, then ``paths``
     (none given: ``real`` if it exists)."""
     out = [

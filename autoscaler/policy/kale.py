@@ -35,6 +35,7 @@ the oracle is this planner fed the true future.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,10 +184,11 @@ class KalePolicy:
         past = obs.arrivals
         fc = self.source.window(obs.step, past, self.n)
         reason: dict[str, Any] = {"lead_s": self.lead_steps * sz.interval_s}
-        upper, in_band, seen = self._planning_load(fc, past, state, reason, obs.step)
+        planning_load, in_band, seen = self._planning_load(fc, past, state, reason, obs.step)
         followed = self._follow(obs, cur, fc, in_band, state, reason)
         if followed is not None:
             return followed
+        upper = planning_load()
         missing = fc is None or len(fc) < self.n  # no forecast covering the horizon
         median = (
             upper
@@ -365,43 +367,27 @@ class KalePolicy:
         state: dict[str, Any],
         reason: dict[str, Any],
         step: int,
-    ) -> tuple[np.ndarray, bool, float]:
-        """The rates to plan for: the upper quantile (or, sizing for the SLO's window, the
-        window load of :mod:`autoscaler.policy.window`), lifted by the reactive plan if
-        needed; whether the rate just observed was within the band predicted for it; and
-        the observed rate the reactive floor stands on (the last step's, or the mean of the
-        SLO's window when sizing for it)."""
+    ) -> tuple[Callable[[], np.ndarray], bool, float]:
+        """The rates to plan for, as a function (a followed plan never needs them): the
+        upper quantile (or, sizing for the SLO's window, the window load of
+        :mod:`autoscaler.policy.window`), lifted by the reactive plan if needed; whether the
+        rate just observed was within the band predicted for it; and the observed rate the
+        reactive floor stands on (the last step's, or the mean of the SLO's window when
+        sizing for it)."""
         last = float(past[-1]) if len(past) else 0.0
+        margin = 1 + self.settings.surprise_margin
         if fc is None or len(fc) < self.n:
             recent = float(past[-self.fallback_steps :].max()) if len(past) else 0.0
             reason["forecast"] = "unavailable: sizing for the recent peak"
-            return np.full(self.n, recent * (1 + self.settings.surprise_margin)), False, last
-        high = np.maximum(np.asarray(fc.high, dtype=float), 0.0)
-        central = np.minimum(np.maximum(np.asarray(fc.central, dtype=float), 0.0), high)
-        noise = 0.0
-        if self.settings.window_sizing:
-            # The forecast's error is the arrivals' scatter less the median's own (a
-            # median copied from a noisy day carries that day's): both average out.
-            noise = math.hypot(
-                window.noise_share(past, self.window_steps, self.noise_steps),
-                window.noise_share(central, self.window_steps, len(central)),
-            )
-            load = window.window_load(
-                central,
-                high,
-                noise=noise,
-                z=self.z,
-                window=self.window_steps,
-                timing_steps=self.timing_steps,
-            )
-        else:
-            load = high
+            return (lambda: np.full(self.n, recent * margin)), False, last
         # The band predicted for the step just observed, from the latest forecast that
         # covered it (a resize skips planning: the band made before it is kept for its steps).
         prev = state.get("last_prediction")
         surprised = in_band = False
         seen = last
-        if self.settings.window_sizing:
+        by_window = self.settings.window_sizing
+        noise = self._noise(past, state, step) if by_window else 0.0
+        if by_window:
             surprised, in_band, seen = self._window_check(prev, past, state, step, noise)
         elif isinstance(prev, list) and len(prev) >= 3 and len(past):
             at = step - 1 - int(prev[0])
@@ -414,14 +400,50 @@ class KalePolicy:
             int(step),
             np.asarray(fc.low[:keep], dtype=float).tolist(),
             np.asarray(fc.high[:keep], dtype=float).tolist(),
-            central[:keep].tolist(),
+            np.asarray(fc.central[:keep], dtype=float).tolist(),
         ]
         reason["forecast"] = fc.source
         if surprised:
             reason["reactive"] = f"observed {seen:.4g}/s above the forecast band"
-            load = np.maximum(load, seen * (1 + self.settings.surprise_margin))
-        out: np.ndarray = load
-        return out, in_band, seen
+
+        def load() -> np.ndarray:
+            high = np.maximum(np.asarray(fc.high, dtype=float), 0.0)
+            out: np.ndarray = high
+            if by_window:
+                central = np.minimum(np.maximum(np.asarray(fc.central, dtype=float), 0.0), high)
+                # The forecast's error is the arrivals' scatter less the median's own (a
+                # median copied from a noisy day carries that day's): both average out.
+                both = math.hypot(
+                    noise, window.noise_share(central, self.window_steps, len(central))
+                )
+                out = window.window_load(
+                    central,
+                    high,
+                    noise=both,
+                    z=self.z,
+                    window=self.window_steps,
+                    timing_steps=self.timing_steps,
+                )
+            if surprised:
+                out = np.maximum(out, seen * margin)
+            return out
+
+        return load, in_band, seen
+
+    def _noise(self, past: np.ndarray, state: dict[str, Any], step: int) -> float:
+        """The arrivals' scatter (:func:`autoscaler.policy.window.noise_share`), measured
+        again once per SLO window: it changes slowly, and a tick that follows a plan should
+        cost little."""
+        kept = state.get("noise")
+        if (
+            isinstance(kept, list)
+            and len(kept) == 2
+            and 0 <= step - int(kept[0]) < self.window_steps
+        ):
+            return float(kept[1])
+        value = window.noise_share(past, self.window_steps, self.noise_steps)
+        state["noise"] = [int(step), value]
+        return value
 
     def _window_check(
         self, prev: Any, past: np.ndarray, state: dict[str, Any], step: int, noise: float
@@ -433,33 +455,35 @@ class KalePolicy:
         the steps averaged (:mod:`autoscaler.policy.window`). Returns (surprised, in the
         band, the observed rate to floor on)."""
         w = self.window_steps
-        book = [b for b in state.get("band_seen", []) if step - w <= int(b[0]) < step]
+        book = [b for b in state.get("band_seen", ()) if step - w <= b[0] < step]
         if isinstance(prev, list) and len(prev) >= 4:
-            have = {int(b[0]) for b in book}
             origin = int(prev[0])
-            for s in range(max(step - w, origin), step):
+            first = book[-1][0] + 1 if book else step - w
+            for s in range(max(first, origin, step - w), step):
                 at = s - origin
-                if s not in have and at < len(prev[1]):
-                    book.append([s, float(prev[1][at]), float(prev[3][at]), float(prev[2][at])])
-        book.sort(key=lambda b: int(b[0]))
+                if at < len(prev[1]):
+                    book.append([s, prev[1][at], prev[3][at], prev[2][at]])
         state["band_seen"] = book
-        usable = [b for b in book if step - int(b[0]) <= len(past)]
+        usable = [b for b in book if step - b[0] <= len(past)]
+        last = float(past[-1]) if len(past) else 0.0
         if not usable:
-            return False, False, float(past[-1]) if len(past) else 0.0
-        fired: list[float] = []
+            return False, False, last
+        fired = 0.0
         in_band = False
         for count in sorted({min(3, len(usable)), len(usable)}):
             part = usable[-count:]
-            obs = float(np.mean([past[int(b[0]) - step] for b in part]))
-            low, med, high = (float(np.mean([b[i] for b in part])) for i in (1, 2, 3))
+            obs = float(sum(past[b[0] - step] for b in part)) / count
+            low = sum(b[1] for b in part) / count
+            med = sum(b[2] for b in part) / count
+            high = sum(b[3] for b in part) / count
             nz = self.z * noise * med
             up = _shrunk(max(high - med, 0.0), nz, count)
             down = _shrunk(max(med - low, 0.0), nz, count)
             if obs > med + 2 * up + down:
-                fired.append(obs)
+                fired = max(fired, obs)
             if count == len(usable):
                 in_band = med - down <= obs <= med + up
-        return bool(fired), in_band, max(fired) if fired else float(past[-1])
+        return fired > 0, in_band, fired if fired > 0 else last
 
 
 def _shrunk(band: float, noisy: float, count: int) -> float:

@@ -455,34 +455,48 @@ class KalePolicy:
         the steps averaged (:mod:`autoscaler.policy.window`). Returns (surprised, in the
         band, the observed rate to floor on)."""
         w = self.window_steps
-        book = [b for b in state.get("band_seen", ()) if step - w <= b[0] < step]
+        book = state.get("band_seen")
+        if not isinstance(book, list):
+            book = []
+        while book and book[0][0] < step - w:
+            del book[0]
+        if book and book[-1][0] >= step:  # a step seen again (a tick repeated)
+            book = [b for b in book if b[0] < step]
         if isinstance(prev, list) and len(prev) >= 4:
             origin = int(prev[0])
             first = book[-1][0] + 1 if book else step - w
-            for s in range(max(first, origin, step - w), step):
+            lows, highs, meds = prev[1], prev[2], prev[3]
+            for s in range(max(first, origin, step - w), min(step, origin + len(lows))):
                 at = s - origin
-                if at < len(prev[1]):
-                    book.append([s, prev[1][at], prev[3][at], prev[2][at]])
+                book.append([s, lows[at], meds[at], highs[at]])
         state["band_seen"] = book
-        usable = [b for b in book if step - b[0] <= len(past)]
         last = float(past[-1]) if len(past) else 0.0
-        if not usable:
+        usable = book if len(past) >= w else [b for b in book if step - b[0] <= len(past)]
+        total = len(usable)
+        if not total:
             return False, False, last
         fired = 0.0
         in_band = False
-        for count in sorted({min(3, len(usable)), len(usable)}):
-            part = usable[-count:]
-            obs = float(sum(past[b[0] - step] for b in part)) / count
-            low = sum(b[1] for b in part) / count
-            med = sum(b[2] for b in part) / count
-            high = sum(b[3] for b in part) / count
-            nz = self.z * noise * med
-            up = _shrunk(max(high - med, 0.0), nz, count)
-            down = _shrunk(max(med - low, 0.0), nz, count)
-            if obs > med + 2 * up + down:
-                fired = max(fired, obs)
-            if count == len(usable):
-                in_band = med - down <= obs <= med + up
+        nz_per = self.z * noise
+        obs = low = med = high = 0.0
+        short = min(3, total)
+        tail = past[-w:].tolist()
+        back = len(tail) - step
+        for count, b in enumerate(reversed(usable), start=1):
+            obs += tail[back + b[0]]
+            low += b[1]
+            med += b[2]
+            high += b[3]
+            if count != short and count != total:
+                continue
+            o, lo, m, hi = obs / count, low / count, med / count, high / count
+            nz = nz_per * m
+            up = _shrunk(max(hi - m, 0.0), nz, count)
+            down = _shrunk(max(m - lo, 0.0), nz, count)
+            if o > m + 2 * up + down:
+                fired = max(fired, o)
+            if count == total:
+                in_band = m - down <= o <= m + up
         return fired > 0, in_band, fired if fired > 0 else last
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -156,6 +156,11 @@ class KalePolicy:
             sustain_steps=self.window_steps if s.window_sizing else 1,
             resize_margin=s.resize_margin,
         )
+        self.ahead_settings = replace(self.plan_settings, rise_tolerance=math.inf)
+        """Sizing for the SLO's window, while the job keeps up with a forecast load: no rise
+        rule (the planning load's band widened in time charges the forecast's timing)."""
+        self.search_settings = self.plan_settings
+        """The plan search's settings for the decision being made."""
         self.dp_settings = mpc.DpSettings(
             margin_s=margin * dt,
             resize_cost_factor=s.resize_cost_factor,
@@ -201,10 +206,19 @@ class KalePolicy:
         floor = seen * (1 + self.settings.surprise_margin) if "reactive" in reason else 0.0
         if missing:
             floor = last * (1 + self.settings.surprise_margin)
+        self.search_settings = self.plan_settings
         if self.settings.window_sizing:
             # The rise rule and the band's low end read the median over the SLO's window:
-            # a minute's spike above the capacity is not a rise.
+            # a minute's spike above the capacity is not a rise. The rise rule holds while
+            # the load is a guess (no forecast, or the reactive floor's) or the job is behind
+            # (its capacity under the rate observed over the window): then waiting would bet
+            # the SLO's slack on a timing nobody forecast. Otherwise the forecast's timing
+            # error is charged by its band widened in time (the planning load).
             median = window.rolling_mean(median, self.window_steps)
+            recent = past[-self.window_steps :]
+            behind = len(recent) > 0 and self.plan_sizing.rate(cur) < float(recent.mean())
+            if not (floor > 0 or behind):
+                self.search_settings = self.ahead_settings
         plan = self._plan(
             sz=sz,
             plan_sizing=self.plan_sizing,
@@ -343,7 +357,7 @@ class KalePolicy:
         waiting would spend the SLO's slack on the forecast being right about the timing)."""
         self.searches += 1
         if self.settings.planner == "moves":
-            return search(sizing=sz, settings=self.plan_settings, **kw)
+            return search(sizing=sz, settings=self.search_settings, **kw)
         kw.pop("hour_steps")
         return mpc.solve(sizing=sz, settings=self.dp_settings, sizes=self.sizes, up_now=guess, **kw)
 

@@ -157,7 +157,7 @@ class Recording(KalePolicy):
         self.calls: list[dict[str, Any]] = []
 
     def _plan(self, *, sz: JobSizing, guess: bool, **kw: Any) -> Plan:
-        self.calls.append({"sizing": sz, "settings": self.plan_settings, **kw})
+        self.calls.append({"sizing": sz, "settings": self.search_settings, **kw})
         return super()._plan(sz=sz, guess=guess, **kw)
 
 

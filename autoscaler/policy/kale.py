@@ -13,6 +13,14 @@ nothing it depends on changes (the same forecast, the rate inside its band, the 
 backlog as planned), for at most ``replan_every_steps``: searching again would mostly find the same
 plan (docs/decisions/0045-follow-a-plan.md), and a search costs far more than following.
 
+Sizing for the SLO's window (``window_sizing``, the default;
+:mod:`autoscaler.policy.window`, docs/decisions/0046-size-for-the-slo-window.md): the plans'
+queue is fed the median plus the band's level part and its noise part shrunk over the SLO's
+window, widened in time by the forecast's timing error, so a minute's spike that the backlog
+absorbs within ``maxDelay`` buys no capacity; the rules below read window means where they
+read a minute before ("the observed rate" is then the mean of the last steps that proved
+the forecast wrong).
+
 Safety rules, for both planners:
 
 * **reactive floor** — when the last observed rate exceeds the forecast made for it by more

@@ -23,6 +23,8 @@ applies: it charges the forecast's errors, and a forecast without any has none t
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
 from statistics import NormalDist
 
 import numpy as np
@@ -33,27 +35,41 @@ def rolling_mean(x: np.ndarray, w: int) -> np.ndarray:
     n = len(x)
     if w <= 1 or n == 0:
         return np.asarray(x, dtype=float).copy()
-    cum = np.concatenate(([0.0], np.cumsum(x, dtype=float)))
+    lo, hi, count = _window_of(n, w)
+    cum = np.empty(n + 1)
+    cum[0] = 0.0
+    np.cumsum(x, out=cum[1:])
+    out: np.ndarray = (cum[hi] - cum[lo]) / count
+    return out
+
+
+@lru_cache(maxsize=64)
+def _window_of(n: int, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where each step's centred window starts and ends, and its length (read-only; the
+    same for every decision of a job)."""
     idx = np.arange(n)
     lo = np.maximum(idx - w // 2, 0)
     hi = np.minimum(idx - w // 2 + w, n)
-    out: np.ndarray = (cum[hi] - cum[lo]) / (hi - lo)
-    return out
+    count = (hi - lo).astype(float)
+    for a in (lo, hi, count):
+        a.setflags(write=False)
+    return lo, hi, count
 
 
 def noise_share(past: np.ndarray, w: int, lookback: int) -> float:
     """The arrivals' relative scatter around their own rolling mean over ``w`` steps, in the
-    last ``lookback`` steps of history (standard deviation of rate / mean − 1; 0 without
-    enough history). It is what averages out over the SLO's window."""
+    last ``lookback`` steps of history (root mean square of rate / mean − 1 where the mean
+    is positive; 0 without enough history). It is what averages out over the SLO's window."""
     tail = np.asarray(past[-lookback:], dtype=float)
     if len(tail) < 2 * w or w <= 1:
         return 0.0
     smooth = rolling_mean(tail, w)
     ok = smooth > 0
-    if ok.sum() < w:
+    kept = int(np.count_nonzero(ok))
+    if kept < w:
         return 0.0
-    rel = tail[ok] / smooth[ok] - 1.0
-    return float(np.sqrt(np.mean(rel * rel)))
+    rel = tail / smooth - 1.0 if kept == len(tail) else tail[ok] / smooth[ok] - 1.0
+    return math.sqrt(float(np.dot(rel, rel)) / kept)
 
 
 def z_of(quantile: float) -> float:
@@ -85,9 +101,9 @@ def window_load(
     out: np.ndarray = m + np.sqrt(np.maximum(level2, 0.0) + noisy * noisy / max(window, 1))
     if timing_steps > 0 and len(m) > 1 and band.any():
         smooth = rolling_mean(m, window)
-        env = smooth.copy()
-        for s in range(1, min(timing_steps, len(m) - 1) + 1):
-            np.maximum(env[:-s], smooth[s:], out=env[:-s])  # a rise, s steps early
-            np.maximum(env[s:], smooth[:-s], out=env[s:])  # a fall, s steps late
+        # The largest of the steps within ± timing_steps: a rise early, a fall late.
+        k = min(timing_steps, len(m) - 1)
+        padded = np.concatenate((np.full(k, -np.inf), smooth, np.full(k, -np.inf)))
+        env = np.lib.stride_tricks.sliding_window_view(padded, 2 * k + 1).max(axis=1)
         out += np.where(band > 0, env - smooth, 0.0)
     return out

@@ -74,10 +74,17 @@ class PlanSettings:
     band: int = 2
     sustain: float = 1.0
     """The final size must serve this share of the upper quantile at the horizon's end."""
+    sustain_steps: int = 1
+    """... averaged over this many last steps of the horizon (the SLO's window: a final size
+    rides the minutes' spikes on the backlog, as every other step of a plan does)."""
     max_sizes: int = 9
     """At most this many sizes per plan search (the two-move plans grow with its square)."""
     rise_tolerance: float = 0.1
-    """A rise is the median exceeding the current capacity by this share."""
+    """A rise is the median exceeding the current capacity by this share (inf: no rise
+    rule; the planning load's band widened in time stands for it)."""
+    resize_margin: float = 0.0
+    """A feasible plan resizing now must cost less than staying (when staying is feasible)
+    by this × its resize charge (0: the cheapest plan wins)."""
     up_slack_steps: int = 2
     """With staying infeasible, a scale-up planned this soon is made now (timing errors)."""
     """Sizes considered: the load's needs over the horizon, widened by this many sizes."""
@@ -565,7 +572,8 @@ def search(
         rows = g.two[unsure]
         v, e, _ = _exact(q, g, rows)
         ok[rows] = (v == 0) & e
-    sustains = (g.cap_end >= upper[-1] * settings.sustain) | g.top_end
+    end_load = float(upper[-max(1, settings.sustain_steps) :].mean())
+    sustains = (g.cap_end >= end_load * settings.sustain) | g.top_end
     if not sustains.all():
         ok &= sustains[g.final_at]
     # -- the resize budget and the observed-rate floor ---------------------------------------
@@ -580,8 +588,10 @@ def search(
         allowed_plan &= ~((K1 == 0) & (cap_of[W1] < floor_rate) & (cur > W1))
     # A scale-up must be in force (one step ahead) when the median rises past the current
     # capacity: waiting longer would spend the SLO's slack on the forecast's timing.
-    above = (median > cap_of[cur] * (1.0 + settings.rise_tolerance)).nonzero()[0]
-    rise_at = int(above[0]) if above.size else n
+    rise_at = n
+    if math.isfinite(settings.rise_tolerance):
+        above = (median > cap_of[cur] * (1.0 + settings.rise_tolerance)).nonzero()[0]
+        rise_at = int(above[0]) if above.size else n
     if rise_at < g.latest_up:
         allowed_plan &= ~((cur < W1) & (K1 > 0) & (K1 + (math.ceil(d) + 1) > rise_at))
     # -- the choice -------------------------------------------------------------------------
@@ -624,6 +634,14 @@ def search(
             finite = np.isfinite(score).nonzero()[0]
             spread = 4.0 * tol + 16.0 * float(np.spacing(np.abs(score[finite]).max()))
             i = _first_min(score, finite, spread, score_of)
+    if feasible and K1[i] == 0 and settings.resize_margin > 0:
+        # A resize is worth its downtime only if the plan after it beats waiting by more
+        # than the resize costs: else the best plan that does not resize now is kept.
+        # (Against staying, not against the same resize a step later: that would wait
+        # forever.)
+        extra = settings.resize_margin * job.charge * max(cur, int(W1[i]))
+        if pick[0] and cost[0] <= cost[i] + extra:
+            i = 0
     stay_bad = not (ok[0] and allowed_plan[0])
     if stay_bad and 0 < K1[i] <= settings.up_slack_steps and W1[i] > cur and resizes_left[0] >= 1:
         # Staying fails and the plan scales up in a moment: do it now, then re-plan. (The

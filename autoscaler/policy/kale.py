@@ -13,6 +13,14 @@ nothing it depends on changes (the same forecast, the rate inside its band, the 
 backlog as planned), for at most ``replan_every_steps``: searching again would mostly find the same
 plan (docs/decisions/0045-follow-a-plan.md), and a search costs far more than following.
 
+Sizing for the SLO's window (``window_sizing``, the default;
+:mod:`autoscaler.policy.window`, docs/decisions/0046-size-for-the-slo-window.md): the plans'
+queue is fed the median plus the band's level part and its noise part shrunk over the SLO's
+window, widened in time by the forecast's timing error, so a minute's spike that the backlog
+absorbs within ``maxDelay`` buys no capacity; the rules below read window means where they
+read a minute before ("the observed rate" is then the mean of the last steps that proved
+the forecast wrong).
+
 Safety rules, for both planners:
 
 * **reactive floor** — when the last observed rate exceeds the forecast made for it by more
@@ -35,12 +43,13 @@ the oracle is this planner fed the true future.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from autoscaler.policy import mpc
+from autoscaler.policy import mpc, window
 from autoscaler.policy.forecasts import ForecastSource, ForecastWindow, TrueFuture
 from autoscaler.policy.horizon import Plan, PlanSettings, _sizes, search
 from autoscaler.policy.types import Decision, JobSizing, Observation
@@ -92,6 +101,28 @@ class KaleSettings:
     replan_every_steps: int = 10
     """A feasible plan is followed for at most this many steps while nothing it depends on
     changes (1: plan every step); see :meth:`KalePolicy._follow`."""
+    window_sizing: bool = True
+    """Judge sizes over the window the SLO allows, not the minute
+    (:mod:`autoscaler.policy.window`): plans are fed the median plus the band's level part
+    and its noise part shrunk over the SLO's window, widened in time by ``timing_error_s``;
+    the final size sustains the horizon's last window, not its last minute; the rise rule
+    reads the median's rolling mean over the window, not its minutes; the reactive
+    floor and the band a plan is followed in compare the observed window's mean with the
+    window's band. Off: the per-step upper quantile and per-step rules of planner v2
+    (docs/decisions/0046-size-for-the-slo-window.md)."""
+    timing_error_s: float = 300.0
+    """How early a predicted rise (how late a fall) may come: the median's rolling mean is
+    raised to its largest value within this much either side (forecasts with a band only)."""
+    noise_lookback_s: float = HOUR_S
+    """History the arrivals' minute-to-minute scatter is measured over (the controller hands
+    the planner ``max(fallback_window_s, maxDelay)`` and the horizon of history: keep it
+    within that, or the controller and the simulator measure different histories)."""
+    band_quantile: float = 0.9
+    """The quantile the forecast's upper band is (the job's ``spec.forecast.quantile``)."""
+    resize_margin: float = 0.0
+    """A resize now must beat staying over the horizon by this × its charge
+    (``resize_cost_factor`` × downtime × the larger size) more than the plans' costs say;
+    when staying breaks the SLO it is no alternative (scale-ups it needs are exempt)."""
 
 
 class KalePolicy:
@@ -117,6 +148,11 @@ class KalePolicy:
         self.d_steps = sizing.rescale_s / dt
         self.lead_steps = math.ceil(self.d_steps) + 1
         self.hour_steps = max(1, round(s.budget_window_s / dt))
+        self.window_steps = max(1, round(sizing.slo_s / dt))
+        """The SLO's window in steps: what a size is judged over."""
+        self.timing_steps = max(0, round(s.timing_error_s / dt))
+        self.noise_steps = max(2 * self.window_steps, round(s.noise_lookback_s / dt))
+        self.z = window.z_of(s.band_quantile)
         margin = s.slo_margin_steps
         if margin is None:
             margin = 1.0 if s.planner == "moves" else 0.0
@@ -125,7 +161,14 @@ class KalePolicy:
             hold_steps=tuple(sorted({max(1, round(h / dt)) for h in s.hold_windows_s})),
             resize_cost_factor=s.resize_cost_factor,
             tail_steps=max(0, round(s.tail_s / dt)),
+            sustain_steps=self.window_steps if s.window_sizing else 1,
+            resize_margin=s.resize_margin,
         )
+        self.ahead_settings = replace(self.plan_settings, rise_tolerance=math.inf)
+        """Sizing for the SLO's window, while the job keeps up with a forecast load: no rise
+        rule (the planning load's band widened in time charges the forecast's timing)."""
+        self.search_settings = self.plan_settings
+        """The plan search's settings for the decision being made."""
         self.dp_settings = mpc.DpSettings(
             margin_s=margin * dt,
             resize_cost_factor=s.resize_cost_factor,
@@ -138,7 +181,9 @@ class KalePolicy:
         self.sizes = _sizes(self.plan_sizing)
         self.fallback_steps = max(1, int(s.fallback_window_s / dt))
         """History the recent peak is read over when there is no forecast."""
-        self.lookback_steps = int(max(s.fallback_window_s, sizing.slo_s) / dt) + self.n + 4
+        self.lookback_steps = (
+            int(max(s.fallback_window_s, sizing.slo_s, s.noise_lookback_s) / dt) + self.n + 4
+        )
         """Arrivals the planner reads back (the controller keeps at least this many)."""
         self.searches = 0
         """Plan searches made: each costs far more than following a plan."""
@@ -152,10 +197,11 @@ class KalePolicy:
         past = obs.arrivals
         fc = self.source.window(obs.step, past, self.n)
         reason: dict[str, Any] = {"lead_s": self.lead_steps * sz.interval_s}
-        upper, in_band = self._planning_load(fc, past, state, reason, obs.step)
+        planning_load, in_band, seen = self._planning_load(fc, past, state, reason, obs.step)
         followed = self._follow(obs, cur, fc, in_band, state, reason)
         if followed is not None:
             return followed
+        upper = planning_load()
         missing = fc is None or len(fc) < self.n  # no forecast covering the horizon
         median = (
             upper
@@ -165,9 +211,22 @@ class KalePolicy:
         last = float(past[-1]) if len(past) else 0.0
         # The observed rate overrules a forecast of less (no scale-in below it) only when it
         # contradicts the forecast made for it, or when there is no forecast.
-        floor = last * (1 + self.settings.surprise_margin) if "reactive" in reason else 0.0
+        floor = seen * (1 + self.settings.surprise_margin) if "reactive" in reason else 0.0
         if missing:
             floor = last * (1 + self.settings.surprise_margin)
+        self.search_settings = self.plan_settings
+        if self.settings.window_sizing:
+            # The rise rule and the band's low end read the median over the SLO's window:
+            # a minute's spike above the capacity is not a rise. The rise rule holds while
+            # the load is a guess (no forecast, or the reactive floor's) or the job is behind
+            # (its capacity under the rate observed over the window): then waiting would bet
+            # the SLO's slack on a timing nobody forecast. Otherwise the forecast's timing
+            # error is charged by its band widened in time (the planning load).
+            median = window.rolling_mean(median, self.window_steps)
+            recent = past[-self.window_steps :]
+            behind = len(recent) > 0 and self.plan_sizing.rate(cur) < float(recent.mean())
+            if not (floor > 0 or behind):
+                self.search_settings = self.ahead_settings
         plan = self._plan(
             sz=sz,
             plan_sizing=self.plan_sizing,
@@ -200,10 +259,10 @@ class KalePolicy:
             # No forecast (or the interim one) and less history than the recent peak is read
             # over: one quiet reading (a job not yet fed, a controller just started) shrinks
             # nothing.
-            seen = "only the interim forecast" if fc is not None and fc.interim else "no forecast"
+            what = "only the interim forecast" if fc is not None and fc.interim else "no forecast"
             reason.update(
                 action="hold",
-                why=f"{seen} and {len(past)} steps of history: no scale-in yet",
+                why=f"{what} and {len(past)} steps of history: no scale-in yet",
             )
             return Decision(cur, sz.ps_for(cur), reason)
         if target == cur:
@@ -306,7 +365,7 @@ class KalePolicy:
         waiting would spend the SLO's slack on the forecast being right about the timing)."""
         self.searches += 1
         if self.settings.planner == "moves":
-            return search(sizing=sz, settings=self.plan_settings, **kw)
+            return search(sizing=sz, settings=self.search_settings, **kw)
         kw.pop("hour_steps")
         return mpc.solve(sizing=sz, settings=self.dp_settings, sizes=self.sizes, up_now=guess, **kw)
 
@@ -330,37 +389,144 @@ class KalePolicy:
         state: dict[str, Any],
         reason: dict[str, Any],
         step: int,
-    ) -> tuple[np.ndarray, bool]:
-        """The rates to plan for: the upper quantile, lifted by the reactive plan if needed;
-        and whether the rate just observed was within the band predicted for it."""
+    ) -> tuple[Callable[[], np.ndarray], bool, float]:
+        """The rates to plan for, as a function (a followed plan never needs them): the
+        upper quantile (or, sizing for the SLO's window, the window load of
+        :mod:`autoscaler.policy.window`), lifted by the reactive plan if needed; whether the
+        rate just observed was within the band predicted for it; and the observed rate the
+        reactive floor stands on (the last step's, or the mean of the SLO's window when
+        sizing for it)."""
         last = float(past[-1]) if len(past) else 0.0
+        margin = 1 + self.settings.surprise_margin
         if fc is None or len(fc) < self.n:
             recent = float(past[-self.fallback_steps :].max()) if len(past) else 0.0
             reason["forecast"] = "unavailable: sizing for the recent peak"
-            return np.full(self.n, recent * (1 + self.settings.surprise_margin)), False
-        load = np.maximum(np.asarray(fc.high, dtype=float), 0.0)
+            return (lambda: np.full(self.n, recent * margin)), False, last
         # The band predicted for the step just observed, from the latest forecast that
         # covered it (a resize skips planning: the band made before it is kept for its steps).
         prev = state.get("last_prediction")
         surprised = in_band = False
-        if isinstance(prev, list) and len(prev) == 3 and len(past):
+        seen = last
+        by_window = self.settings.window_sizing
+        noise = self._noise(past, state, step) if by_window else 0.0
+        if by_window:
+            surprised, in_band, seen = self._window_check(prev, past, state, step, noise)
+        elif isinstance(prev, list) and len(prev) >= 3 and len(past):
             at = step - 1 - int(prev[0])
             if 0 <= at < len(prev[1]):
-                low, high = float(prev[1][at]), float(prev[2][at])
-                surprised = last > high + max(high - low, 0.0)
-                in_band = low <= last <= high
+                low, hi = float(prev[1][at]), float(prev[2][at])
+                surprised = last > hi + max(hi - low, 0.0)
+                in_band = low <= last <= hi
         keep = self.lead_steps + 1
         state["last_prediction"] = [
             int(step),
             np.asarray(fc.low[:keep], dtype=float).tolist(),
             np.asarray(fc.high[:keep], dtype=float).tolist(),
+            np.asarray(fc.central[:keep], dtype=float).tolist(),
         ]
         reason["forecast"] = fc.source
         if surprised:
-            reason["reactive"] = f"observed {last:.4g}/s above the forecast band"
-            load = np.maximum(load, last * (1 + self.settings.surprise_margin))
-        out: np.ndarray = load
-        return out, in_band
+            reason["reactive"] = f"observed {seen:.4g}/s above the forecast band"
+
+        def load() -> np.ndarray:
+            high = np.maximum(np.asarray(fc.high, dtype=float), 0.0)
+            out: np.ndarray = high
+            if by_window:
+                central = np.minimum(np.maximum(np.asarray(fc.central, dtype=float), 0.0), high)
+                # The forecast's error is the arrivals' scatter less the median's own (a
+                # median copied from a noisy day carries that day's): both average out.
+                both = math.hypot(
+                    noise, window.noise_share(central, self.window_steps, len(central))
+                )
+                out = window.window_load(
+                    central,
+                    high,
+                    noise=both,
+                    z=self.z,
+                    window=self.window_steps,
+                    timing_steps=self.timing_steps,
+                )
+            if surprised:
+                out = np.maximum(out, seen * margin)
+            return out
+
+        return load, in_band, seen
+
+    def _noise(self, past: np.ndarray, state: dict[str, Any], step: int) -> float:
+        """The arrivals' scatter (:func:`autoscaler.policy.window.noise_share`), measured
+        again once per SLO window: it changes slowly, and a tick that follows a plan should
+        cost little."""
+        kept = state.get("noise")
+        if (
+            isinstance(kept, list)
+            and len(kept) == 2
+            and 0 <= step - int(kept[0]) < self.window_steps
+        ):
+            return float(kept[1])
+        value = window.noise_share(past, self.window_steps, self.noise_steps)
+        state["noise"] = [int(step), value]
+        return value
+
+    def _window_check(
+        self, prev: Any, past: np.ndarray, state: dict[str, Any], step: int, noise: float
+    ) -> tuple[bool, bool, float]:
+        """The reactive check over the SLO's window: the bands predicted for the last steps
+        (each from the latest forecast that covered it) are kept; the observed mean over
+        the last few steps and over the whole window are compared with the band of those
+        means — the median's mean plus the band's level part and its noise part shrunk by
+        the steps averaged (:mod:`autoscaler.policy.window`). Returns (surprised, in the
+        band, the observed rate to floor on)."""
+        w = self.window_steps
+        book = state.get("band_seen")
+        if not isinstance(book, list):
+            book = []
+        while book and book[0][0] < step - w:
+            del book[0]
+        if book and book[-1][0] >= step:  # a step seen again (a tick repeated)
+            book = [b for b in book if b[0] < step]
+        if isinstance(prev, list) and len(prev) >= 4:
+            origin = int(prev[0])
+            first = book[-1][0] + 1 if book else step - w
+            lows, highs, meds = prev[1], prev[2], prev[3]
+            for s in range(max(first, origin, step - w), min(step, origin + len(lows))):
+                at = s - origin
+                book.append([s, lows[at], meds[at], highs[at]])
+        state["band_seen"] = book
+        last = float(past[-1]) if len(past) else 0.0
+        usable = book if len(past) >= w else [b for b in book if step - b[0] <= len(past)]
+        total = len(usable)
+        if not total:
+            return False, False, last
+        fired = 0.0
+        in_band = False
+        nz_per = self.z * noise
+        obs = low = med = high = 0.0
+        short = min(3, total)
+        tail = past[-w:].tolist()
+        back = len(tail) - step
+        for count, b in enumerate(reversed(usable), start=1):
+            obs += tail[back + b[0]]
+            low += b[1]
+            med += b[2]
+            high += b[3]
+            if count != short and count != total:
+                continue
+            o, lo, m, hi = obs / count, low / count, med / count, high / count
+            nz = nz_per * m
+            up = _shrunk(max(hi - m, 0.0), nz, count)
+            down = _shrunk(max(m - lo, 0.0), nz, count)
+            if o > m + 2 * up + down:
+                fired = max(fired, o)
+            if count == total:
+                in_band = m - down <= o <= m + up
+        return fired > 0, in_band, fired if fired > 0 else last
+
+
+def _shrunk(band: float, noisy: float, count: int) -> float:
+    """A per-step band's width for the mean of ``count`` steps: its noise part (at most
+    ``noisy``) shrinks by √count, the rest stays."""
+    part = min(noisy, band)
+    return math.sqrt(max(band * band - part * part, 0.0) + part * part / max(count, 1))
 
 
 def oracle_policy(

@@ -26,13 +26,22 @@ def _spec(job: Any) -> Any:
     return getattr(getattr(job, "job", job), "spec", None)
 
 
-def settings_for(sizing: JobSizing, job: Any, planner: str | None = None) -> KaleSettings:
+def settings_for(
+    sizing: JobSizing,
+    job: Any,
+    planner: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> KaleSettings:
     """The planner's settings for a job: the horizon is the job's forecast horizon;
-    ``planner`` picks :attr:`KaleSettings.planner` (None: its default)."""
+    ``planner`` picks
+    :attr:`KaleSettings.planner` (None: its default); ``overrides`` replaces any other field
+    (benchmarks comparing settings)."""
     spec = _spec(job)
     horizon_s = float(spec.forecast.horizon) if spec is not None else 3600.0
     out = KaleSettings(horizon_steps=max(1, round(horizon_s / sizing.interval_s)))
-    return out if planner is None else replace(out, planner=planner)
+    if planner is not None:
+        out = replace(out, planner=planner)
+    return replace(out, **(overrides or {}))
 
 
 def shared_source(
@@ -78,6 +87,7 @@ def make_kale(
     forecast_cache: dict[str, Any] | None = None,
     trace_start: Any = None,
     planner: str | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> KalePolicy:
     source = shared_source(
         sizing,
@@ -86,7 +96,7 @@ def make_kale(
         forecast_cache=forecast_cache,
         trace_start=trace_start,
     )
-    return KalePolicy(sizing, source, settings=settings_for(sizing, job, planner))
+    return KalePolicy(sizing, source, settings=settings_for(sizing, job, planner, overrides))
 
 
 def make_madu(
@@ -97,6 +107,7 @@ def make_madu(
     forecast_cache: dict[str, Any] | None = None,
     trace_start: Any = None,
     planner: str | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> KalePolicy:
     source = shared_source(
         sizing,
@@ -105,10 +116,15 @@ def make_madu(
         forecast_cache=forecast_cache,
         trace_start=trace_start,
     )
-    return madu_policy(sizing, source, settings=settings_for(sizing, job, planner))
+    return madu_policy(sizing, source, settings=settings_for(sizing, job, planner, overrides))
 
 
 def make_oracle(
-    *, sizing: JobSizing, future: np.ndarray, job: Any = None, planner: str | None = None
+    *,
+    sizing: JobSizing,
+    future: np.ndarray,
+    job: Any = None,
+    planner: str | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> KalePolicy:
-    return oracle_policy(sizing, future, settings=settings_for(sizing, job, planner))
+    return oracle_policy(sizing, future, settings=settings_for(sizing, job, planner, overrides))

@@ -69,12 +69,14 @@ def make_policy(
     partitions: int | None = None,
     lag_threshold: float | None = None,
     planner: str | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> Policy:
     """Build the policy called ``name`` for one job.
 
     ``partitions`` and ``lag_threshold`` tune KEDA (defaults: ``max_workers`` partitions,
     :func:`~autoscaler.sim.baselines.default_lag_threshold`); ``planner`` picks Kale's
-    planner for kale, madu and oracle (``KaleSettings.planner``; None: its default).
+    planner for kale, madu and oracle (``KaleSettings.planner``; None: its default) and
+    ``overrides`` other fields of their :class:`~autoscaler.policy.kale.KaleSettings`.
     """
     if name not in NAMES or name == "optimal":
         raise UserError(f"unknown policy {name!r}; valid names: {', '.join(NAMES[:-1])}")
@@ -93,6 +95,7 @@ def make_policy(
         "forecast_cache": forecast_cache,
         "trace_start": trace_start,
         "planner": planner,
+        "overrides": overrides,
     }
     if name == "oracle":
         if future is None:

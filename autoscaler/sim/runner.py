@@ -127,10 +127,12 @@ def compare(
     planner: str | None = None,
     optimal_progress: OptimalProgress | None = None,
     blind: Sequence[int] | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> Comparison:
     """Run each named policy over the same arrivals; metrics cover the post-warm-up steps.
 
-    ``planner`` picks Kale's planner for kale, madu and oracle (None: the default).
+    ``planner`` picks Kale's planner for kale, madu and oracle (None: the default);
+    ``overrides`` other fields of their ``KaleSettings``.
 
     The offline optimum (:mod:`autoscaler.sim.optimal`) is computed beside them unless
     ``optimal_settings`` is None and "optimal" is not among ``names``; each policy's
@@ -165,6 +167,7 @@ def compare(
             partitions=partitions,
             lag_threshold=lag_threshold,
             planner=planner,
+            overrides=overrides,
         )
         for name in names
     }

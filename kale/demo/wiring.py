@@ -130,6 +130,8 @@ def planner_settings(plan: DemoPlan) -> KaleSettings:
         fallback_window_s=d.fallback_window_s / k,
         tail_s=d.tail_s / k,
         budget_window_s=d.budget_window_s / k,
+        timing_error_s=d.timing_error_s / k,
+        noise_lookback_s=d.noise_lookback_s / k,
     )
 
 

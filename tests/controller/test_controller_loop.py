@@ -152,10 +152,10 @@ def test_scales_up_through_a_rising_day_and_keeps_the_slo(tmp_path):
             ups.append((rep.sample.arrival_rate, rep.current, rep.desired))
         rig.clock.advance(60)
     assert 2 <= len(ups) <= 4  # the horizon planner climbs in few, larger steps
-    # The first resize is made before the load reaches the current capacity. Later ones may
-    # come once it has passed it: the plan spends the SLO's slack where the forecast says the
-    # SLO still holds (and the hourly budget of two resizes can make it wait), never more.
-    assert ups[0][0] < capacity(ups[0][1].workers)
+    # Resizes may come once the load has passed the current capacity: sizing for the SLO's
+    # window, the plan spends the SLO's slack where the forecast (here exact, without a band)
+    # says the SLO still holds (and the hourly budget of two resizes can make it wait), never
+    # more — the worst age below stays well inside the SLO.
     for rate, _, after in ups:
         assert capacity(after.workers) > rate
         assert after.ps == math.ceil(after.workers / 4)  # the ratio is kept

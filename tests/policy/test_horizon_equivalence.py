@@ -157,13 +157,14 @@ class Recording(KalePolicy):
         self.calls: list[dict[str, Any]] = []
 
     def _plan(self, *, sz: JobSizing, guess: bool, **kw: Any) -> Plan:
-        self.calls.append({"sizing": sz, "settings": self.plan_settings, **kw})
+        self.calls.append({"sizing": sz, "settings": self.search_settings, **kw})
         return super()._plan(sz=sz, guess=guess, **kw)
 
 
 def recorded() -> list[dict[str, Any]]:
     """Searches made by the planner simulated on a day of daily load, with the true future
-    and with a noisy forecast under an hourly resize budget."""
+    and with a noisy forecast under an hourly resize budget; sizing for the SLO's window
+    (the default) and, for the noisy forecast, per step as before it."""
     dt = 60.0
     t = np.arange(1440 + 240)
     rates = 800.0 + 700.0 * np.sin(2 * np.pi * t / 1440.0) ** 2
@@ -173,7 +174,11 @@ def recorded() -> list[dict[str, Any]]:
         return 100.0 * w if w <= 20 else 2000.0 - 20.0 * (w - 20)
 
     calls: list[dict[str, Any]] = []
-    for rescale_s, noisy in ((300.0, False), (120.0, True)):
+    for rescale_s, noisy, by_window in (
+        (300.0, False, True),
+        (120.0, True, True),
+        (120.0, True, False),
+    ):
         sz = JobSizing.from_function(
             f,
             min_workers=1,
@@ -190,7 +195,8 @@ def recorded() -> list[dict[str, Any]]:
             windows = np.lib.stride_tricks.sliding_window_view(ahead, 60)[: len(rates)]
             guess = windows * np.random.default_rng(6).uniform(0.8, 1.2, (len(rates), 1))
             source = PrecomputedSource(guess, guess * 0.8, guess * 1.2)
-        policy = Recording(sz, source, settings=KaleSettings(replan_every_steps=1))
+        settings = KaleSettings(replan_every_steps=1, window_sizing=by_window)
+        policy = Recording(sz, source, settings=settings)
         simulate(policy, sz, rates[:960], warmup_steps=240)
         calls += policy.calls[::6]
     return calls

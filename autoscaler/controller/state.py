@@ -162,10 +162,12 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
 }
 
 
-VOLATILE_POLICY = frozenset({"last_prediction"})
+VOLATILE_POLICY = frozenset({"last_prediction", "band_seen"})
 """Keys of the planner's state that change every tick and that a restart can do without:
 the forecast band predicted for the next steps (without it, or with an older one, the first
-tick after a restart plans afresh instead of following its plan)."""
+tick after a restart plans afresh instead of following its plan) and the bands kept for the
+steps of the SLO's window (with an older book the reactive check judges the window's means
+over the steps it still has, for at most one window)."""
 
 
 def restart_view(state: SavedState) -> tuple[Any, ...]:

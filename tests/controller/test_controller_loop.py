@@ -572,3 +572,21 @@ def test_a_steady_job_costs_one_plan_search_in_ten_ticks(tmp_path):
     reports = rig.tick(30)
     assert policy.searches - before == 3
     assert all(rep.action == "hold" for (rep,) in reports)
+
+
+def test_the_restart_view_leaves_out_what_the_planner_rewrites_every_tick(tmp_path):
+    rig = Rig(tmp_path, [job_doc()], store=tmp_path / "s.sqlite")
+    for _ in range(3):
+        rig.controller.tick()
+        rig.clock.advance(60)
+    state = rig.controller.runtimes["ml/ctr"].state.to_dict()
+    view = restart_view(state)
+    policy = dict(state["policy"])
+    # the band predicted for the next steps and the bands kept for the SLO's window move
+    # every tick: a state that changed only there need not be written at once
+    policy["last_prediction"] = [1, [1.0], [2.0], [1.5]]
+    policy["band_seen"] = [[1, 1.0, 1.5, 2.0]]
+    assert restart_view({**state, "policy": policy}) == view
+    policy["resizes"] = [*policy.get("resizes", []), 10**9]  # the resize budget is not
+    assert restart_view({**state, "policy": policy}) != view
+    rig.controller.close()

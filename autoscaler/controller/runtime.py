@@ -52,7 +52,11 @@ class JobRuntime:
         self.meter = meter
         self.actuator = actuator
         self.state = state
-        settings = replace(planner or KaleSettings(), horizon_steps=forecast.horizon_steps)
+        settings = replace(
+            planner or KaleSettings(),
+            horizon_steps=forecast.horizon_steps,
+            band_quantile=float(entry.job.spec.forecast.quantile),
+        )
         # The planner looks back this far (SLO window, the reactive fallback, a margin).
         back = steps(
             max(settings.fallback_window_s, sizing.slo_s),

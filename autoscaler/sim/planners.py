@@ -32,13 +32,15 @@ def settings_for(
     planner: str | None = None,
     overrides: dict[str, Any] | None = None,
 ) -> KaleSettings:
-    """The planner's settings for a job: the horizon is the job's forecast horizon;
-    ``planner`` picks
+    """The planner's settings for a job: the horizon and the band's quantile are the job's
+    forecast's (the controller's runtime takes the same two); ``planner`` picks
     :attr:`KaleSettings.planner` (None: its default); ``overrides`` replaces any other field
     (benchmarks comparing settings)."""
     spec = _spec(job)
     horizon_s = float(spec.forecast.horizon) if spec is not None else 3600.0
     out = KaleSettings(horizon_steps=max(1, round(horizon_s / sizing.interval_s)))
+    if spec is not None:  # the band the forecaster is asked for is the band it produces
+        out = replace(out, band_quantile=float(spec.forecast.quantile))
     if planner is not None:
         out = replace(out, planner=planner)
     return replace(out, **(overrides or {}))

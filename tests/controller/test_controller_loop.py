@@ -590,3 +590,17 @@ def test_the_restart_view_leaves_out_what_the_planner_rewrites_every_tick(tmp_pa
     policy["resizes"] = [*policy.get("resizes", []), 10**9]  # the resize budget is not
     assert restart_view({**state, "policy": policy}) != view
     rig.controller.close()
+
+
+def test_the_planner_charges_the_band_the_job_asks_its_forecaster_for(tmp_path):
+    from autoscaler.sim.planners import settings_for
+
+    doc = job_doc()
+    doc["spec"].setdefault("forecast", {})["quantile"] = 0.8
+    rig = Rig(tmp_path, [doc])
+    rig.controller.tick()
+    rt = rig.controller.runtimes["ml/ctr"]
+    planner = rt.policy.inner
+    assert planner.settings.band_quantile == 0.8  # the controller's planner
+    assert settings_for(rt.sizing, rt.entry.loaded).band_quantile == 0.8  # the simulator's
+    rig.controller.close()

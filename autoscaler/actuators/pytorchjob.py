@@ -31,12 +31,12 @@ from typing import Any
 
 from autoscaler.actuators.base import Size
 from kube.client import Kube
+from kube.custom_object import CustomObject
 from kube.errors import TargetRejected
 
 log = logging.getLogger(__name__)
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
-MERGE_PATCH = "application/merge-patch+json"
 
 
 def _workers(obj: dict[str, Any]) -> int:
@@ -72,6 +72,15 @@ class PyTorchJobActuator:
         self.max_workers = max_workers
         """The job's ``spec.training.maxWorkers``: written as ``maxReplicas`` if it is unset."""
         self.what = f"pytorchjob {namespace}/{name}"
+        self.object = CustomObject(
+            kube,
+            group=GROUP,
+            version=VERSION,
+            plural=PLURAL,
+            namespace=namespace,
+            name=name,
+            what=self.what,
+        )
         # The training operator's labels on the worker pods (for the job's scale subresource).
         self.selector = (
             f"training.kubeflow.org/job-name={name},training.kubeflow.org/replica-type=worker"
@@ -80,15 +89,7 @@ class PyTorchJobActuator:
         """(minReplicas, maxReplicas) as last read; None: not read yet, or not elastic."""
 
     def _read(self) -> dict[str, Any]:
-        return self.kube.call_json(
-            self.what,
-            self.kube.custom.get_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            self.namespace,
-            PLURAL,
-            self.name,
-        )
+        return self.object.read()
 
     @staticmethod
     def _bounds_of(policy: dict[str, Any]) -> tuple[int, int | None]:
@@ -139,21 +140,7 @@ class PyTorchJobActuator:
             }
             if fill:
                 spec["elasticPolicy"] = fill
-            patch = {
-                "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                "spec": spec,
-            }
-            self.kube.call(
-                self.what,
-                self.kube.custom.patch_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                self.namespace,
-                PLURAL,
-                self.name,
-                patch,
-                _content_type=MERGE_PATCH,
-            )
+            self.object.patch_spec(obj, spec)
             log.info("patched %s: %s -> %s", self.what, now, target)
             return target
 

@@ -13,11 +13,11 @@ from typing import Any
 
 from autoscaler.actuators.base import Size
 from kube.client import Kube
+from kube.custom_object import CustomObject
 
 log = logging.getLogger(__name__)
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
-MERGE_PATCH = "application/merge-patch+json"
 
 
 def _replicas(obj: dict[str, Any], role: str) -> int:
@@ -35,21 +35,22 @@ class TFJobActuator:
         self.namespace = namespace
         self.name = name
         self.what = f"tfjob {namespace}/{name}"
+        self.object = CustomObject(
+            kube,
+            group=GROUP,
+            version=VERSION,
+            plural=PLURAL,
+            namespace=namespace,
+            name=name,
+            what=self.what,
+        )
         # The training operator's labels on the worker pods (for the job's scale subresource).
         self.selector = (
             f"training.kubeflow.org/job-name={name},training.kubeflow.org/replica-type=worker"
         )
 
     def _read(self) -> dict[str, Any]:
-        return self.kube.call_json(
-            self.what,
-            self.kube.custom.get_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            self.namespace,
-            PLURAL,
-            self.name,
-        )
+        return self.object.read()
 
     def current(self) -> Size:
         obj = self._read()
@@ -60,25 +61,14 @@ class TFJobActuator:
             now = Size(_replicas(obj, "Worker"), _replicas(obj, "PS"))
             if now == size:
                 return now
-            patch = {
-                "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                "spec": {
+            self.object.patch_spec(
+                obj,
+                {
                     "tfReplicaSpecs": {
                         "Worker": {"replicas": size.workers},
                         "PS": {"replicas": size.ps},
                     }
                 },
-            }
-            self.kube.call(
-                self.what,
-                self.kube.custom.patch_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                self.namespace,
-                PLURAL,
-                self.name,
-                patch,
-                _content_type=MERGE_PATCH,
             )
             log.info("patched %s: %s -> %s", self.what, now, size)
             return size

@@ -336,6 +336,7 @@ class ControllerMetrics:
         self.errors.labels(kind="metrics")  # the series exist from the start
         self._decided: dict[tuple[str, str], Any] = {}
         self._owners: dict[str, tuple[str, ...]] = {}
+        self._owner_said: dict[str, tuple[str, int | None]] = {}
         self._job_error_labels: dict[str, set[tuple[str, str, str, str]]] = {}
         self._lock = threading.Lock()
 
@@ -358,6 +359,10 @@ class ControllerMetrics:
 
     def owned(self, job: str, replica: str, shard: int | None) -> None:
         """Say that ``replica`` plans ``job`` (in ``shard``; "" when jobs are not sharded)."""
+        said = (replica, shard)
+        if self._owner_said.get(job) == said:  # the usual case: as last tick
+            return
+        self._owner_said[job] = said
         labels = (*job_labels(job), replica, "" if shard is None else str(shard))
         if self._owners.get(job) == labels:
             return
@@ -388,6 +393,7 @@ class ControllerMetrics:
     def forget(self, job: str) -> None:
         """Drop every series of ``job`` (it is no longer managed)."""
         self.job.remove(job)
+        self._owner_said.pop(job, None)
         owner = self._owners.pop(job, None)
         if owner is not None:
             with contextlib.suppress(KeyError):

@@ -307,7 +307,7 @@ class ForecastCache:
         w = self.last_window
         if w is not None and len(w):
             out["next"] = float(w.mean[0])
-            out["peak"] = float(w.high.max())
+            out["peak"] = float(np.maximum.reduce(w.high))  # w.high.max(), less wrapping
             out["horizonSeconds"] = len(w) * self.interval_s
         return out
 
@@ -350,8 +350,20 @@ class GivenForecast:
         return replace(w.head(horizon), source=w.source or self.name)
 
 
+_F64 = np.dtype(np.float64)
+
+
 def _float_arrays(w: ForecastWindow) -> bool:
-    """Every band of ``w`` is already the float array :meth:`ForecastWindow.head` makes."""
-    return all(
-        type(a) is np.ndarray and a.dtype == np.float64 for a in (w.mean, w.low, w.high, w.central)
+    """Every band of ``w`` is already the float array :meth:`ForecastWindow.head` makes
+    (asked for every job every tick: plain checks, no generator)."""
+    mean, low, high, central = w.mean, w.low, w.high, w.central
+    return (
+        type(mean) is np.ndarray
+        and type(low) is np.ndarray
+        and type(high) is np.ndarray
+        and type(central) is np.ndarray
+        and mean.dtype == _F64
+        and low.dtype == _F64
+        and high.dtype == _F64
+        and central.dtype == _F64
     )

@@ -25,6 +25,7 @@ import numpy as np
 
 if TYPE_CHECKING:  # the report stage imports this module
     from autoscaler.controller.runtime import JobRuntime
+    from autoscaler.controller.state import Condition
     from autoscaler.controller.status import JobReport
     from autoscaler.job.overrides import Override
     from autoscaler.policy.forecasts import ForecastWindow
@@ -41,14 +42,32 @@ def job_gauges(
 ) -> dict[str, float]:
     """Every per-job value for :meth:`ControllerMetrics.set_job_gauges`, as exported: a
     float, NaN where not known this tick. ``window`` is the forecast the decision was made
-    on, ``override`` the pause or pin in force.
+    on, ``override`` the pause or pin in force."""
+    return gauges_of(basis_of(rt), rep, window, override, rt.state.conditions)
 
-    Built every tick for every job, so each value is converted once, straight into its final
-    form, and what depends on the job alone comes from its :class:`JobBasis`.
-    """
+
+def basis_of(rt: JobRuntime) -> JobBasis:
+    """The job's :class:`JobBasis` (made on first use, kept by its runtime)."""
     basis = rt.gauge_basis
     if not isinstance(basis, JobBasis):
         basis = rt.gauge_basis = JobBasis(rt.sizing, rt.forecast.quantile)
+    return basis
+
+
+def gauges_of(
+    basis: JobBasis,
+    rep: JobReport,
+    window: ForecastWindow | None,
+    override: Override | None,
+    conditions: list[Condition] | None,
+) -> dict[str, float]:
+    """:func:`job_gauges` from its parts, none of which changes once the tick has reported
+    the job (a new report, window and condition list are made each tick): so the values
+    can be worked out later, when they are scraped (:meth:`ControllerMetrics.defer_job_gauges`).
+
+    Each value is converted once, straight into its final form, and what depends on the
+    job alone comes from its :class:`JobBasis`.
+    """
     w, s = window, rep.sample
     nan = math.nan
     cur, desired, planned = rep.current, rep.desired, rep.planned
@@ -87,7 +106,7 @@ def job_gauges(
         out["forecast_peak_samples_per_second"] = _finite(peak)
         out["recommended_proactive"] = _finite(basis.workers_for(high))
     keys = basis.condition_keys
-    for c in rt.state.conditions or ():
+    for c in conditions or ():
         status = c.get("status") if isinstance(c, dict) else None
         if status in ("True", "False"):
             kind = c["type"]

@@ -61,7 +61,12 @@ from autoscaler.controller.runtime import JobRuntime
 from autoscaler.controller.settings import Clock, ControllerSettings
 from autoscaler.controller.sharding import Ownership, owned_part
 from autoscaler.controller.sinks import EventSink, NullSink, StatusSink
-from autoscaler.controller.state import MemoryStateStore, SavedState, StateStore, restart_view
+from autoscaler.controller.state import (
+    MemoryStateStore,
+    SavedState,
+    StateStore,
+    live_restart_view,
+)
 from autoscaler.controller.status import JobReport
 from autoscaler.controller.tick import NOTHING_OBSERVED, Plan, Tick, TickEvents
 from autoscaler.controller.timeline import TimelineStore
@@ -345,8 +350,7 @@ class Controller:
         views: dict[str, tuple[Any, ...]] = {}
         for rt in runtimes:
             try:
-                state = rt.state.to_dict()
-                view = restart_view(state)
+                view = live_restart_view(rt.state)
                 if (
                     not every_state
                     and (tick + rt.save_phase) % every
@@ -355,7 +359,7 @@ class Controller:
                 ):
                     self._unsaved.add(rt.key)
                     continue
-                states[rt.key] = state
+                states[rt.key] = rt.state.to_dict()
                 views[rt.key] = view
             except Exception as exc:
                 self.metrics.job_error(rt.key, "save", type(exc).__name__)

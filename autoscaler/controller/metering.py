@@ -35,6 +35,7 @@ import pandas as pd
 
 from autoscaler.controller.workers import DaemonPool
 from common.errors import MetricUnavailable
+from common.frozen import quick_init
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class MeasurementTimedOut(MetricUnavailable):
     """The job's measurement did not finish within the tick's deadline (it goes on)."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class Sample:
     """One measurement of a job's topic and consumer group."""
@@ -63,6 +65,7 @@ class Sample:
     partitions: int = 0
 
 
+@quick_init
 @dataclass(frozen=True)
 class ArrivalHistory:
     """Arrival rates (samples/s) on a regular grid: step k covers [start + kΔ, start + (k+1)Δ)."""

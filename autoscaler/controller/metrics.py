@@ -27,6 +27,7 @@ import contextlib
 import math
 import platform
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import (
@@ -148,41 +149,92 @@ class JobGauges:
     scraped: a tick sets about two dozen values per job, and a dict assignment costs a
     small fraction of a ``Gauge`` child's lock and checks (see
     docs/decisions/0135-metrics-names-and-unknown-values.md). None is kept as NaN (unknown
-    this tick, never a false 0)."""
+    this tick, never a false 0).
+
+    The report stage does not even work the values out: it hands over, per job, a function
+    of what the tick reported (:meth:`defer`), called when a scrape asks (once per tick's
+    values, however often scraped). Values are worked out per scrape, not per tick, and not
+    at all where nothing scrapes. A scrape shows each job's latest tick; values of keys the
+    latest tick no longer gives (a condition gone) stay as they were last scraped.
+    """
 
     def __init__(self) -> None:
         self.values: dict[str, dict[str, float]] = {}
+        """Values set directly (:meth:`set`, :meth:`update`)."""
         self._labels: dict[str, tuple[str, str]] = {}
+        self._deferred: dict[str, Callable[[], dict[str, float]]] = {}
+        """Each job's latest values, still to be worked out (written by the tick only)."""
+        self._worked: dict[str, tuple[Callable[[], dict[str, float]], dict[str, float]]] = {}
+        """Per job, the deferred values last worked out and the row they were merged into
+        (read and written under the lock only)."""
+        self.failures = 0
+        """Deferred values that raised when worked out (the job's row is kept as it was)."""
         self._lock = threading.Lock()
 
-    def set(self, job: str, values: dict[str, float | None]) -> None:
+    def _row(self, job: str) -> dict[str, float]:
         row = self.values.get(job)
         if row is None:
             with self._lock:
                 self._labels[job] = job_labels(job)
                 row = self.values.setdefault(job, {})
+        return row
+
+    def set(self, job: str, values: dict[str, float | None]) -> None:
+        row = self._row(job)
         nan = math.nan
         for key, value in values.items():
             row[_OLD_NAMES.get(key, key)] = nan if value is None else float(value)
 
     def update(self, job: str, values: dict[str, float]) -> None:
         """:meth:`set` for values already as exported (floats, NaN for unknown) under the
-        current names: what the report stage gives every job every tick."""
-        row = self.values.get(job)
-        if row is None:
+        current names."""
+        self._row(job).update(values)
+
+    def defer(self, job: str, make: Callable[[], dict[str, float]]) -> None:
+        """``job``'s values of this tick are ``make()`` (values as :meth:`update` takes
+        them), called when scraped: ``make`` must read only what no later tick changes."""
+        if job not in self._labels:
             with self._lock:
                 self._labels[job] = job_labels(job)
-                row = self.values.setdefault(job, {})
-        row.update(values)
+        self._deferred[job] = make
 
     def remove(self, job: str) -> None:
         with self._lock:
             self.values.pop(job, None)
             self._labels.pop(job, None)
+            self._deferred.pop(job, None)
+            self._worked.pop(job, None)
+
+    def rows(self) -> dict[str, dict[str, float]]:
+        """Every job's values as a scrape shows them (the deferred ones worked out)."""
+        with self._lock:
+            deferred = dict(self._deferred)  # one C-level copy: the tick may add meanwhile
+            for job, make in deferred.items():
+                if job not in self._labels:
+                    continue  # forgotten
+                done = self._worked.get(job)
+                if done is not None and done[0] is make:
+                    continue
+                row = done[1] if done is not None else {}
+                try:
+                    row.update(make())
+                except Exception:  # a job's values must not break the scrape
+                    self.failures += 1
+                self._worked[job] = (make, row)
+            out: dict[str, dict[str, float]] = {}
+            for job in self._labels:
+                set_ = self.values.get(job)
+                done = self._worked.get(job)
+                if done is None:
+                    out[job] = dict(set_ or {})
+                else:
+                    out[job] = {**set_, **done[1]} if set_ else dict(done[1])
+            return out
 
     def collect(self) -> Any:
+        values = self.rows()
         with self._lock:
-            rows = [(self._labels[job], dict(row)) for job, row in self.values.items()]
+            rows = [(self._labels[job], row) for job, row in values.items() if job in self._labels]
         for name, doc in JOB_GAUGES.items():
             family = GaugeMetricFamily(name, doc, labels=list(JOB_LABELS))
             key = name.removeprefix("kale_job_")
@@ -284,6 +336,7 @@ class ControllerMetrics:
         self.errors.labels(kind="metrics")  # the series exist from the start
         self._decided: dict[tuple[str, str], Any] = {}
         self._owners: dict[str, tuple[str, ...]] = {}
+        self._owner_said: dict[str, tuple[str, int | None]] = {}
         self._job_error_labels: dict[str, set[tuple[str, str, str, str]]] = {}
         self._lock = threading.Lock()
 
@@ -306,6 +359,10 @@ class ControllerMetrics:
 
     def owned(self, job: str, replica: str, shard: int | None) -> None:
         """Say that ``replica`` plans ``job`` (in ``shard``; "" when jobs are not sharded)."""
+        said = (replica, shard)
+        if self._owner_said.get(job) == said:  # the usual case: as last tick
+            return
+        self._owner_said[job] = said
         labels = (*job_labels(job), replica, "" if shard is None else str(shard))
         if self._owners.get(job) == labels:
             return
@@ -321,6 +378,11 @@ class ControllerMetrics:
         the names :meth:`set_job` takes, without the former ones)."""
         self.job.update(job, values)
 
+    def defer_job_gauges(self, job: str, make: Callable[[], dict[str, float]]) -> None:
+        """:meth:`set_job_gauges` with ``make()``, worked out when scraped
+        (:meth:`JobGauges.defer`)."""
+        self.job.defer(job, make)
+
     def decided(self, job: str, action: str) -> None:
         """Count one decision (the labelled child is looked up once per job and action)."""
         child = self._decided.get((job, action))
@@ -331,6 +393,7 @@ class ControllerMetrics:
     def forget(self, job: str) -> None:
         """Drop every series of ``job`` (it is no longer managed)."""
         self.job.remove(job)
+        self._owner_said.pop(job, None)
         owner = self._owners.pop(job, None)
         if owner is not None:
             with contextlib.suppress(KeyError):

@@ -13,12 +13,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from autoscaler.actuators.base import Size
 from autoscaler.controller.guard import Guard
 from autoscaler.controller.isolation import JobFailure, safe_text
-from autoscaler.controller.job_metrics import job_gauges
+from autoscaler.controller.job_metrics import basis_of, gauges_of
 from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.runtime import JobRuntime
 from autoscaler.controller.settings import ControllerSettings
@@ -260,7 +261,11 @@ class Report:
         m = self.metrics
         m.decided(rt.key, rep.action)
         s = rep.sample
-        m.set_job_gauges(rt.key, job_gauges(rt, rep, plan.window, plan.override))
+        # Worked out when scraped: from this tick's report, window and conditions, which
+        # no later tick changes (each tick makes new ones).
+        m.defer_job_gauges(
+            rt.key, partial(gauges_of, basis_of(rt), rep, plan.window, plan.override, st.conditions)
+        )
         m.owned(rt.key, self.settings.identity, rt.shard)
         st.saved_at = now
         status = None

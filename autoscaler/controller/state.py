@@ -190,6 +190,20 @@ def restart_view(state: SavedState) -> tuple[Any, ...]:
     )
 
 
+def live_restart_view(state: JobState) -> tuple[Any, ...]:
+    """:func:`restart_view` of ``state.to_dict()``, without copying the state first (a
+    tick compares every job's view and writes few of them)."""
+    return (
+        {k: v for k, v in state.policy.items() if k not in VOLATILE_POLICY},
+        state.resize_started,
+        state.resize_from,
+        state.resize_to,
+        _condition_keys(state.conditions),
+        state.last_current,
+        state.pending.copy() if state.pending else None,
+    )
+
+
 _KEYS = operator.itemgetter("type", "status", "reason", "lastTransitionTime")
 
 

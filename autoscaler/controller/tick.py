@@ -21,9 +21,11 @@ from autoscaler.job.overrides import Override
 from autoscaler.policy.forecasts import ForecastWindow
 from autoscaler.policy.types import Decision
 from common.errors import MetricUnavailable
+from common.frozen import quick_init
 from kube.errors import ActuatorError
 
 
+@quick_init
 @dataclass(frozen=True)
 class Tick:
     """One reconcile round: its number since the controller started, and its time."""
@@ -33,6 +35,7 @@ class Tick:
     """Epoch seconds, read once from the controller's clock when the tick starts."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class Observation:
     """What the observe stage learned about one job this tick (nothing: every field None).
@@ -53,6 +56,7 @@ NOTHING_OBSERVED = Observation()
 """A job not observed this tick (it failed earlier in the tick, or a write is running)."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class Plan:
     """The plan stage's result for one job: the planner's wish and what it was based on."""
@@ -74,6 +78,7 @@ Approvals = dict[str, Size]
 """The approve stage's result: the size each job may have (absent: hold)."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class Event:
     """A Kubernetes Event about a job, sent with its status at the end of the tick."""

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from autoscaler.policy.forecasts import ForecastWindow
+from common.frozen import quick_init
 from forecasting.base import Forecaster
 
 DAY_S = 86400.0
@@ -91,6 +92,7 @@ class HistoryLike(Protocol):
     def rates(self) -> np.ndarray: ...
 
 
+@quick_init
 @dataclass(frozen=True)
 class History:
     """Rates per step from ``start_s`` (epoch seconds); grid index = round(time / Δ)."""

@@ -13,7 +13,10 @@ from typing import Protocol
 
 import numpy as np
 
+from common.frozen import quick_init
 
+
+@quick_init
 @dataclass(frozen=True)
 class ForecastWindow:
     """Predicted arrival rates (samples/s) for the steps starting at the decision step."""

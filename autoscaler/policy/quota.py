@@ -30,7 +30,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from common.frozen import quick_init
 
+
+@quick_init
 @dataclass(frozen=True)
 class Request:
     """One job's wish in one approval round (all amounts in GPUs)."""

@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from common.frozen import quick_init
+
 
 @dataclass(frozen=True)
 class JobSizing:
@@ -109,6 +111,7 @@ class JobSizing:
         return out
 
 
+@quick_init
 @dataclass(frozen=True)
 class Observation:
     """What a policy may see when it decides for step ``step`` (only the past)."""
@@ -137,6 +140,7 @@ class Observation:
     the planner."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class Decision:
     """The size a policy wants, and why (structured, shown to operators)."""

@@ -17,7 +17,7 @@ from autoscaler.controller.loop import Controller
 from autoscaler.controller.metering import WarmingUp
 from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.sinks import FileStatusSink, LogEventSink
-from autoscaler.controller.state import SqliteStateStore, restart_view
+from autoscaler.controller.state import SqliteStateStore, live_restart_view, restart_view
 from autoscaler.job.status import JobStatus
 from autoscaler.policy.quota import ResourceManager
 from forecasting.registry import make_forecaster
@@ -262,6 +262,7 @@ def test_a_state_is_written_when_a_restart_needs_it_and_at_least_every_few_ticks
         rig.clock.advance(60)
         rt = rig.controller.runtimes["ml/ctr"]
         views.append(restart_view(rt.state.to_dict()))
+        assert live_restart_view(rt.state) == views[-1]  # what the loop compares
         since = 0 if written[-1] else since + 1
         assert since < every  # never more than `every` ticks behind
         if len(views) > 1 and views[-1] != views[-2]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from prometheus_client.exposition import generate_latest
 
 from autoscaler.controller.grafana import build_dashboard
 from autoscaler.controller.job_metrics import JobBasis
@@ -192,3 +193,56 @@ def test_the_recommendations_count_workers_as_the_jobs_sizing_does(broken):
     basis = JobBasis(sizing, 0.9)
     loads = [-5.0, -0.0, 0.0, 99.0, 180.0, 180.5, 250.0, 260.0, 300.0, 1e9, math.inf, math.nan]
     assert [basis.workers_for(x) for x in loads] == [sizing.workers_for(x)[0] for x in loads]
+
+
+def test_deferred_job_gauges_are_worked_out_when_scraped_once_per_tick():
+    """The report stage hands each job's values over as a function of its tick's report:
+    called at the scrape (not in the tick), once per tick however often scraped; the
+    latest tick wins, a function that raises leaves its job's row as it was and the others
+    served, and a forgotten job's values are gone."""
+    metrics = ControllerMetrics()
+    calls: list[str] = []
+
+    def tick_values(job: str, workers: float, ready: float | None = None):
+        def make():
+            calls.append(job)
+            out = {"current_workers": workers}
+            if ready is not None:
+                out["condition_Ready"] = ready
+            return out
+
+        return make
+
+    def scraped() -> str:
+        return generate_latest(metrics.registry).decode()
+
+    metrics.defer_job_gauges("ml/a", tick_values("ml/a", 3.0, ready=1.0))
+    metrics.defer_job_gauges("ml/b", tick_values("ml/b", 5.0))
+    assert calls == []  # nothing worked out in the tick
+    body = scraped()
+    assert 'kale_job_current_workers{etj="a",namespace="ml"} 3.0' in body
+    assert 'kale_job_current_workers{etj="b",namespace="ml"} 5.0' in body
+    assert sorted(calls) == ["ml/a", "ml/b"]
+    scraped()
+    assert len(calls) == 2  # the same tick's values: not worked out again
+    # Two ticks between scrapes: the latest one's values, worked out once.
+    metrics.defer_job_gauges("ml/a", tick_values("ml/a", 4.0))
+    metrics.defer_job_gauges("ml/a", tick_values("ml/a", 6.0))
+    body = scraped()
+    assert 'kale_job_current_workers{etj="a",namespace="ml"} 6.0' in body
+    assert 'kale_job_condition{condition="Ready",etj="a",namespace="ml"} 1.0' in body
+    assert calls.count("ml/a") == 2
+    # A function that raises: its job keeps the values last scraped, the others go on.
+
+    def broken():
+        raise OverflowError("hostile")
+
+    metrics.defer_job_gauges("ml/a", broken)
+    metrics.defer_job_gauges("ml/b", tick_values("ml/b", 7.0))
+    body = scraped()
+    assert 'kale_job_current_workers{etj="a",namespace="ml"} 6.0' in body
+    assert 'kale_job_current_workers{etj="b",namespace="ml"} 7.0' in body
+    assert metrics.job.failures == 1
+    metrics.forget("ml/a")
+    body = scraped()
+    assert 'etj="a"' not in body and 'etj="b"' in body

@@ -144,7 +144,8 @@ def main() -> None:
         )
         policy = Probe(sizing, src, settings=settings)
         t0 = time.process_time()
-        r = simulate(policy, sizing, values, warmup_steps=WARMUP, name="kale")
+        state: dict[str, Any] = {}
+        r = simulate(policy, sizing, values, warmup_steps=WARMUP, name="kale", state=state)
         cpu = time.process_time() - t0
         m = r.metrics()
         # What the window load charged, over the first SLO window of each forecast seen.
@@ -210,6 +211,7 @@ def main() -> None:
             "reversed_within_1h": quick,
             "one_worker_resizes": small,
             "resizes": len(ev),
+            "band_scale_at_end": (state.get("band_scale") or [0, 1.0])[1],
             "err_autocorr": corr,
             "err_slope": slope,
             "resid_q90": float(np.quantile(resid, 0.9)),

@@ -125,11 +125,15 @@ class KaleSettings:
     calibration_rate: float = 0.05
     """How far one SLO window's outcome moves the band's scale."""
     band_scale_min: float = 0.5
+    """The least share of the band charged: a forecast whose band was never exceeded lately
+    is still not trusted as exact."""
     band_scale_max: float = 2.0
-    resize_margin: float = 1.0
+    resize_margin: float = 0.0
     """A resize now must beat staying over the horizon by this × its charge
     (``resize_cost_factor`` × downtime × the larger size) more than the plans' costs say;
-    when staying breaks the SLO it is no alternative (scale-ups it needs are exempt)."""
+    when staying breaks the SLO it is no alternative (scale-ups it needs are exempt). Off:
+    it trades GPU-hours for resizes, and at 1 it held back a scale-up a job needed ahead of
+    its load (docs/decisions/0047-calibrated-band.md)."""
 
 
 class KalePolicy:

@@ -119,10 +119,21 @@ class KaleSettings:
     within that, or the controller and the simulator measure different histories)."""
     band_quantile: float = 0.9
     """The quantile the forecast's upper band is (the job's ``spec.forecast.quantile``)."""
+    calibrate_band: bool = True
+    """Sizing for the SLO's window: scale the forecast's band so that the observed window
+    means exceed it as often as its quantile says (:meth:`KalePolicy._calibrate`)."""
+    calibration_rate: float = 0.05
+    """How far one SLO window's outcome moves the band's scale."""
+    band_scale_min: float = 0.5
+    """The least share of the band charged: a forecast whose band was never exceeded lately
+    is still not trusted as exact."""
+    band_scale_max: float = 2.0
     resize_margin: float = 0.0
     """A resize now must beat staying over the horizon by this × its charge
     (``resize_cost_factor`` × downtime × the larger size) more than the plans' costs say;
-    when staying breaks the SLO it is no alternative (scale-ups it needs are exempt)."""
+    when staying breaks the SLO it is no alternative (scale-ups it needs are exempt). Off:
+    it trades GPU-hours for resizes, and at 1 it held back a scale-up a job needed ahead of
+    its load (docs/decisions/0047-calibrated-band.md)."""
 
 
 class KalePolicy:
@@ -433,6 +444,8 @@ class KalePolicy:
             out: np.ndarray = high
             if by_window:
                 central = np.minimum(np.maximum(np.asarray(fc.central, dtype=float), 0.0), high)
+                if self.settings.calibrate_band:
+                    high = central + self._band_scale(state) * (high - central)
                 # The forecast's error is the arrivals' scatter less the median's own (a
                 # median copied from a noisy day carries that day's): both average out.
                 both = math.hypot(
@@ -519,7 +532,40 @@ class KalePolicy:
                 fired = max(fired, o)
             if count == total:
                 in_band = m - down <= o <= m + up
+                if total >= w and self.settings.calibrate_band:
+                    self._calibrate(state, step, o > m + self._band_scale(state) * up)
         return fired > 0, in_band, fired if fired > 0 else last
+
+    def _band_scale(self, state: dict[str, Any]) -> float:
+        """How much of the forecast's band the planning load charges (1: all of it); see
+        :meth:`_calibrate`."""
+        kept = state.get("band_scale")
+        if isinstance(kept, list) and len(kept) == 2:
+            return float(kept[1])
+        return 1.0
+
+    def _calibrate(self, state: dict[str, Any], step: int, over: bool) -> None:
+        """Once per SLO window, move the band's scale toward the one whose window mean the
+        arrivals exceed as often as the band's quantile says (``1 − band_quantile``): up
+        by ``calibration_rate`` × the quantile when the window just observed went over
+        the scaled band, down by ``calibration_rate`` × (1 − quantile) when it did not.
+
+        A forecaster's upper quantile is a per-step statement; what a plan rests on is the
+        window's mean, whose error the band's split into noise and level parts only
+        estimates. Counting how often the window's mean actually went over the band the
+        plan was made with measures it: a band wider than the forecast's errors buys
+        capacity no window needed, a narrower one is widened. The scale stays within
+        [``band_scale_min``, ``band_scale_max``]; the reactive floor and the check stand
+        on the band as forecast."""
+        kept = state.get("band_scale")
+        if isinstance(kept, list) and len(kept) == 2 and step - int(kept[0]) < self.window_steps:
+            return
+        s = self.settings
+        q = s.band_quantile
+        step_by = q if over else -(1.0 - q)
+        scale = self._band_scale(state) + s.calibration_rate * step_by
+        scale = min(max(scale, s.band_scale_min), s.band_scale_max)
+        state["band_scale"] = [int(step), float(scale)]
 
 
 def _shrunk(band: float, noisy: float, count: int) -> float:

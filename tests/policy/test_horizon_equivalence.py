@@ -195,7 +195,9 @@ def recorded() -> list[dict[str, Any]]:
             windows = np.lib.stride_tricks.sliding_window_view(ahead, 60)[: len(rates)]
             guess = windows * np.random.default_rng(6).uniform(0.8, 1.2, (len(rates), 1))
             source = PrecomputedSource(guess, guess * 0.8, guess * 1.2)
-        settings = KaleSettings(replan_every_steps=1, window_sizing=by_window)
+        # The reference is the search alone: the resize margin, a rule applied to its choice
+        # afterwards, is off while recording.
+        settings = KaleSettings(replan_every_steps=1, window_sizing=by_window, resize_margin=0.0)
         policy = Recording(sz, source, settings=settings)
         simulate(policy, sz, rates[:960], warmup_steps=240)
         calls += policy.calls[::6]

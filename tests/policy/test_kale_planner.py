@@ -320,3 +320,42 @@ def test_planning_a_decision_is_cheap_enough_for_thousands_of_jobs():
     moves = KaleSettings(planner="moves")
     d = oracle_policy(sizing(), rates, settings=moves).decide(obs(90, rates, 4), {})
     assert 0 < d.reason["plans"] <= 5000
+
+
+def test_a_resize_now_must_beat_staying_by_more_than_it_costs():
+    # 10 workers (1000/s) under a steady 800/s: 9 workers keep the SLO, and going there
+    # now saves one worker for 70 minutes (4,200 GPU-s) for a charge of 5 minutes of the
+    # larger size (3,000 GPU-s). The plans' costs say resize (1,200 GPU-s better); with
+    # the margin of one charge, that saving does not pay for the resize twice over, so
+    # the job stays.
+    from autoscaler.policy.horizon import PlanSettings, search
+
+    sz = JobSizing.from_function(
+        lambda w: 100.0 * w,
+        min_workers=1,
+        max_workers=32,
+        ratio=4,
+        interval_s=60.0,
+        rescale_s=300.0,
+        slo_s=600.0,
+    )
+    load = np.full(60, 800.0)
+    chosen = {}
+    for margin in (0.0, 1.0):
+        plan = search(
+            sizing=sz,
+            plan_sizing=sz,
+            cur=10,
+            backlog=0.0,
+            upper=load,
+            median=load,
+            past=np.full(30, 800.0),
+            settings=PlanSettings(margin_s=60.0, hold_steps=(5, 15, 30, 45), resize_margin=margin),
+            resizes_left=np.full(60, 10**6),
+            floor_rate=0.0,
+            hour_steps=60,
+        )
+        assert plan.feasible
+        chosen[margin] = plan.moves
+    assert chosen[0.0][:1] == ((0, 9),)
+    assert not chosen[1.0] or chosen[1.0][0][0] > 0

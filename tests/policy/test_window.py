@@ -91,3 +91,44 @@ def test_a_noisy_forecast_band_is_charged_for_the_window_not_each_minute():
         runs[on] = simulate(policy, sz, rates, warmup_steps=120)
     assert (runs[True].delay > sz.slo_s).sum() == 0
     assert runs[True].gpu_hours < runs[False].gpu_hours
+
+
+def test_the_band_is_scaled_to_how_often_the_window_means_went_over_it():
+    # A forecast whose median is the truth and whose band is ±40 %: no window's mean ever
+    # goes over the band, so the planner charges less and less of it (down to its floor).
+    # One whose median runs 30 % low with a 10 % band: window means go over it, so the
+    # band is widened. Without calibration the band is charged as forecast.
+    rates = noisy_day(4)
+    sz = sizing()
+    n = 60
+    ahead = np.append(rates, np.full(n, rates[-1]))
+    truth = np.lib.stride_tricks.sliding_window_view(ahead, n)[: len(rates)]
+    settings = KaleSettings()
+    wide = PrecomputedSource(truth, truth * 0.6, truth * 1.4)
+    state: dict = {}
+    simulate(KalePolicy(sz, wide, settings=settings), sz, rates, warmup_steps=120, state=state)
+    assert settings.band_scale_min <= state["band_scale"][1] < 1.0
+    low = truth * 0.7
+    narrow = PrecomputedSource(low, low * 0.9, low * 1.1)
+    state = {}
+    simulate(KalePolicy(sz, narrow, settings=settings), sz, rates, warmup_steps=120, state=state)
+    assert 1.0 < state["band_scale"][1] <= settings.band_scale_max
+    state = {}
+    off = KaleSettings(calibrate_band=False)
+    simulate(KalePolicy(sz, wide, settings=off), sz, rates, warmup_steps=120, state=state)
+    assert "band_scale" not in state
+
+
+def test_the_calibrated_band_buys_less_capacity_where_the_forecast_was_too_wide():
+    rates = noisy_day(5)
+    sz = sizing()
+    n = 60
+    ahead = np.append(rates, np.full(n, rates[-1]))
+    truth = np.lib.stride_tricks.sliding_window_view(ahead, n)[: len(rates)]
+    source = PrecomputedSource(truth, truth * 0.5, truth * 1.5)
+    runs = {}
+    for on in (True, False):
+        policy = KalePolicy(sz, source, settings=KaleSettings(calibrate_band=on))
+        runs[on] = simulate(policy, sz, rates, warmup_steps=120)
+    assert (runs[True].delay > sz.slo_s).sum() == 0
+    assert runs[True].gpu_hours < runs[False].gpu_hours

@@ -81,9 +81,11 @@ QUEUE_FAMILIES = (
     "lublin-load-1.2",
     "lublin-load-0.9+procs-128",
     "lublin-load-1.0+procs-512",
+    "lublin-load-1.1+procs-64",
 )
-"""Lublin families tr_dqn is judged on besides Lublin-1 (generator seeds 1, 2, 3): other
-loads and machine sizes than the log's, never trained or validated on."""
+"""Lublin families tr_dqn is judged on besides Lublin-1 and the Lublin model at the log's
+load (generator seeds 1, 2, 3): other loads and machine sizes than the log's, never trained
+or validated on."""
 PUBLISHED_BSLD = {"fcfs": (7273.77, 235.82), "sjf": (277.35, 73.31), "f1": (258.37, 75.07)}
 
 
@@ -97,13 +99,18 @@ def train(nodes, pods, jobs, processors, names: list[str]) -> dict[str, float]:
     ):
         if name not in names:
             continue
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         agent = train_agent(
             name, episodes=plan["episodes"], seed=plan["seed"], overrides=plan["overrides"], **data
         )
         agent.save(OUT / f"{name}.pt")
         seconds[name] = round(time.perf_counter() - started, 1)
-        print(f"trained {name}: {plan['episodes']} episodes in {seconds[name]} s", flush=True)
+        seconds[f"{name}_cpu"] = round(time.process_time() - cpu, 1)
+        print(
+            f"trained {name}: {plan['episodes']} episodes in {seconds[name]} s "
+            f"({seconds[f'{name}_cpu']} CPU-s)",
+            flush=True,
+        )
     return seconds
 
 

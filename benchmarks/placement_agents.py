@@ -415,6 +415,29 @@ def print_tables(result: dict[str, object], agent_node: str, agent_queue: str) -
             print(f"{label(name):<22}" + "".join(f"{(m[k] or 0):>13.4g}" for k in TIMED_KEYS))
 
 
+CURVES = ("balance_dqn", "tr_dqn", "async_transformer")
+"""The shipped agents whose training curves docs/placement.md shows (docs/img/shipped_*)."""
+
+
+def draw_curves(folder: Path) -> None:
+    """Each shipped agent's curve as its file recorded it: no training, no judging."""
+    from placement.agents.training import validation_curve
+    from placement.plots import plot_training
+
+    folder.mkdir(parents=True, exist_ok=True)
+    metric = {"balance_dqn": "allocated_share", "async_transformer": "mean_wait_s"}
+    for name in CURVES:
+        agent = load_agent(OUT / f"{name}.pt")
+        out = plot_training(
+            agent.curve.records,
+            folder / f"shipped_{name}.png",
+            title=f"{name} (shipped) training",
+            metric=metric.get(name),
+            validation=validation_curve(agent),
+        )
+        print(out)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -437,8 +460,17 @@ def main() -> int:
         "--tr-agent", type=Path, help="judge this tr_dqn file instead of the shipped one"
     )
     parser.add_argument("--json-out", type=Path)
+    parser.add_argument(
+        "--curves",
+        type=Path,
+        metavar="DIR",
+        help="only draw the shipped agents' training curves (with validation) into DIR",
+    )
     add_data_flag(parser)
     args = parser.parse_args()
+    if args.curves:
+        draw_curves(args.curves)
+        return 0
     data = placement_dir(args.data)
     nodes = load_nodes(data / "openb_node_list_gpu_node.csv")
     pods = load_pods(data / "openb_pod_list_default.csv")

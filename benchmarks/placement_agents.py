@@ -81,9 +81,11 @@ QUEUE_FAMILIES = (
     "lublin-load-1.2",
     "lublin-load-0.9+procs-128",
     "lublin-load-1.0+procs-512",
+    "lublin-load-1.1+procs-64",
 )
-"""Lublin families tr_dqn is judged on besides Lublin-1 (generator seeds 1, 2, 3): other
-loads and machine sizes than the log's, never trained or validated on."""
+"""Lublin families tr_dqn is judged on besides Lublin-1 and the Lublin model at the log's
+load (generator seeds 1, 2, 3): other loads and machine sizes than the log's, never trained
+or validated on."""
 PUBLISHED_BSLD = {"fcfs": (7273.77, 235.82), "sjf": (277.35, 73.31), "f1": (258.37, 75.07)}
 
 
@@ -97,13 +99,18 @@ def train(nodes, pods, jobs, processors, names: list[str]) -> dict[str, float]:
     ):
         if name not in names:
             continue
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         agent = train_agent(
             name, episodes=plan["episodes"], seed=plan["seed"], overrides=plan["overrides"], **data
         )
         agent.save(OUT / f"{name}.pt")
         seconds[name] = round(time.perf_counter() - started, 1)
-        print(f"trained {name}: {plan['episodes']} episodes in {seconds[name]} s", flush=True)
+        seconds[f"{name}_cpu"] = round(time.process_time() - cpu, 1)
+        print(
+            f"trained {name}: {plan['episodes']} episodes in {seconds[name]} s "
+            f"({seconds[f'{name}_cpu']} CPU-s)",
+            flush=True,
+        )
     return seconds
 
 
@@ -408,6 +415,29 @@ def print_tables(result: dict[str, object], agent_node: str, agent_queue: str) -
             print(f"{label(name):<22}" + "".join(f"{(m[k] or 0):>13.4g}" for k in TIMED_KEYS))
 
 
+CURVES = ("balance_dqn", "tr_dqn", "async_transformer")
+"""The shipped agents whose training curves docs/placement.md shows (docs/img/shipped_*)."""
+
+
+def draw_curves(folder: Path) -> None:
+    """Each shipped agent's curve as its file recorded it: no training, no judging."""
+    from placement.agents.training import validation_curve
+    from placement.plots import plot_training
+
+    folder.mkdir(parents=True, exist_ok=True)
+    metric = {"balance_dqn": "allocated_share", "async_transformer": "mean_wait_s"}
+    for name in CURVES:
+        agent = load_agent(OUT / f"{name}.pt")
+        out = plot_training(
+            agent.curve.records,
+            folder / f"shipped_{name}.png",
+            title=f"{name} (shipped) training",
+            metric=metric.get(name),
+            validation=validation_curve(agent),
+        )
+        print(out)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -430,8 +460,17 @@ def main() -> int:
         "--tr-agent", type=Path, help="judge this tr_dqn file instead of the shipped one"
     )
     parser.add_argument("--json-out", type=Path)
+    parser.add_argument(
+        "--curves",
+        type=Path,
+        metavar="DIR",
+        help="only draw the shipped agents' training curves (with validation) into DIR",
+    )
     add_data_flag(parser)
     args = parser.parse_args()
+    if args.curves:
+        draw_curves(args.curves)
+        return 0
     data = placement_dir(args.data)
     nodes = load_nodes(data / "openb_node_list_gpu_node.csv")
     pods = load_pods(data / "openb_pod_list_default.csv")

@@ -43,6 +43,7 @@ from placement.frag import TypicalPods
 from placement.node_pool import NodePool
 from placement.pod import Pod
 from placement.policies.base import ScorePolicy
+from placement.policies.capabilities import wants_locality
 
 TIERS = ("local", "rack", "remote")
 
@@ -168,8 +169,8 @@ class LocalityNodePool(NodePool):
         self.delay: dict[int, float] = {}
         self.accesses: list[Access] = []
         """Every access in order (the run's locality record)."""
-        if getattr(policy, "uses_locality", False):
-            policy.observe_locality(self.caches)  # type: ignore[attr-defined]
+        if wants_locality(policy):
+            policy.observe_locality(self.caches)
 
     def try_start(self, job: int) -> bool:
         if not super().try_start(job):

@@ -31,7 +31,7 @@ from placement.frag import TypicalPods, frag_model
 from placement.placer import place
 from placement.pod import MILLI, Pod
 from placement.policies.base import ScorePolicy
-from placement.policies.fault_aware import FaultAware
+from placement.policies.capabilities import FaultAware
 from placement.workloads.batch import BatchJobs
 
 

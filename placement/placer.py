@@ -22,6 +22,7 @@ import numpy as np
 from placement.cluster import Allocation, Cluster
 from placement.pod import Pod
 from placement.policies.base import ScorePolicy
+from placement.policies.capabilities import wants_rank
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +60,8 @@ def choose(
     if nodes.size == 1:
         node, score = int(nodes[0]), None
     else:
-        if getattr(policy, "uses_rank", False):
-            policy.observe_rank(rank)  # type: ignore[attr-defined]
+        if wants_rank(policy):
+            policy.observe_rank(rank)
         scores = policy.score(pod, cluster, nodes)
         best = scores.max()
         tied = nodes[scores == best]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,22 +40,39 @@ def plot_allocation(summary: Mapping[str, Mapping[str, Any]], path: str | Path) 
 
 
 def plot_training(
-    records: list[Mapping[str, float]], path: str | Path, *, title: str, metric: str | None = None
+    records: list[Mapping[str, float]],
+    path: str | Path,
+    *,
+    title: str,
+    metric: str | None = None,
+    validation: tuple[str, Sequence[tuple[float, float]], int | None] | None = None,
 ) -> Path:
-    """An agent's training curve: return per episode (and ``metric``, if given) and loss."""
+    """An agent's training curve: return per episode (and ``metric``, if given) and loss.
+
+    ``validation``: (label, [(episode, score)], the episode whose weights were kept) — the
+    score that chose the shipped weights, in a panel of its own (episode −1: the warm start)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     episodes = [r["episode"] for r in records]
-    panels = 3 if metric else 2
+    panels = 2 + bool(metric) + bool(validation)
     fig, axes = plt.subplots(1, panels, figsize=(4.5 * panels, 3.6))
     series = [("return", "episode return"), ("loss", "mean TD loss")]
     if metric:
         series.append((metric, metric.replace("_", " ")))
-    for ax, (key, label) in zip(axes, series, strict=True):
+    for ax, (key, label) in zip(axes[: len(series)], series, strict=True):
         ax.plot(episodes, [r.get(key, float("nan")) for r in records], linewidth=1.2)
+        ax.set(xlabel="episode", ylabel=label)
+        ax.grid(alpha=0.3)
+    if validation:
+        label, points, kept = validation
+        ax = axes[-1]
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", linewidth=1.2)
+        if kept is not None:
+            ax.axvline(kept, color="grey", linestyle="--", linewidth=1)
+            ax.set_title("kept: " + ("the warm start" if kept < 0 else f"episode {kept}"))
         ax.set(xlabel="episode", ylabel=label)
         ax.grid(alpha=0.3)
     if any(r.get("loss", 0) > 0 for r in records):

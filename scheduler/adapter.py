@@ -36,7 +36,7 @@ from placement.frag import TypicalPods, cluster_fragmentation, typical_pods
 from placement.placer import choose, tie_order
 from placement.pod import Pod
 from placement.policies import POLICIES, PolicyContext, ScorePolicy, make_policy
-from placement.policies.fault_aware import FaultAware
+from placement.policies.capabilities import FaultAware
 from placement.policies.guard import GuardedPolicy
 from scheduler.faults import FaultCounts
 from scheduler.objects import Demand, NodeInfo, PodInfo

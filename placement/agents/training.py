@@ -10,6 +10,7 @@ judged on those sequences honestly.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -232,6 +233,29 @@ def load_training_data(
     return data
 
 
+def validation_curve(agent: Any) -> tuple[str, list[tuple[float, float]], int | None] | None:
+    """What chose the agent's kept weights: (label, [(episode, score)], kept episode), from
+    its validation log (with the warm start's score as episode −1) or its curve's
+    ``validation_*`` column; None when it was not validated."""
+    kept = getattr(agent, "kept_episode", None)
+    log = getattr(agent, "validation_log", None) or []
+    if log and all("episode" in e and "allocated" in e for e in log):
+        return "validation: % GPUs allocated", [(e["episode"], e["allocated"]) for e in log], kept
+    for key, label in (
+        ("validation_bsld", "validation: bounded slowdown"),
+        ("validation_score", "validation score (lower is better)"),
+        ("validation_allocated", "validation: % GPUs allocated"),
+    ):
+        points = [
+            (r["episode"], r[key])
+            for r in agent.curve.records
+            if key in r and math.isfinite(r[key])
+        ]
+        if points:
+            return label, points, kept
+    return None
+
+
 def training_summary(agent: Any, out_path: str, plot_path: str | None) -> dict[str, Any]:
     """The ``--json`` document (and the ``--plot`` image, when asked)."""
     records = agent.curve.records
@@ -243,7 +267,13 @@ def training_summary(agent: Any, out_path: str, plot_path: str | None) -> dict[s
             "fault_aware": "gpu_hours_lost",
             "async_transformer": "mean_access_s",
         }.get(agent.name)
-        plot_training(records, plot_path, title=f"{agent.name} training", metric=metric)
+        plot_training(
+            records,
+            plot_path,
+            title=f"{agent.name} training",
+            metric=metric,
+            validation=validation_curve(agent),
+        )
     return {
         "agent": agent.name,
         "output": out_path,

@@ -8,14 +8,12 @@ among equals (the penalty per fault exceeds BestFit's whole range, so a node wit
 used only when no node with fewer faults fits), and on the chosen node the GPUs with the fewest
 recent faults.
 
-The capability is explicit: a policy with ``uses_faults = True`` gets
-:meth:`FaultAware.observe_faults` before it scores; the simulator and the Kubernetes
-scheduler feed it the same arrays. Pure: no I/O, no clock; the counts are an input.
+The capability is explicit: a policy with ``uses_faults = True`` gets ``observe_faults``
+before it scores (:class:`~placement.policies.capabilities.FaultAware`); the simulator and
+the Kubernetes scheduler feed it the same arrays. Pure: no I/O, no clock; the counts are an input.
 """
 
 from __future__ import annotations
-
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -29,17 +27,6 @@ FAULT_PENALTY = MAX_SCORE + 1
 faults always win and BestFit only orders nodes with as many faults."""
 FAULT_CAP = 10
 """Faults beyond this many cost no more (a broken node is already last)."""
-
-
-@runtime_checkable
-class FaultAware(Protocol):
-    """A policy that wants the recent fault counts before scoring."""
-
-    uses_faults: bool
-
-    def observe_faults(self, node_faults: np.ndarray, gpu_faults: np.ndarray) -> None:
-        """``node_faults[N]`` faults per node, ``gpu_faults[N, G]`` per GPU (node order of
-        the cluster about to be scored)."""
 
 
 class FaultAwareBestFitPolicy(BestFitPolicy):

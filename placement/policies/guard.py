@@ -32,6 +32,7 @@ from placement.cluster import Cluster
 from placement.fallback import FallbackCounts, OutsideTrainingRange
 from placement.pod import Pod
 from placement.policies.base import ScorePolicy
+from placement.policies.capabilities import wants_faults, wants_locality, wants_rank
 
 
 def gpus_fit(cluster: Cluster, pod: Pod, node: int, gpus: Sequence[int]) -> bool:
@@ -76,8 +77,8 @@ class GuardedPolicy(ScorePolicy):
 
     def observe_rank(self, rank: np.ndarray) -> None:
         for policy in (self.agent, self.fallback):
-            if getattr(policy, "uses_rank", False):
-                policy.observe_rank(rank)  # type: ignore[attr-defined]
+            if wants_rank(policy):
+                policy.observe_rank(rank)
 
     @property
     def uses_faults(self) -> bool:
@@ -85,8 +86,8 @@ class GuardedPolicy(ScorePolicy):
 
     def observe_faults(self, node_faults: np.ndarray, gpu_faults: np.ndarray) -> None:
         for policy in (self.agent, self.fallback):
-            if getattr(policy, "uses_faults", False):
-                policy.observe_faults(node_faults, gpu_faults)  # type: ignore[attr-defined]
+            if wants_faults(policy):
+                policy.observe_faults(node_faults, gpu_faults)
 
     @property
     def uses_locality(self) -> bool:
@@ -94,8 +95,8 @@ class GuardedPolicy(ScorePolicy):
 
     def observe_locality(self, caches: Any) -> None:
         for policy in (self.agent, self.fallback):
-            if getattr(policy, "uses_locality", False):
-                policy.observe_locality(caches)  # type: ignore[attr-defined]
+            if wants_locality(policy):
+                policy.observe_locality(caches)
 
     def observe_access(self, pod: Pod, node: int, access: Any) -> None:
         for policy in (self.agent, self.fallback):

@@ -90,7 +90,19 @@ def test_validation_keeps_the_best_weights_and_settings_round_trip(tmp_path):
     if agent.kept_episode >= 0:
         assert kept == pytest.approx(scores[agent.kept_episode])
     agent.save(tmp_path / "tr.pt")
-    assert load_agent(tmp_path / "tr.pt").settings == agent.settings
+    loaded = load_agent(tmp_path / "tr.pt")
+    assert loaded.settings == agent.settings
+    # the curve a --plot draws: every validation score, and the episode kept
+    from placement.agents.training import validation_curve
+    from placement.plots import plot_training
+
+    curve = validation_curve(loaded)
+    assert curve is not None
+    label, points, kept_episode = curve
+    assert "slowdown" in label and kept_episode == agent.kept_episode
+    assert [p[0] for p in points] == [0, 1] and [p[1] for p in points] == pytest.approx(scores)
+    png = plot_training(loaded.curve.records, tmp_path / "c.png", title="t", validation=curve)
+    assert png.stat().st_size > 0
 
 
 def test_lublin_model_is_seeded_and_has_the_models_shape():

@@ -389,3 +389,47 @@ def test_a_guard_that_never_falls_back_decides_as_the_agent_alone():
     assert guarded.uses_rank
     assert _run(guarded) == _run(RankAware())
     assert guarded.fallback_counts.fallbacks == 0
+
+
+def test_a_capability_is_a_flag_and_its_method():
+    from placement.locality import DataCaches, LocalitySettings
+    from placement.policies.capabilities import (
+        FaultAware,
+        wants_faults,
+        wants_locality,
+        wants_rank,
+    )
+    from placement.policies.capabilities import (
+        RankAware as RankAwareProtocol,
+    )
+    from placement.policies.fault_aware import FaultAwareBestFitPolicy
+
+    class FlagOnly(BestFitPolicy):
+        name = "flag-only"
+        uses_rank = True
+
+    class Listener(BestFitPolicy):
+        name = "listener"
+        uses_locality = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.caches = None
+
+        def observe_locality(self, caches):
+            self.caches = caches
+
+    assert wants_rank(RankAware()) and isinstance(RankAware(), RankAwareProtocol)
+    assert not wants_rank(BestFitPolicy()) and not wants_rank(FlagOnly())
+    assert wants_faults(FaultAwareBestFitPolicy()) and isinstance(
+        FaultAwareBestFitPolicy(), FaultAware
+    )
+    assert not wants_faults(BestFitPolicy())
+    listener = Listener()
+    guarded = GuardedPolicy(Stub(), listener, label="agent:x")
+    assert wants_locality(guarded) and not wants_locality(
+        GuardedPolicy(Stub(), BestFitPolicy(), label="y")
+    )
+    caches = DataCaches(Cluster(generate_nodes(2, seed=2)), LocalitySettings())
+    guarded.observe_locality(caches)
+    assert listener.caches is caches

@@ -23,7 +23,15 @@ failures, mean JCT, for random units (the document's reference), first-fit, Best
 fault-bestfit, the agent, the agent blind to faults (its fault inputs zeroed: the same
 network, fault-oblivious), and an *oracle* (fault-bestfit told the truly flaky GPUs: a bound
 on what fault history can buy). Also the decision latency on the whole 1,213-node cluster.
-Prints tables and writes JSON; asserts nothing.
+
+The **families judge** (``--families-only`` runs it alone) is the Placement V target's: the
+held-out pods resampled to the default mix and every named openb family
+(:data:`FAULT_FAMILIES`), each in the timed simulator under ``--faults default`` and the
+``flaky-gpus`` pattern, fault seeds ``1..--fault-seeds``; BestFit, FGD, fault-bestfit, the
+agent and the agent behind its guard (``fallback=fault-bestfit``, :data:`GUARD_RULE`), and
+per workload the agent's GPU-hours lost against the better of BestFit and FGD with the
+paired per-seed difference and its standard error. Prints tables and writes JSON; asserts
+nothing.
 """
 
 from __future__ import annotations

@@ -86,6 +86,7 @@ from placement.env.fault_batch import (
 from placement.env.locality_env import split_pods
 from placement.env.proposals import Proposals, Proposer, rule_feature_names
 from placement.env.unit_features import JOB_FEATURES, UNIT_FEATURES, UnitRows, unit_rows
+from placement.errors import PlacementInputError
 from placement.fallback import FeatureRanges
 from placement.frag import TypicalPods, typical_pods
 from placement.pod import MILLI, Pod
@@ -149,6 +150,10 @@ class FaultAwareSettings:
     """Batches between validation runs (0: keep the last weights)."""
     validation_batches: int = 6
     env: FaultBatchSettings = field(default_factory=FaultBatchSettings)
+
+    def __post_init__(self) -> None:
+        if self.rule not in TAUGHT_RULES:
+            raise PlacementInputError(f"rule must be one of {TAUGHT_RULES}, not {self.rule!r}")
 
 
 class UnitPolicyNet(nn.Module):

@@ -258,3 +258,11 @@ def test_async_transformers_teacher_is_bestfit():
     rule, _ = run_sequence(seq, BestFitPolicy, env, typical=TYPICAL)
     np.testing.assert_array_equal(taught.first_start_s, rule.first_start_s)
     assert agent.ranges.names["tokens"] == PROPOSAL_TOKEN_FEATURES
+
+
+def test_fault_aware_names_its_rule_or_says_which_it_knows():
+    from placement.agents.fault_aware import FaultAwareSettings as Settings
+    from placement.errors import PlacementInputError
+
+    with pytest.raises(PlacementInputError, match="healthy-fgd"):
+        Settings(rule="fgd")

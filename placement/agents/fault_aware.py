@@ -43,9 +43,10 @@ only those on the top K nodes of fault-bestfit, BestFit and FGD
 agent can follow the fault-aware rule and leave it where it learned better. Then the warm
 start imitates fault-bestfit unit by unit (its node, its fewest-faults-then-tightest GPUs)
 instead of BestFit's node — or, with ``rule = "healthy-fgd"``, FGD's choice among the
-healthiest proposals, which is FGD wherever no fault is known — and every ``validate_every`` batches the greedy agent is judged on
-validation batches (GPU-hours lost, at most 1 % more makespan than the warm start's): the
-best weights, the warm start's included, are kept. ``proposals = 0`` (agent files from
+healthiest proposals, which is FGD wherever no fault is known — and every
+``validate_every`` batches the greedy agent is judged on validation batches (GPU-hours
+lost, at most 1 % more makespan than the warm start's): the best weights, the warm start's
+included, are kept. ``proposals = 0`` (agent files from
 before): every feasible GPU is a candidate.
 
 CPU-only pods hold no GPU and no GPU failure can kill them: they are placed by BestFit (by

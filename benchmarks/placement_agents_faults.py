@@ -23,7 +23,15 @@ failures, mean JCT, for random units (the document's reference), first-fit, Best
 fault-bestfit, the agent, the agent blind to faults (its fault inputs zeroed: the same
 network, fault-oblivious), and an *oracle* (fault-bestfit told the truly flaky GPUs: a bound
 on what fault history can buy). Also the decision latency on the whole 1,213-node cluster.
-Prints tables and writes JSON; asserts nothing.
+
+The **families judge** (``--families-only`` runs it alone) is the Placement V target's: the
+held-out pods resampled to the default mix and every named openb family
+(:data:`FAULT_FAMILIES`), each in the timed simulator under ``--faults default`` and the
+``flaky-gpus`` pattern, fault seeds ``1..--fault-seeds``; BestFit, FGD, fault-bestfit, the
+agent and the agent behind its guard (``fallback=fault-bestfit``, :data:`GUARD_RULE`), and
+per workload the agent's GPU-hours lost against the better of BestFit and FGD with the
+paired per-seed difference and its standard error. Prints tables and writes JSON; asserts
+nothing.
 """
 
 from __future__ import annotations
@@ -269,22 +277,38 @@ def judge_timed(agent, nodes, held, typical) -> dict:  # type: ignore[no-untyped
     }
 
 
-FAULT_FAMILIES = ("default", "sharing-heavy", "multi-gpu-heavy", "cpu-heavy")
+FAULT_FAMILIES = (
+    "default",
+    "sharing-heavy",
+    "sharing-light",
+    "multi-gpu-heavy",
+    "cpu-heavy",
+    "model-constrained",
+    "small-cluster",
+)
 """Held-out workloads of the families judge: the last 30 % of the pod list resampled to
-each family's mix (``placement.workloads.families``; generator seed 1)."""
+each family's mix (``placement.workloads.families``; generator seed 1) — the default
+workload and every named openb family but ``half-cluster`` (``small-cluster`` already
+varies the size)."""
 FAULT_SEEDS = (1, 2, 3, 4, 5)
 """Fault seeds of the families judge (which GPUs are flaky, when each fails)."""
+FAMILY_RULES = ("bestfit", "fgd", "fault-bestfit")
+"""The rules the families judge runs beside the agent."""
+GUARD_RULE = "fault-bestfit"
+"""The guarded agent's rule in the families judge: the fault-aware rule the agent starts
+from. A fault-blind rule (FGD) deciding the agent's out-of-range inputs would place those
+jobs on GPUs the agent knows to fail."""
 FAULT_MODELS = ("default", "flaky-gpus")
 """The families judge's fault models: ``--faults default`` (5 % of GPUs fail once per ~6
 weeks: few failures, the model users run) and the judged ``flaky-gpus`` pattern (8 % at
 0.1 per hour: placement decides much)."""
 
 
-def judge_families(agent, nodes, held) -> dict:  # type: ignore[no-untyped-def]
+def judge_families(agent, nodes, held, seeds=FAULT_SEEDS) -> dict:  # type: ignore[no-untyped-def]
     """``kale place timed`` on held-out family workloads: FCFS + EASY, a tenth of the nodes,
     arrivals 100× faster, each fault model of :data:`FAULT_MODELS` with 3 days of history
-    known, fault seeds 1-5; per family, model and placement, the means over seeds and each
-    seed's numbers."""
+    known, fault ``seeds``; per family, model and placement, the means over seeds and each
+    seed's numbers (makespan too, for the paired comparison)."""
     from placement.node_pool import openb_jobs
     from placement.workloads.batch import compress_arrivals
     from placement.workloads.families import generate_openb
@@ -299,10 +323,13 @@ def judge_families(agent, nodes, held) -> dict:  # type: ignore[no-untyped-def]
         keep = max(2, len(made.nodes) // 10)
         subset = [made.nodes[i] for i in np.sort(rng.choice(len(made.nodes), keep, False))]
         for model_name in FAULT_MODELS:
-            rows = _family_runs(agent, subset, kept, jobs, typical, model_name)
+            rows = _family_runs(agent, subset, kept, jobs, typical, model_name, seeds)
             out[f"{family} / {model_name}"] = {
                 name: {k: float(np.mean([r[k] for r in runs])) for k in runs[0] if k in NUMERIC}
-                | {"per_seed_lost": [r["gpu_hours_lost"] for r in runs]}
+                | {
+                    "per_seed_lost": [r["gpu_hours_lost"] for r in runs],
+                    "per_seed_makespan_s": [r["makespan_s"] for r in runs],
+                }
                 for name, runs in rows.items()
             }
         print(f"  families: {family} done", file=sys.stderr, flush=True)
@@ -313,8 +340,8 @@ FAMILY_KEYS = ("makespan_s", "mean_wait_s", "restarts", "gpu_hours_lost", "unit_
 NUMERIC = (*FAMILY_KEYS, "fallback_decisions", "guarded_decisions")
 
 
-def _family_runs(agent, subset, kept, jobs, typical, model_name) -> dict:  # type: ignore[no-untyped-def]
-    """Every placement on one family workload and fault model, fault seeds 1-5."""
+def _family_runs(agent, subset, kept, jobs, typical, model_name, seeds) -> dict:  # type: ignore[no-untyped-def]
+    """Every placement on one family workload and fault model, each fault seed."""
     from placement.fault_patterns import pattern_model
     from placement.faults import FaultSettings, default_fault_model
     from placement.node_pool import NodePool
@@ -325,8 +352,8 @@ def _family_runs(agent, subset, kept, jobs, typical, model_name) -> dict:  # typ
     settings = FaultSettings(history_s=3 * 86400.0, window_s=3 * 86400.0)
     unit_node = np.repeat(np.arange(len(subset)), [n.gpus for n in subset])
     rows: dict = {}
-    for seed in FAULT_SEEDS:
-        for name in ("bestfit", "fgd", "fault-bestfit", "fault_aware", "fault_aware+guard"):
+    for seed in seeds:
+        for name in (*FAMILY_RULES, "fault_aware", "fault_aware+guard"):
             if model_name == "default":
                 faults = default_fault_model(len(unit_node), seed=seed, settings=settings)
             else:
@@ -336,7 +363,7 @@ def _family_runs(agent, subset, kept, jobs, typical, model_name) -> dict:  # typ
             if name == "fault_aware":
                 policy = agent.policy(ctx)
             elif name == "fault_aware+guard":
-                policy = GuardedPolicy(agent.policy(ctx), make_policy("fgd", ctx), label=name)
+                policy = GuardedPolicy(agent.policy(ctx), make_policy(GUARD_RULE, ctx), label=name)
             else:
                 policy = make_policy(name, ctx)
             pool = NodePool(
@@ -362,6 +389,38 @@ def _family_runs(agent, subset, kept, jobs, typical, model_name) -> dict:  # typ
                 row.update(policy.fallback_counts.report())
             rows.setdefault(name, []).append(row)
     return rows
+
+
+def family_verdicts(families: dict) -> dict:
+    """Per judged workload, the target's test: the agent's GPU-hours lost against the better
+    of BestFit and FGD there (mean over the fault seeds; the paired per-seed difference and
+    its standard error say how much of the gap is the seeds' noise), its makespan against
+    that rule's, and the best rule of the workload (what picking the right rule per workload
+    would lose: the bar an agent that only chooses among the rules can reach)."""
+    out: dict = {}
+    for workload, rows in families.items():
+        ref = min(("bestfit", "fgd"), key=lambda n: rows[n]["gpu_hours_lost"])
+        best_rule = min(FAMILY_RULES, key=lambda n: rows[n]["gpu_hours_lost"])
+        entry: dict = {"reference": ref, "best_rule": best_rule}
+        for name in ("fault_aware", "fault_aware+guard"):
+            mine = np.array(rows[name]["per_seed_lost"])
+            diff = mine - np.array(rows[ref]["per_seed_lost"])
+            slower = np.array(rows[name]["per_seed_makespan_s"]) / np.array(
+                rows[ref]["per_seed_makespan_s"]
+            )
+            entry[name] = {
+                "lost_minus_reference": float(diff.mean()),
+                "lost_minus_reference_se": float(diff.std(ddof=1) / np.sqrt(len(diff)))
+                if len(diff) > 1
+                else 0.0,
+                "makespan_vs_reference_pct": float(100 * (slower.mean() - 1.0)),
+                "met": bool(
+                    rows[name]["gpu_hours_lost"] <= rows[ref]["gpu_hours_lost"] + 1e-9
+                    and slower.mean() <= 1.01
+                ),
+            }
+        out[workload] = entry
+    return out
 
 
 def decision_latency(agent, nodes, pods) -> dict:  # type: ignore[no-untyped-def]
@@ -414,6 +473,12 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=8, help="batches per pattern and size")
     parser.add_argument(
         "--families-only", action="store_true", help="only the held-out families judge"
+    )
+    parser.add_argument(
+        "--fault-seeds",
+        type=int,
+        default=len(FAULT_SEEDS),
+        help="fault seeds 1..N of the families judge (default 5)",
     )
     parser.add_argument("--json-out", default=None)
     add_data_flag(parser)
@@ -480,20 +545,61 @@ def main() -> None:
             f"| {name} | {m['makespan_s'] / 3600:.1f} | {m['mean_wait_s']:.0f} | "
             f"{m['mean_jct_s']:.0f} | {m['restarts']:.1f} | {m['gpu_hours_lost']:.1f} |"
         )
-    report["families"] = judge_families(agent, nodes, held)
+    seeds = tuple(range(1, args.fault_seeds + 1))
+    report["families"] = judge_families(agent, nodes, held, seeds)
+    report["family_verdicts"] = verdicts = family_verdicts(report["families"])
+    report["family_settings"] = {
+        "families": list(FAULT_FAMILIES),
+        "fault_models": list(FAULT_MODELS),
+        "fault_seeds": list(seeds),
+        "fallback": GUARD_RULE,
+    }
     print(
         "\n## held-out family workloads, timed (FCFS + EASY, 10 % of nodes, arrivals ×100, "
-        "--faults default, 3 days of history), fault seeds 1-5"
+        f"3 days of history), fault seeds 1-{args.fault_seeds}: GPU-h lost (makespan h)"
     )
-    print("| family | placement | makespan h | mean wait s | restarts | GPU-h lost | per seed |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        f"| workload / fault model | {' | '.join(FAMILY_RULES)} | fault_aware | "
+        f"fallback={GUARD_RULE} [rule's share] | Δ vs min(BestFit, FGD) ± se | "
+        "makespan Δ % | met |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for family, rows in report["families"].items():
+        v = verdicts[family]
+        guard = rows["fault_aware+guard"]
+        share = guard.get("fallback_decisions", 0.0) / max(guard.get("guarded_decisions", 0.0), 1)
+        cells = " | ".join(
+            f"{rows[n]['gpu_hours_lost']:.2f} ({rows[n]['makespan_s'] / 3600:.1f})"
+            for n in (*FAMILY_RULES, "fault_aware")
+        )
+        a = v["fault_aware"]
+        print(
+            f"| {family} | {cells} | {guard['gpu_hours_lost']:.2f} [{100 * share:.1f} %] | "
+            f"{a['lost_minus_reference']:+.2f} ± {a['lost_minus_reference_se']:.2f} | "
+            f"{a['makespan_vs_reference_pct']:+.2f} | {'yes' if a['met'] else 'no'} |"
+        )
+    for name in (*FAMILY_RULES, "fault_aware", "fault_aware+guard"):
+        per_model = {
+            m: np.mean(
+                [
+                    r[name]["gpu_hours_lost"]
+                    for k, r in report["families"].items()
+                    if k.endswith(f"/ {m}")
+                ]
+            )
+            for m in FAULT_MODELS
+        }
+        print(
+            f"mean over workloads, {name}: "
+            + ", ".join(f"{m} {x:.2f}" for m, x in per_model.items())
+        )
+    best = {k: v["best_rule"] for k, v in verdicts.items()}
+    print("best rule per workload: " + "; ".join(f"{k}: {r}" for k, r in best.items()))
+    print("\nper seed, GPU-h lost")
     for family, rows in report["families"].items():
         for name, m in rows.items():
-            seeds = " · ".join(f"{x:.1f}" for x in m["per_seed_lost"])
-            print(
-                f"| {family} | {name} | {m['makespan_s'] / 3600:.1f} | {m['mean_wait_s']:.0f} | "
-                f"{m['restarts']:.1f} | {m['gpu_hours_lost']:.2f} | {seeds} |"
-            )
+            seeds_text = " · ".join(f"{x:.1f}" for x in m["per_seed_lost"])
+            print(f"  {family} | {name} | {seeds_text}")
     report["latency"] = decision_latency(agent, nodes, pods)
     lat = report["latency"]
     print(

@@ -42,12 +42,15 @@ only those on the top K nodes of fault-bestfit, BestFit and FGD
 (scores, FGD's fragmentation gain, picks, places) beside its own fault history — so the
 agent can follow the fault-aware rule and leave it where it learned better. Then the warm
 start imitates fault-bestfit unit by unit (its node, its fewest-faults-then-tightest GPUs)
-instead of BestFit's node, and every ``validate_every`` batches the greedy agent is judged on
-validation batches (GPU-hours lost, at most 1 % more makespan than the warm start's): the
-best weights, the warm start's included, are kept. ``proposals = 0`` (agent files from
+instead of BestFit's node — or, with ``rule = "healthy-fgd"``, FGD's choice among the
+healthiest proposals, which is FGD wherever no fault is known — and every
+``validate_every`` batches the greedy agent is judged on validation batches (GPU-hours
+lost, at most 1 % more makespan than the warm start's): the best weights, the warm start's
+included, are kept. ``proposals = 0`` (agent files from
 before): every feasible GPU is a candidate.
 
-CPU-only pods hold no GPU and no GPU failure can kill them: they are placed by BestFit.
+CPU-only pods hold no GPU and no GPU failure can kill them: they are placed by BestFit (by
+FGD when the agent starts as ``healthy-fgd``, so that it is FGD where nothing fails).
 """
 
 from __future__ import annotations
@@ -84,13 +87,14 @@ from placement.env.fault_batch import (
     run_batch,
 )
 from placement.env.locality_env import split_pods
-from placement.env.proposals import Proposer, rule_feature_names
+from placement.env.proposals import Proposals, Proposer, rule_feature_names
 from placement.env.unit_features import JOB_FEATURES, UNIT_FEATURES, UnitRows, unit_rows
+from placement.errors import PlacementInputError
 from placement.fallback import FeatureRanges
 from placement.frag import TypicalPods, typical_pods
-from placement.pod import Pod
+from placement.pod import MILLI, Pod
 from placement.policies.base import PolicyContext, ScorePolicy
-from placement.policies.fault_aware import FaultAwareBestFitPolicy
+from placement.policies.fault_aware import FAULT_CAP, FaultAwareBestFitPolicy
 from placement.policies.fgd import FGDPolicy
 from placement.policies.simple import BestFitPolicy
 from placement.timed import TimedRun
@@ -106,6 +110,8 @@ U, J = len(UNIT_FEATURES), len(JOB_FEATURES)
 FAULT_RULES = ("fault-bestfit", "bestfit", "fgd")
 """The rules whose proposals are the candidates (``proposals`` > 0)."""
 RULE_FEATURES = rule_feature_names(FAULT_RULES, gains=("fgd",))
+TAUGHT_RULES = ("fault-bestfit", "healthy-fgd")
+"""What ``FaultAwareSettings.rule`` may name."""
 PROPOSAL_UNIT_FEATURES = (*UNIT_FEATURES, *RULE_FEATURES)
 """A candidate unit's row with proposals: the unit, then its node's rule features."""
 
@@ -138,10 +144,19 @@ class FaultAwareSettings:
     """Gradient steps of that warm start (0: random initial weights, as the document)."""
     proposals: int = 3
     """Top nodes of each rule whose GPUs are the candidates (0: every feasible GPU)."""
+    rule: str = "fault-bestfit"
+    """The rule the agent starts as (its warm start's demonstrations, with proposals):
+    ``fault-bestfit``, or ``healthy-fgd`` — FGD's choice among the candidates with the
+    fewest recent node faults, on the GPUs with the fewest faults (FGD's where they are as
+    healthy), and CPU-only pods by FGD: where no fault is known it decides as FGD does."""
     validate_every: int = 25
     """Batches between validation runs (0: keep the last weights)."""
     validation_batches: int = 6
     env: FaultBatchSettings = field(default_factory=FaultBatchSettings)
+
+    def __post_init__(self) -> None:
+        if self.rule not in TAUGHT_RULES:
+            raise PlacementInputError(f"rule must be one of {TAUGHT_RULES}, not {self.rule!r}")
 
 
 class UnitPolicyNet(nn.Module):
@@ -584,7 +599,9 @@ class FaultAwarePolicy(ScorePolicy):
     ) -> None:
         self.agent, self.explore, self.record, self.teacher = agent, explore, record, teacher
         self.bestfit = BestFitPolicy(context)
+        self.healthy_fgd = agent.settings.rule == "healthy-fgd"
         self.gpu_faults: np.ndarray | None = None
+        self.node_faults: np.ndarray | None = None
         self._first: tuple[str, int, int] | None = None
         self.starts: dict[str, int] = {}
         """How many times each pod has been placed (its restarts), for the records."""
@@ -604,6 +621,11 @@ class FaultAwarePolicy(ScorePolicy):
                 "fgd": FGDPolicy(PolicyContext(typical=typical)),
             }
             self.proposer = Proposer(rules, top=agent.settings.proposals, gpu_rule="fault-bestfit")
+        self.cpu_rule: ScorePolicy = self.bestfit
+        """Who places CPU-only pods (no GPU of theirs can fail): BestFit, or FGD when the
+        agent starts as ``healthy-fgd`` (their CPU shapes the GPUs' fragmentation)."""
+        if self.healthy_fgd and self.proposer is not None:
+            self.cpu_rule = self.proposer.rules["fgd"]
         self._node_rules: dict[int, np.ndarray] = {}
 
     def observe_rank(self, rank: np.ndarray) -> None:
@@ -622,6 +644,7 @@ class FaultAwarePolicy(ScorePolicy):
 
     def observe_faults(self, node_faults: np.ndarray, gpu_faults: np.ndarray) -> None:
         self.gpu_faults = np.asarray(gpu_faults, np.int64)
+        self.node_faults = np.asarray(node_faults, np.int64)
         if self.proposer is not None:
             rule = self.proposer.rules["fault-bestfit"]
             rule.observe_faults(node_faults, gpu_faults)  # type: ignore[attr-defined]
@@ -645,7 +668,7 @@ class FaultAwarePolicy(ScorePolicy):
             proposals = self.proposer.propose(pod, cluster, nodes, rank)
             self._node_rules = dict(zip(proposals.nodes.tolist(), proposals.features, strict=True))
             nodes = np.sort(proposals.nodes)
-            rule_node = int(proposals.nodes[proposals.picks["fault-bestfit"]])
+            rule_node = self._taught_node(proposals, rank, cluster)
         else:
             rule_node = int(nodes[0])
             if rule_node not in self._node_rules:  # a lone feasible node: never scored
@@ -664,16 +687,48 @@ class FaultAwarePolicy(ScorePolicy):
         units = UnitRows(rows, units.job, units.node, units.gpu)
         target = None
         if self.teacher:
-            rule = self.proposer.rules["fault-bestfit"]
-            gpus = rule.choose_gpus(pod, cluster, rule_node)
+            gpus = self._taught_gpus(pod, cluster, rule_node)
             want = [g for g in gpus if g not in picked] or [-1]
             hit = np.flatnonzero((units.node == rule_node) & (units.gpu == want[0]))
             target = int(hit[0]) if hit.size else None
         return self._inputs(units), target
 
+    def _taught_node(self, proposals: Proposals, rank: np.ndarray, cluster: Cluster) -> int:
+        """The candidate node the agent's rule takes (``FaultAwareSettings.rule``): for
+        ``healthy-fgd``, the fewest recent node faults (capped as fault-bestfit caps them),
+        then FGD's order (its score, then the placer's tie order)."""
+        nodes = proposals.nodes
+        if not self.healthy_fgd:
+            return int(nodes[proposals.picks["fault-bestfit"]])
+        faults = np.zeros(len(nodes), np.int64)
+        if self.node_faults is not None and self.node_faults.shape[0] == len(cluster):
+            faults = np.minimum(self.node_faults[nodes], FAULT_CAP)
+        fgd = proposals.features[:, RULE_FEATURES.index("fgd_score")]
+        return int(nodes[np.lexsort((rank[nodes], -fgd, faults))[0]])
+
+    def _taught_gpus(self, pod: Pod, cluster: Cluster, node: int) -> tuple[int, ...]:
+        """The GPUs the agent's rule takes on ``node``: fault-bestfit's; or, for
+        ``healthy-fgd``, FGD's unless a GPU with fewer recent faults fits, then the fewest
+        faults (tightest, lowest index among equals, as fault-bestfit)."""
+        assert self.proposer is not None
+        fault_rule = self.proposer.rules["fault-bestfit"]
+        if not self.healthy_fgd:
+            return fault_rule.choose_gpus(pod, cluster, node)
+        gpus = self.proposer.rules["fgd"].choose_gpus(pod, cluster, node)
+        faults = self._faults(cluster)
+        if faults is None or not gpus:
+            return gpus
+        count = int(cluster.gpu_count[node])
+        free, mine = cluster.gpu_free[node, :count], faults[node, :count]
+        fitting = np.flatnonzero(free >= (pod.gpu_milli if pod.is_sharing else MILLI))
+        healthiest = np.sort(mine[fitting])[: pod.num_gpu].sum()
+        if mine[list(gpus)].sum() <= healthiest:
+            return gpus
+        return fault_rule.choose_gpus(pod, cluster, node)
+
     def score(self, pod: Pod, cluster: Cluster, nodes: np.ndarray) -> np.ndarray:
         if not pod.num_gpu:
-            return self.bestfit.score(pod, cluster, nodes)
+            return self.cpu_rule.score(pod, cluster, nodes)
         units, target = self._units(pod, cluster, nodes)
         logits = self.agent.logits(units)
         index = self._choose(units, logits, pod.name, target)

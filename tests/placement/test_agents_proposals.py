@@ -168,6 +168,77 @@ def test_fault_awares_teacher_is_fault_bestfit_and_its_rows_carry_the_rules():
         assert record and all(d.rows.shape[1] == agent.width for d in record)
 
 
+def test_healthy_fgd_teacher_is_fgd_where_nothing_fails():
+    """Where no GPU fails, the ``healthy-fgd`` rule is FGD run for run (CPU-only pods too)."""
+    from placement.agents.fault_aware import FaultAwareAgent
+    from placement.agents.fault_aware import FaultAwareSettings as Settings
+    from placement.env.fault_batch import run_batch
+    from placement.fault_patterns import FaultPattern
+    from placement.policies.fgd import FGDPolicy
+
+    env, tiny = _fault_env()
+    agent = FaultAwareAgent(Settings(seed=1, hidden=16, env=tiny, rule="healthy-fgd"))
+    calm = FaultPattern(base_rate=0.0, flaky_share=0.0, flaky_rate=0.0, name="calm")
+
+    def recording(factory, out):  # type: ignore[no-untyped-def]
+        def make(ctx):  # type: ignore[no-untyped-def]
+            policy = factory(ctx)
+            inner = policy.choose_gpus
+
+            def choose_gpus(pod, cluster, node):  # type: ignore[no-untyped-def]
+                gpus = inner(pod, cluster, node)
+                out.append((pod.name, node, gpus))
+                return gpus
+
+            policy.choose_gpus = choose_gpus
+            return policy
+
+        return make
+
+    for seed in (3, 4):
+        batch = env.draw(seed, pattern=calm)
+        mine: list = []
+        fgd: list = []
+        taught = run_batch(
+            batch,
+            recording(functools.partial(agent.policy, teacher=True), mine),
+            settings=tiny,
+            typical=TYPICAL,
+        )
+        rule = run_batch(batch, recording(FGDPolicy, fgd), settings=tiny, typical=TYPICAL)
+        assert mine and mine == fgd
+        np.testing.assert_array_equal(taught.run.first_start_s, rule.run.first_start_s)
+
+
+def test_healthy_fgd_teacher_leaves_a_faulty_node_and_gpu_for_healthy_ones():
+    from placement.agents.fault_aware import FaultAwareAgent
+    from placement.agents.fault_aware import FaultAwareSettings as Settings
+    from placement.pod import Pod
+
+    agent = FaultAwareAgent(Settings(seed=1, hidden=16, rule="healthy-fgd"))
+    cluster = Cluster(NODES[:6])
+    gpu_nodes = np.flatnonzero(cluster.gpu_count >= 2)
+    pod = Pod("p", cpu_milli=1000, memory_mib=1024, num_gpu=1, gpu_milli=1000)
+    policy = agent.policy(PolicyContext(typical=TYPICAL))
+    rank = np.arange(len(cluster), dtype=np.int64)
+    policy.observe_rank(rank)
+    nodes = np.flatnonzero(cluster.feasible(pod))
+    fgd = make_policy("fgd", PolicyContext(typical=TYPICAL))
+    fgd_node = int(nodes[np.lexsort((rank[nodes], -fgd.score(pod, cluster, nodes)))[0]])
+    assert fgd_node in gpu_nodes
+    gpu_faults = np.zeros((len(cluster), cluster.max_gpus), np.int64)
+    gpu_faults[fgd_node, 0] = 1  # FGD's node: its first GPU (FGD's choice there) failed
+    policy.observe_faults(gpu_faults.sum(axis=1), gpu_faults)
+    proposals = policy.proposer.propose(pod, cluster, nodes, rank)
+    node = policy._taught_node(proposals, rank, cluster)
+    assert node != fgd_node
+    gpu_faults[:] = 0
+    gpu_faults[fgd_node, 0] = 1
+    policy.observe_faults(np.zeros(len(cluster), np.int64), gpu_faults)  # node count unknown
+    assert policy._taught_node(proposals, rank, cluster) == fgd_node
+    assert policy._taught_gpus(pod, cluster, fgd_node) == (1,)
+
+
 def test_async_transformers_teacher_is_bestfit():
     from placement.agents.async_transformer import AsyncTransformerAgent
     from placement.agents.async_transformer_net import (
@@ -187,3 +258,11 @@ def test_async_transformers_teacher_is_bestfit():
     rule, _ = run_sequence(seq, BestFitPolicy, env, typical=TYPICAL)
     np.testing.assert_array_equal(taught.first_start_s, rule.first_start_s)
     assert agent.ranges.names["tokens"] == PROPOSAL_TOKEN_FEATURES
+
+
+def test_fault_aware_names_its_rule_or_says_which_it_knows():
+    from placement.agents.fault_aware import FaultAwareSettings as Settings
+    from placement.errors import PlacementInputError
+
+    with pytest.raises(PlacementInputError, match="healthy-fgd"):
+        Settings(rule="fgd")

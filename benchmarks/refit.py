@@ -124,6 +124,28 @@ def score_day(
     return np.concatenate(actual), np.concatenate(mean), np.concatenate(p90)
 
 
+def share_scores(
+    model: Forecaster, series: pd.Series, at: int, day: int, args: argparse.Namespace, scale: float
+) -> dict[float, float] | None:
+    """The day's MASE had ``model`` kept each share of its network's correction on offer
+    (``--by-share``: what a different kept share would have scored; None without a network)."""
+    if getattr(model, "net", None) is None:
+        return None
+    from forecasting.calibration import ALPHAS
+
+    every = max(1, round(3600.0 / float((series.index[1] - series.index[0]).total_seconds())))
+    kept = model.alpha  # type: ignore[attr-defined]
+    out = {}
+    try:
+        for a in ALPHAS:
+            model.alpha = a  # type: ignore[attr-defined]
+            actual, mean, _ = score_day(model, series, at, day, args.horizon, every)
+            out[a] = metrics.mae(actual, mean) / scale
+    finally:
+        model.alpha = kept  # type: ignore[attr-defined]
+    return out
+
+
 def run_trace(name: str, series: pd.Series, args: argparse.Namespace) -> dict[str, Any]:
     interval = float((series.index[1] - series.index[0]).total_seconds())
     day = round(86400.0 / interval)
@@ -163,6 +185,14 @@ def run_trace(name: str, series: pd.Series, args: argparse.Namespace) -> dict[st
         chain = inc
         actual, m_inc, p_inc = score_day(inc, series, end, day, args.horizon, every)
         _, m_full, p_full = score_day(full, series, end, day, args.horizon, every)
+        by_share = (
+            {
+                "mase_incremental_by_share": share_scores(inc, series, end, day, args, scale),
+                "mase_full_by_share": share_scores(full, series, end, day, args, scale),
+            }
+            if args.by_share
+            else {}
+        )
         for key, v in zip(pooled, (actual, m_inc, m_full, p_inc, p_full), strict=True):
             pooled[key].append(v)
         refit = inc.fit_summary.get("refit", {})
@@ -182,6 +212,19 @@ def run_trace(name: str, series: pd.Series, args: argparse.Namespace) -> dict[st
                 )
                 if refit.get("mode") == "incremental"
                 else None,
+                **by_share,
+                **(
+                    {
+                        "val_mae_by_share_part_incremental": inc.fit_summary.get(
+                            "val_mae_by_kept_share_and_part"
+                        ),
+                        "val_mae_by_share_part_full": full.fit_summary.get(
+                            "val_mae_by_kept_share_and_part"
+                        ),
+                    }
+                    if args.by_share
+                    else {}
+                ),
             }
         )
         if args.verbose:
@@ -288,6 +331,12 @@ def main(argv: list[str] | None = None) -> int:
     add_data_flag(ap)
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     ap.add_argument("--verbose", action="store_true", help="one line per refit on stderr")
+    ap.add_argument(
+        "--by-share",
+        action="store_true",
+        help="also score every refit with each kept share of the network's correction on "
+        "offer (a diagnostic: per refit, mase_incremental_by_share and mase_full_by_share)",
+    )
     args = ap.parse_args(argv)
     if args.refit_steps is None:
         from forecasting.transformer.forecaster import KaleForecaster

@@ -94,6 +94,7 @@ from placement.fallback import FeatureRanges
 from placement.frag import TypicalPods, typical_pods
 from placement.pod import MILLI, Pod
 from placement.policies.base import PolicyContext, ScorePolicy
+from placement.policies.capabilities import wants_faults
 from placement.policies.fault_aware import FAULT_CAP, FaultAwareBestFitPolicy
 from placement.policies.fgd import FGDPolicy
 from placement.policies.simple import BestFitPolicy
@@ -647,7 +648,8 @@ class FaultAwarePolicy(ScorePolicy):
         self.node_faults = np.asarray(node_faults, np.int64)
         if self.proposer is not None:
             rule = self.proposer.rules["fault-bestfit"]
-            rule.observe_faults(node_faults, gpu_faults)  # type: ignore[attr-defined]
+            if wants_faults(rule):
+                rule.observe_faults(node_faults, gpu_faults)
 
     def _faults(self, cluster: Cluster) -> np.ndarray | None:
         f = self.gpu_faults

@@ -80,14 +80,19 @@ log = logging.getLogger(__name__)
 
 @contextmanager
 def _collect_after() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a tick runs; collect once it is over.
+    """Pause the cyclic garbage collector while a tick runs; after it, collect as the
+    collector would have.
 
-    A tick makes a few objects per job in every stage, which all live until the tick ends and
-    are then freed by reference counting. A collection in the middle of the tick scans them
-    all for no garbage (with many jobs, several collections a tick); one collection after it
-    scans only what the tick left behind. The oldest generation is collected as often as the
-    collector would do it itself (once the middle one was collected more often than its
-    threshold). A collector that is off (``gc.disable()``) stays off.
+    A tick makes a few objects per job in every stage, which all live until the tick ends
+    (or the next tick replaces them) and are then freed by reference counting. A collection
+    in the middle of the tick scans them all for no garbage (with many jobs, several
+    collections a tick). Once the tick is over the young generation is collected only when
+    it has grown past its threshold (what the collector does itself at its next allocation),
+    together with the middle one (the survivors go to the oldest generation, not scanned
+    twice), and the oldest as often as the collector would collect it. A tick whose
+    objects stayed under the threshold leaves them uncollected: most are freed by reference
+    counting during the next tick, before any collection walks them. A collector that is
+    off (``gc.disable()``) stays off.
     """
     if not gc.isenabled():
         yield
@@ -97,7 +102,10 @@ def _collect_after() -> Iterator[None]:
         yield
     finally:
         gc.enable()
-        gc.collect(2 if gc.get_count()[2] > gc.get_threshold()[2] else 1)
+        young, _, old = gc.get_count()
+        threshold = gc.get_threshold()
+        if young > threshold[0]:
+            gc.collect(2 if old > threshold[2] else 1)
 
 
 class Controller:

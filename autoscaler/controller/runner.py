@@ -37,6 +37,10 @@ class Elector(Protocol):
 #: Allocations between young-generation collections once the jobs are built (default 700).
 GC_THRESHOLD = (20_000, 20, 20)
 
+#: The young generation may grow to this share of the settled heap's objects before it is
+#: collected (when that is more than ``GC_THRESHOLD[0]``).
+GC_YOUNG_SHARE = 0.1
+
 
 def settle_heap() -> None:
     """Keep the cyclic garbage collector off the controller's long-lived state.
@@ -46,10 +50,18 @@ def settle_heap() -> None:
     of a tick's time. Freezing them moves them out of the collector's generations (they are
     still freed by reference counting when a job is forgotten), and a higher young-generation
     threshold collects a tick's short-lived garbage in fewer, cheaper passes.
+
+    The young threshold grows with the heap (:data:`GC_YOUNG_SHARE` of the frozen
+    objects): a tick makes a few containers per job that live until the next tick
+    replaces them, so with many jobs a fixed threshold is passed by every tick, and each
+    collection walks one tick's worth of live objects to find no garbage. Above the tick's
+    own allocations, the collector runs once cyclic garbage can have piled up to a tenth
+    of the heap, as it does for any program.
     """
     gc.collect()
     gc.freeze()
-    gc.set_threshold(*GC_THRESHOLD)
+    young = max(GC_THRESHOLD[0], int(gc.get_freeze_count() * GC_YOUNG_SHARE))
+    gc.set_threshold(young, *GC_THRESHOLD[1:])
 
 
 class Runner:

@@ -517,6 +517,7 @@ class KalePolicy:
         short = min(3, total)
         tail = past[-w:].tolist()
         back = len(tail) - step
+        sqrt = math.sqrt
         for count, b in enumerate(reversed(usable), start=1):
             obs += tail[back + b[0]]
             low += b[1]
@@ -526,8 +527,19 @@ class KalePolicy:
                 continue
             o, lo, m, hi = obs / count, low / count, med / count, high / count
             nz = nz_per * m
-            up = _shrunk(max(hi - m, 0.0), nz, count)
-            down = _shrunk(max(m - lo, 0.0), nz, count)
+            # Each side's per-step band as wide as it is for the mean of ``count`` steps: its
+            # noise part (at most ``nz``) shrinks by √count, the rest stays. Inline (every
+            # job, every tick), max and min spelled out as they compare, NaN included.
+            band = hi - m
+            band = 0.0 if band < 0.0 else band
+            part = band if band < nz else nz
+            rest = band * band - part * part
+            up = sqrt((0.0 if rest < 0.0 else rest) + part * part / count)
+            band = m - lo
+            band = 0.0 if band < 0.0 else band
+            part = band if band < nz else nz
+            rest = band * band - part * part
+            down = sqrt((0.0 if rest < 0.0 else rest) + part * part / count)
             if o > m + 2 * up + down:
                 fired = max(fired, o)
             if count == total:
@@ -566,13 +578,6 @@ class KalePolicy:
         scale = self._band_scale(state) + s.calibration_rate * step_by
         scale = min(max(scale, s.band_scale_min), s.band_scale_max)
         state["band_scale"] = [int(step), float(scale)]
-
-
-def _shrunk(band: float, noisy: float, count: int) -> float:
-    """A per-step band's width for the mean of ``count`` steps: its noise part (at most
-    ``noisy``) shrinks by √count, the rest stays."""
-    part = min(noisy, band)
-    return math.sqrt(max(band * band - part * part, 0.0) + part * part / max(count, 1))
 
 
 def oracle_policy(

@@ -9,8 +9,10 @@ planner must choose what this chooses on every input. Do not "improve" it.
 One rule changed on purpose since it was frozen, in both: the final size must sustain the
 upper quantile's mean over the horizon's last ``settings.sustain_steps`` steps (one step:
 the rule it was frozen with). The rise rule is off with ``rise_tolerance`` infinite, here as
-there (no rate exceeds an infinite multiple of a capacity). The search's structure, which
-this file pins, did not change.
+there (no rate exceeds an infinite multiple of a capacity). And the plan family may grow,
+in both: with ``settings.onward`` a second move may also continue the first's way (down,
+then further down), so the reference judges those plans as rows too; off, its plans are the
+ones it was frozen with. The search's structure, which this file pins, did not change.
 """
 
 from __future__ import annotations
@@ -102,7 +104,11 @@ def search(
                 if b >= n:
                     break
                 for v in band:
-                    if v != w and (v < w) == (w > cur):  # back the other way
+                    # back the other way (or, with ``onward``, on the same way too)
+                    onward = settings.onward == "both" or (
+                        settings.onward == "down" and cur > w > v
+                    )
+                    if v != w and (onward or (v < w) == (w > cur)):
                         k1.append(a)
                         w1.append(w)
                         k2.append(b)

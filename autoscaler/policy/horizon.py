@@ -72,6 +72,7 @@ class PlanSettings:
     tail_steps: int = 15
     """The final size is charged this many steps past the horizon (no plan ends big for free)."""
     band: int = 2
+    """Sizes considered: the load's needs over the horizon, widened by this many sizes."""
     sustain: float = 1.0
     """The final size must serve this share of the upper quantile at the horizon's end."""
     sustain_steps: int = 1
@@ -87,7 +88,10 @@ class PlanSettings:
     by this × its resize charge (0: the cheapest plan wins)."""
     up_slack_steps: int = 2
     """With staying infeasible, a scale-up planned this soon is made now (timing errors)."""
-    """Sizes considered: the load's needs over the horizon, widened by this many sizes."""
+    onward: str = ""
+    """Two-move plans may also continue the way the first move went, not only go back the
+    other way: "down" (down, then further down later), "both" (also up, then further up);
+    "": neither."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,8 @@ class _Job:
     tail_steps: int
     charge: float
     """GPU-seconds charged per worker of a resize's larger size."""
+    onward: str = ""
+    """Second moves may continue the first's way (see :class:`PlanSettings`)."""
 
 
 @dataclass(frozen=True)
@@ -237,10 +243,14 @@ def _grid(cur: int, band: tuple[int, ...], top: int, capacity: bytes, job: _Job)
     seconds = firsts[:, None] + settle + hold[None, :]
     fits = np.logical_and.accumulate(seconds < n, axis=1)
     group_k = np.array(sorted(set(seconds[fits].tolist())), dtype=np.int64)
-    # back[w, v]: from w, a second move to v goes back the other way.
-    back = (sizes[None, :] != sizes[:, None]) & (
-        (sizes[None, :] < sizes[:, None]) == (sizes[:, None] > cur)
-    )
+    # back[w, v]: from w, a second move to v goes back the other way (or, onward, anywhere
+    # else).
+    lower = sizes[None, :] < sizes[:, None]
+    back = (sizes[None, :] != sizes[:, None]) & (lower == (sizes[:, None] > cur))
+    if job.onward == "both":
+        back |= (sizes[None, :] != sizes[:, None]) & ~back
+    elif job.onward == "down":
+        back |= lower & (sizes[:, None] < cur)
     # One cell per (first step, w1, slot, w2): slot 0 is the one-move plan (w2 column 0
     # only), slot 1 + h the two-move plans holding hold[h]; nonzero walks it in row order.
     cells = np.zeros((len(firsts), m, 1 + len(hold), max(m, 1)), dtype=bool)
@@ -521,6 +531,7 @@ def search(
         gpus_per_worker=gpw,
         tail_steps=settings.tail_steps,
         charge=settings.resize_cost_factor * sizing.rescale_s * gpw,
+        onward=settings.onward,
     )
     others = tuple(w for w in band.tolist() if w != cur)
     g = _grid(int(cur), others, int(sizes[-1]), capacity, job)

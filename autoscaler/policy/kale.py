@@ -128,6 +128,17 @@ class KaleSettings:
     """The least share of the band charged: a forecast whose band was never exceeded lately
     is still not trusted as exact."""
     band_scale_max: float = 2.0
+    onward_moves: str = ""
+    """"moves": two-move plans may also continue the way their first move went (a descent
+    in two steps), not only go back the other way (:class:`PlanSettings.onward`)."""
+    descent_step: float = 1.5
+    """"moves": a scale-down now is held while it is smaller than this × the step that
+    balances a resize's charge against the workers held too long in the descent the
+    forecast's median falls by (:meth:`KalePolicy._descent_step`); 0: off. The plans'
+    horizon ends before a descent does, so each re-plan otherwise takes the step that pays
+    over the next hour and the descent becomes a staircase of small ones. Above 1 it trades
+    some GPU-hours for fewer resizes (the resize target counts them; the charge alone
+    weighs them less; docs/decisions/0179-descent-step.md)."""
     resize_margin: float = 0.0
     """A resize now must beat staying over the horizon by this × its charge
     (``resize_cost_factor`` × downtime × the larger size) more than the plans' costs say;
@@ -174,6 +185,7 @@ class KalePolicy:
             tail_steps=max(0, round(s.tail_s / dt)),
             sustain_steps=self.window_steps if s.window_sizing else 1,
             resize_margin=s.resize_margin,
+            onward=s.onward_moves,
         )
         self.ahead_settings = replace(self.plan_settings, rise_tolerance=math.inf)
         """Sizing for the SLO's window, while the job keeps up with a forecast load: no rise
@@ -265,6 +277,9 @@ class KalePolicy:
         target = cur
         if plan.moves and plan.moves[0][0] == 0:
             target = plan.moves[0][1]
+        if target < cur and plan.feasible and cur - target < self._descent_step(cur, median):
+            reason.update(action="hold", why="a descent: waiting for a step worth its resize")
+            return Decision(cur, sz.ps_for(cur), reason)
         blind = fc is None or missing or fc.interim
         if target < cur and blind and len(past) < self.fallback_steps:
             # No forecast (or the interim one) and less history than the recent peak is read
@@ -367,6 +382,27 @@ class KalePolicy:
             "moves": [[int(obs.step + k), int(w)] for k, w in plan.moves],
             "backlog": [float(b) for b in plan.path[:keep]],
         }
+
+    def _descent_step(self, cur: int, median: np.ndarray) -> float:
+        """The scale-down worth making now in a descent, in workers (0 outside one).
+
+        A descent of r workers a step, taken in steps of Δ workers, holds Δ/2 workers too
+        many on average and makes r/Δ resizes a step, each charged c × the size (c: the
+        charge per worker and GPU in seconds, dt the step): the sum is least at
+        Δ = √(2 c cur r / dt). r is read from the median over the horizon, the size it needs
+        at the start against at the end: a flat or rising forecast has no descent, so nothing
+        is held. Holding a scale-down only keeps more capacity: the SLO is kept wherever the
+        plan keeps it. "moves" only (the program weighs its resizes over its own lattice)."""
+        k = self.settings.descent_step
+        if k <= 0 or len(median) < 2 or self.settings.planner != "moves":
+            return 0.0
+        need = self.plan_sizing.workers_for
+        falls = int(need(float(median[0]))[0]) - int(need(float(median[-1]))[0])
+        if falls <= 0:
+            return 0.0
+        sz = self.sizing
+        charge_s = self.settings.resize_cost_factor * sz.rescale_s  # per worker and GPU
+        return k * math.sqrt(2.0 * charge_s * cur * falls / len(median) / sz.interval_s)
 
     # -- pieces ---------------------------------------------------------------------------
     def _plan(self, *, sz: JobSizing, guess: bool, **kw: Any) -> Plan:

@@ -211,6 +211,23 @@ def test_generated_searches_choose_what_the_reference_chose(seed: int) -> None:
         same_plan(search(**kw), reference(**kw))
 
 
+@pytest.mark.parametrize("onward", ["down", "both"])
+@pytest.mark.parametrize("seed", range(0, 240, 80))
+def test_plans_that_continue_their_first_move_are_judged_as_the_reference_judges_them(
+    seed: int, onward: str
+) -> None:
+    # Two-move plans that go on the first move's way (down, then further down) are rows of
+    # the reference too: the grouped evaluation must choose what judging them as rows does.
+    for s in range(seed, seed + 40):
+        kw = generated(s)
+        kw["settings"] = replace(kw["settings"], onward=onward)
+        same_plan(search(**kw), reference(**kw))
+    for s in range(seed // 4, seed // 4 + 20):
+        kw = round_numbers(s)
+        kw["settings"] = replace(kw["settings"], onward=onward)
+        same_plan(search(**kw), reference(**kw))
+
+
 def test_round_numbers_choose_what_the_reference_chose() -> None:
     for s in range(60):
         kw = round_numbers(s)

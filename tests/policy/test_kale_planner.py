@@ -22,6 +22,7 @@ from autoscaler.policy.kale import (
 )
 from autoscaler.policy.madu import linear_sizing, madu_policy
 from autoscaler.policy.queue import allowed_backlog, backlog_path, oldest_age
+from autoscaler.sim.engine import simulate
 
 DT = 60.0
 
@@ -359,3 +360,47 @@ def test_a_resize_now_must_beat_staying_by_more_than_it_costs():
         chosen[margin] = plan.moves
     assert chosen[0.0][:1] == ((0, 9),)
     assert not chosen[1.0] or chosen[1.0][0][0] > 0
+
+
+def _descent() -> tuple[np.ndarray, PrecomputedSource]:
+    """A load falling from 1600/s to 300/s over four hours, forecast exactly but with a band
+    that widens with the lead time (as a forecaster's does)."""
+    rates = np.concatenate([np.full(120, 1600.0), np.linspace(1600.0, 300.0, 240)])
+    rates = np.concatenate([rates, np.full(240, 300.0)])
+    ahead = np.append(rates, np.full(60, rates[-1]))
+    windows = np.lib.stride_tricks.sliding_window_view(ahead, 60)[: len(rates)]
+    widen = 1.0 + 0.3 * np.arange(60) / 59
+    return rates, PrecomputedSource(windows, windows / widen, windows * widen)
+
+
+def test_a_descent_is_not_taken_in_steps_too_small_for_their_resize():
+    # 18 workers where 15 serve the load, an hour into the descent: the plan's horizon
+    # ends before the descent does, so the cheapest plan over it steps down by two now —
+    # and the next re-plan would step down again. Held, the job waits for a step that pays
+    # for its resize over the descent.
+    sz = sizing()
+    rates, source = _descent()
+    off = KalePolicy(sz, source, settings=KaleSettings(descent_step=0.0))
+    d = off.decide(obs(150, rates, 18), {})
+    assert d.reason["action"] == "scale_down" and d.workers >= 16
+    d = KalePolicy(sz, source).decide(obs(150, rates, 18), {})
+    assert d.workers == 18 and d.reason["action"] == "hold"
+    assert "descent" in d.reason["why"]
+
+
+def test_without_a_descent_a_scale_down_is_not_held():
+    sz = sizing()
+    low = np.full(300, 300.0)
+    d = KalePolicy(sz, TrueFuture(low)).decide(obs(100, low, 8), {})
+    assert d.reason["action"] == "scale_down" and d.workers < 8
+
+
+def test_a_held_descent_keeps_the_slo_with_fewer_resizes():
+    sz = sizing()
+    rates, source = _descent()
+    runs = {}
+    for k in (0.0, 1.0):
+        policy = KalePolicy(sz, source, settings=KaleSettings(descent_step=k))
+        runs[k] = simulate(policy, sz, rates, warmup_steps=100)
+    assert runs[1.0].metrics()["slo_violation_rate"] == 0.0
+    assert runs[1.0].rescale_count < runs[0.0].rescale_count

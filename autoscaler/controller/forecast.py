@@ -44,10 +44,10 @@ class ForecastSummary(TypedDict, total=False):
     fittedAt: str
     note: str
     fitting: bool
-    next: float
-    """Mean forecast rate of the next step (samples/s)."""
-    peak: float
-    """Highest upper-band rate over the horizon."""
+    next: float | None
+    """Mean forecast rate of the next step (samples/s; None: not a finite number)."""
+    peak: float | None
+    """Highest upper-band rate over the horizon (None: not a finite number)."""
     horizonSeconds: float
 
 
@@ -294,22 +294,28 @@ class ForecastCache:
         return self.last_window
 
     def summary(self) -> ForecastSummary:
-        """What the status shows about the forecast."""
+        """What the status shows about the forecast, JSON as it is (every job, every tick:
+        no conversion pass after): plain strings, and rates that are not finite as None."""
         out: ForecastSummary = {
             "model": f"{self.feed.interim_name} (interim)" if self.interim_active else self.name
         }
         if self.fitted_at is not None:
             out["fittedAt"] = iso(self.fitted_at)
         if self.reason:
-            out["note"] = self.reason
+            out["note"] = str(self.reason)
         if self.fitting():
             out["fitting"] = True
         w = self.last_window
         if w is not None and len(w):
-            out["next"] = float(w.mean[0])
-            out["peak"] = float(np.maximum.reduce(w.high))  # w.high.max(), less wrapping
+            out["next"] = _finite(float(w.mean[0]))
+            out["peak"] = _finite(float(np.maximum.reduce(w.high)))  # w.high.max(), less wrapping
             out["horizonSeconds"] = len(w) * self.interval_s
         return out
+
+
+def _finite(x: float) -> float | None:
+    """``x``, or None where JSON has no number for it (NaN, ±inf)."""
+    return x if math.isfinite(x) else None
 
 
 class GivenForecast:

@@ -68,18 +68,21 @@ def plan_job(rt: JobRuntime, seen: Observation, tick: Tick, metrics: ControllerM
         return Plan(_without_metrics(rt, cur, now, why))
     sz = rt.sizing
     step = int(now // sz.interval_s)
-    hist = seen.history or ArrivalHistory.empty(sz.interval_s)
+    hist = seen.history
+    if hist is None:
+        hist = ArrivalHistory.empty(sz.interval_s)
+    held = len(hist.rates)
     past = hist.rates[-rt.past_steps :]
-    if not len(hist) or hist.end_step < step:
+    if not held or hist.end_step < step:
         past = np.concatenate((past, (sample.arrival_rate,)))  # the freshest measurement
     window = None
-    if len(hist) >= 2:
+    if held >= 2:
         failures = rt.forecast.failures
         window = rt.forecast.window(now, hist, step)
         if rt.forecast.failures > failures:
             metrics.errors.labels(kind="forecast").inc()
     else:
-        rt.forecast.reason = f"history has {len(hist)} intervals"
+        rt.forecast.reason = f"history has {held} intervals"
     resizing, left = rt.resizing(now)
     obs = PlannerInput(
         step=step,

@@ -124,7 +124,7 @@ class Report:
             desired=desired if cur is not None else None,
             action=act.action,
             reason=jsonable(act.reason),
-            forecast=jsonable(rt.forecast.summary()),
+            forecast=rt.forecast.summary(),
             sample=seen.sample,
             resized=act.resized,
             error=act.error,

@@ -31,13 +31,20 @@ def jsonable(value: Any) -> Any:
         return value
     if kind is float:
         return value if math.isfinite(value) else None
-    if isinstance(value, dict):  # plain items inline: a call each would cost more
+    # Plain items and finite floats inline (x - x is 0.0 only for a finite x): a call each
+    # would cost more.
+    if isinstance(value, dict):
         return {
-            k if type(k) is str else str(k): v if type(v) in _PLAIN else jsonable(v)
+            k if type(k) is str else str(k): v
+            if type(v) in _PLAIN or (type(v) is float and v - v == 0.0)
+            else jsonable(v)
             for k, v in value.items()
         }
     if isinstance(value, list | tuple | np.ndarray):
-        return [v if type(v) in _PLAIN else jsonable(v) for v in value]
+        return [
+            v if type(v) in _PLAIN or (type(v) is float and v - v == 0.0) else jsonable(v)
+            for v in value
+        ]
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):

@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -547,41 +548,34 @@ class KalePolicy:
         if not total:
             return False, False, last
         fired = 0.0
-        in_band = False
-        nz_per = self.z * noise
-        obs = low = med = high = 0.0
+        nz = self.z * noise
         short = min(3, total)
         tail = past[-w:].tolist()
         back = len(tail) - step
-        sqrt = math.sqrt
-        for count, b in enumerate(reversed(usable), start=1):
-            obs += tail[back + b[0]]
-            low += b[1]
-            med += b[2]
-            high += b[3]
-            if count != short and count != total:
-                continue
-            o, lo, m, hi = obs / count, low / count, med / count, high / count
-            nz = nz_per * m
-            # Each side's per-step band as wide as it is for the mean of ``count`` steps: its
-            # noise part (at most ``nz``) shrinks by √count, the rest stays. Inline (every
-            # job, every tick), max and min spelled out as they compare, NaN included.
-            band = hi - m
-            band = 0.0 if band < 0.0 else band
-            part = band if band < nz else nz
-            rest = band * band - part * part
-            up = sqrt((0.0 if rest < 0.0 else rest) + part * part / count)
-            band = m - lo
-            band = 0.0 if band < 0.0 else band
-            part = band if band < nz else nz
-            rest = band * band - part * part
-            down = sqrt((0.0 if rest < 0.0 else rest) + part * part / count)
+        # The sums run from the newest step back, the short window's first: two plain loops
+        # (every job, every tick) instead of one that asks at every step whether to judge.
+        newest = reversed(usable)
+        obs = low = med = high = 0.0
+        for s, lo, me, hi in islice(newest, short):
+            obs += tail[back + s]
+            low += lo
+            med += me
+            high += hi
+        o, m, up, down = _window_band(short, obs, low, med, high, nz)
+        if o > m + 2 * up + down:
+            fired = max(fired, o)
+        if total > short:
+            for s, lo, me, hi in newest:
+                obs += tail[back + s]
+                low += lo
+                med += me
+                high += hi
+            o, m, up, down = _window_band(total, obs, low, med, high, nz)
             if o > m + 2 * up + down:
                 fired = max(fired, o)
-            if count == total:
-                in_band = m - down <= o <= m + up
-                if total >= w and self.settings.calibrate_band:
-                    self._calibrate(state, step, o > m + self._band_scale(state) * up)
+        in_band = m - down <= o <= m + up
+        if total >= w and self.settings.calibrate_band and self._calibration_due(state, step):
+            self._calibrate(state, step, o > m + self._band_scale(state) * up)
         return fired > 0, in_band, fired if fired > 0 else last
 
     def _band_scale(self, state: dict[str, Any]) -> float:
@@ -591,6 +585,13 @@ class KalePolicy:
         if isinstance(kept, list) and len(kept) == 2:
             return float(kept[1])
         return 1.0
+
+    def _calibration_due(self, state: dict[str, Any], step: int) -> bool:
+        """Whether a window has passed since the band's scale last moved."""
+        kept = state.get("band_scale")
+        return not (
+            isinstance(kept, list) and len(kept) == 2 and step - int(kept[0]) < self.window_steps
+        )
 
     def _calibrate(self, state: dict[str, Any], step: int, over: bool) -> None:
         """Once per SLO window, move the band's scale toward the one whose window mean the
@@ -605,8 +606,7 @@ class KalePolicy:
         capacity no window needed, a narrower one is widened. The scale stays within
         [``band_scale_min``, ``band_scale_max``]; the reactive floor and the check stand
         on the band as forecast."""
-        kept = state.get("band_scale")
-        if isinstance(kept, list) and len(kept) == 2 and step - int(kept[0]) < self.window_steps:
+        if not self._calibration_due(state, step):
             return
         s = self.settings
         q = s.band_quantile
@@ -614,6 +614,28 @@ class KalePolicy:
         scale = self._band_scale(state) + s.calibration_rate * step_by
         scale = min(max(scale, s.band_scale_min), s.band_scale_max)
         state["band_scale"] = [int(step), float(scale)]
+
+
+def _window_band(
+    count: int, obs: float, low: float, med: float, high: float, nz_per: float
+) -> tuple[float, float, float, float]:
+    """The observed mean over ``count`` steps and the band of that mean: (observed, median,
+    half-width up, half-width down). Each side's per-step band is as wide as it is for the
+    mean of ``count`` steps: its noise part (at most ``nz_per`` × the median) shrinks by
+    √count, the rest stays. Max and min spelled out as they compare, NaN included."""
+    o, lo, m, hi = obs / count, low / count, med / count, high / count
+    nz = nz_per * m
+    band = hi - m
+    band = 0.0 if band < 0.0 else band
+    part = band if band < nz else nz
+    rest = band * band - part * part
+    up = math.sqrt((0.0 if rest < 0.0 else rest) + part * part / count)
+    band = m - lo
+    band = 0.0 if band < 0.0 else band
+    part = band if band < nz else nz
+    rest = band * band - part * part
+    down = math.sqrt((0.0 if rest < 0.0 else rest) + part * part / count)
+    return o, m, up, down
 
 
 def oracle_policy(

@@ -246,3 +246,51 @@ def test_deferred_job_gauges_are_worked_out_when_scraped_once_per_tick():
     metrics.forget("ml/a")
     body = scraped()
     assert 'etj="a"' not in body and 'etj="b"' in body
+
+
+def test_the_served_exposition_has_the_lines_the_generic_one_has():
+    """``render`` writes the per-job gauges itself (most of a scrape at thousands of jobs):
+    every line is the one ``generate_latest`` writes for the same families — label names
+    sorted, label values escaped, NaN, infinities and large values as Prometheus writes
+    them — each family's samples after its HELP and TYPE, and a forgotten job is gone from
+    both."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    metrics = ControllerMetrics()
+    odd = 'we"ird\\team/job\nname'
+    for key, workers in (("ml/a", 3.0), ("ml-2/b", math.nan), (odd, 12_345_678.0), ("c", -0.0)):
+        metrics.set_job(
+            key,
+            current_workers=workers,
+            desired_workers=math.inf,
+            arrival_samples_per_second=1e-7,
+            recommended_proactive=4.0,
+            recommended_final=None,
+            forecast_lead_p90=123.5,
+            forecast_lead_p10=-math.inf,
+            condition_Ready=1.0,
+            condition_MetricsAvailable=0.0,
+        )
+        metrics.decided(key, "hold")
+    metrics.defer_job_gauges("ml/d", lambda: {"current_workers": 2.0, "condition_Paused": 1.0})
+
+    def generic() -> list[str]:
+        return generate_latest(metrics.registry).decode().splitlines()
+
+    served = metrics.render().decode()
+    assert sorted(served.splitlines()) == sorted(generic())
+    assert 'kale_job_forecast_lead_samples_per_second{etj="a",forecast_quantile="0.9"' in served
+    escaped = 'etj="job\\nname",namespace="we\\"ird\\\\team"'
+    assert f"kale_job_current_workers{{{escaped}}} 1.2345678e+07" in served
+    families = {f.name: f for f in text_string_to_metric_families(served)}
+    assert {s.labels["etj"] for s in families["kale_job_condition"].samples} == {
+        "a",
+        "b",
+        "job\nname",
+        "c",
+        "d",
+    }
+    metrics.forget("ml/a")
+    served = metrics.render().decode()
+    assert 'etj="a"' not in served
+    assert sorted(served.splitlines()) == sorted(generic())

@@ -139,6 +139,14 @@ class KaleSettings:
     over the next hour and the descent becomes a staircase of small ones. Above 1 it trades
     some GPU-hours for fewer resizes (the resize target counts them; the charge alone
     weighs them less; docs/decisions/0179-descent-step.md)."""
+    rise_when_behind: bool = False
+    """Sizing for the SLO's window: keep the rise rule in force while the job's capacity is
+    under the observed window mean (behind), not only while the load is a guess. Off: on
+    noisy traffic the window mean is above the capacity for minutes at a time within the
+    band the planning load already charges, and a rule that reads that as the forecast's
+    timing going wrong forces scale-ups the noise then undoes; a load outside the band
+    still sets the reactive floor, which keeps the rule
+    (docs/decisions/0180-behind-is-not-a-rise.md)."""
     resize_margin: float = 0.0
     """A resize now must beat staying over the horizon by this × its charge
     (``resize_cost_factor`` × downtime × the larger size) more than the plans' costs say;
@@ -241,13 +249,18 @@ class KalePolicy:
         if self.settings.window_sizing:
             # The rise rule and the band's low end read the median over the SLO's window:
             # a minute's spike above the capacity is not a rise. The rise rule holds while
-            # the load is a guess (no forecast, or the reactive floor's) or the job is behind
-            # (its capacity under the rate observed over the window): then waiting would bet
-            # the SLO's slack on a timing nobody forecast. Otherwise the forecast's timing
-            # error is charged by its band widened in time (the planning load).
+            # the load is a guess (no forecast, or the reactive floor's), and with
+            # ``rise_when_behind`` while the job is behind (its capacity under the rate
+            # observed over the window): then waiting would bet the SLO's slack on a timing
+            # nobody forecast. Otherwise the forecast's timing error is charged by its band
+            # widened in time (the planning load).
             median = window.rolling_mean(median, self.window_steps)
             recent = past[-self.window_steps :]
-            behind = len(recent) > 0 and self.plan_sizing.rate(cur) < float(recent.mean())
+            behind = (
+                self.settings.rise_when_behind
+                and len(recent) > 0
+                and self.plan_sizing.rate(cur) < float(recent.mean())
+            )
             if not (floor > 0 or behind):
                 self.search_settings = self.ahead_settings
         plan = self._plan(

@@ -140,6 +140,14 @@ class KaleSettings:
     over the next hour and the descent becomes a staircase of small ones. Above 1 it trades
     some GPU-hours for fewer resizes (the resize target counts them; the charge alone
     weighs them less; docs/decisions/0179-descent-step.md)."""
+    rise_when_behind: bool = False
+    """Sizing for the SLO's window: keep the rise rule in force whenever the job's capacity
+    is under the observed window mean (behind). Off: only while the observed backlog does
+    not show that shortfall (under half the backlog the window's arrivals would have built
+    at the capacity). The plans start from the observed backlog and keep the SLO under the
+    band widened in time from there, so a shortfall the backlog shows is already judged;
+    the rule on top forced a scale-up one step ahead of each of the median's crossings, on
+    noisy traffic often undone by the next dip (docs/decisions/0180-behind-is-not-a-rise.md)."""
     resize_margin: float = 0.0
     """A resize now must beat staying over the horizon by this × its charge
     (``resize_cost_factor`` × downtime × the larger size) more than the plans' costs say;
@@ -244,11 +252,17 @@ class KalePolicy:
             # a minute's spike above the capacity is not a rise. The rise rule holds while
             # the load is a guess (no forecast, or the reactive floor's) or the job is behind
             # (its capacity under the rate observed over the window): then waiting would bet
-            # the SLO's slack on a timing nobody forecast. Otherwise the forecast's timing
-            # error is charged by its band widened in time (the planning load).
+            # the SLO's slack on a timing nobody forecast. Without ``rise_when_behind``, a job
+            # behind holds it only when the observed backlog does not show the shortfall: the
+            # plans start from that backlog and judge its drain under the band themselves.
+            # Otherwise the forecast's timing error is charged by its band widened in time
+            # (the planning load).
             median = window.rolling_mean(median, self.window_steps)
             recent = past[-self.window_steps :]
-            behind = len(recent) > 0 and self.plan_sizing.rate(cur) < float(recent.mean())
+            capacity = self.plan_sizing.rate(cur)
+            behind = len(recent) > 0 and capacity < float(recent.mean())
+            if behind and not self.settings.rise_when_behind:
+                behind = float(obs.backlog) < 0.5 * self._shortfall(recent, capacity)
             if not (floor > 0 or behind):
                 self.search_settings = self.ahead_settings
         plan = self._plan(
@@ -383,6 +397,17 @@ class KalePolicy:
             "moves": [[int(obs.step + k), int(w)] for k, w in plan.moves],
             "backlog": [float(b) for b in plan.path[:keep]],
         }
+
+    def _shortfall(self, recent: np.ndarray, capacity: float) -> float:
+        """The backlog the observed window's arrivals would have built at ``capacity`` from
+        none (samples): what an observed backlog must show for the plans, which start from
+        it, to have seen the job fall behind. A job behind with no backlog reported (a lag
+        the meter does not see) is judged by the rise rule instead."""
+        q = 0.0
+        dt = self.sizing.interval_s
+        for a in recent.tolist():
+            q = max(0.0, q + (a - capacity) * dt)
+        return q
 
     def _descent_step(self, cur: int, median: np.ndarray) -> float:
         """The scale-down worth making now in a descent, in workers (0 outside one).

@@ -151,7 +151,7 @@ def test_scales_up_through_a_rising_day_and_keeps_the_slo(tmp_path):
         if rep.resized and rep.desired.workers > rep.current.workers:
             ups.append((rep.sample.arrival_rate, rep.current, rep.desired))
         rig.clock.advance(60)
-    assert 2 <= len(ups) <= 4  # the horizon planner climbs in few, larger steps
+    assert 1 <= len(ups) <= 4  # the horizon planner climbs in few, larger steps
     # Resizes may come once the load has passed the current capacity: sizing for the SLO's
     # window, the plan spends the SLO's slack where the forecast (here exact, without a band)
     # says the SLO still holds (and the hourly budget of two resizes can make it wait), never
@@ -214,7 +214,7 @@ def test_a_restarted_controller_makes_the_same_decisions(tmp_path, with_state):
     for _ in range(150):  # restart right after a scale-up, while its resize is under way
         (rep,) = a.controller.tick()
         a.clock.advance(60)
-        if rep.resized and rep.desired.workers > rep.current.workers and _ > 40:
+        if rep.resized and rep.desired.workers > rep.current.workers and _ >= 40:
             break
     # "Restart": a new controller on a copy of the state, the same cluster and Kafka state.
     for suffix in ("", "-wal", "-shm"):  # the database and its write-ahead log

@@ -182,6 +182,33 @@ def test_plans_to_drain_a_backlog_the_current_size_cannot():
     assert d.workers == 10 and d.reason["action"] == "hold"
 
 
+@pytest.mark.parametrize(
+    ("on", "backlog", "holds"),
+    [
+        (False, 30_000.0, False),  # the backlog shows the shortfall: the plans judge it
+        (False, 0.0, True),  # behind with no backlog reported: the rise rule judges it
+        (True, 30_000.0, True),  # the rule before: behind alone holds it
+    ],
+)
+def test_being_behind_holds_the_rise_rule_only_where_the_backlog_does_not_show_it(
+    on: bool, backlog: float, holds: bool
+) -> None:
+    # 10 workers serve 1000/s under 1050/s that the forecast's band covers: ten minutes of
+    # it build 30,000 samples of backlog.
+    sz = sizing()
+    rates = np.full(200, 1050.0)
+    flat = np.full((200, 60), 1050.0)
+    policy = KalePolicy(
+        sz,
+        PrecomputedSource(flat, flat * 0.9, flat * 1.1),
+        settings=KaleSettings(rise_when_behind=on),
+    )
+    d = policy.decide(obs(100, rates, 10, backlog=backlog), {})
+    assert "reactive" not in d.reason and policy.searches == 1
+    assert (policy.search_settings is policy.plan_settings) is holds
+    assert math.isinf(policy.search_settings.rise_tolerance) is not holds
+
+
 def test_reactive_plan_when_the_observed_rate_leaves_the_forecast_band():
     sz = sizing()
     rates = np.full(200, 300.0)

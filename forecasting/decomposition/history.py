@@ -19,7 +19,12 @@ from forecasting.decomposition.clock import ClockChange
 from forecasting.decomposition.daytypes import DayTypes, choose_day_types
 from forecasting.decomposition.profile import SeasonalProfile, estimate_profile
 from forecasting.decomposition.selection import choose_half_life
-from forecasting.decomposition.trend import RobustTrend, extend_robust_trend, robust_trend
+from forecasting.decomposition.trend import (
+    RobustTrend,
+    coarse_bucket,
+    extend_robust_trend,
+    robust_trend,
+)
 
 
 @dataclass(frozen=True)
@@ -101,28 +106,42 @@ def extend_history(
     shift: int,
     day_start: int,
     held: np.ndarray,
+    hour: int = 0,
 ) -> CleanHistory:
     """:func:`clean_history` of a history that continues ``previous``'s: it starts ``shift``
     steps later and its steps past ``previous``'s end are new (``z_raw``: the whole log
-    series, on the same offset).
+    series, on the same offset; ``hour``: steps per hour, as for :func:`clean_history`).
 
-    Everything that was chosen stays chosen (day types, recency, clock changes); the old
-    steps keep their cleaned values; the trend is extended over the new steps
-    (:func:`~.trend.extend_robust_trend`) and the profile estimated again before the held-out
-    tail.
+    What was chosen stays chosen (day types, recency); the profile is estimated again before
+    the held-out tail. The cleaned series depends on the interval:
+
+    * where the extended trend would decompose the steps themselves
+      (:func:`~.trend.coarse_bucket` is 1: under two :data:`~.trend.COARSE_STEPS_PER_DAY`
+      steps a day, 10 minutes and coarser), the whole history is cleaned again
+      (:func:`~.trend.robust_trend`, with the kept day types): extending would cost about
+      as much, and every step's trend, outlier marks and clock are then judged on the
+      history the profile is estimated from, as a full fit judges them, instead of on a
+      history a day or more out of date (whose judgements a chain of refits would carry
+      on to every later refit);
+    * finer, the old steps keep their cleaned values and clock changes, and the trend is
+      extended over the new steps (:func:`~.trend.extend_robust_trend`), which costs a
+      fraction of cleaning the whole history.
     """
     n = len(z_raw)
     kept = len(previous.z) - shift
     old = slice(shift, shift + kept)
     day_types = None if previous.day_types is None else previous.day_types.shifted(shift)
-    clocks = tuple(replace(c, at=c.at - shift) for c in previous.clocks if c.at - shift > 0)
-    extended = extend_robust_trend(
-        np.concatenate([previous.z[old], z_raw[kept:]]),
-        RobustTrend(previous.trend[old], previous.z[old], previous.outliers[old], clocks),
-        periods,
-        day_start,
-        day_types=day_types,
-    )
+    if periods and coarse_bucket(periods) == 1:
+        extended = robust_trend(z_raw, periods, day_start=day_start, hour=hour, day_types=day_types)
+    else:
+        clocks = tuple(replace(c, at=c.at - shift) for c in previous.clocks if c.at - shift > 0)
+        extended = extend_robust_trend(
+            np.concatenate([previous.z[old], z_raw[kept:]]),
+            RobustTrend(previous.trend[old], previous.z[old], previous.outliers[old], clocks),
+            periods,
+            day_start,
+            day_types=day_types,
+        )
     profile, profile_info = estimate_profile(
         extended.filled,
         extended.trend,
@@ -137,7 +156,7 @@ def extend_history(
         z=extended.filled,
         trend=extended.trend,
         outliers=extended.replaced,
-        clocks=clocks,
+        clocks=extended.clocks,
         day_types=day_types,
         day_type_report=previous.day_type_report,
         half_life=previous.half_life,

@@ -146,10 +146,7 @@ def coarse_trend(x: np.ndarray, periods: dict[str, int]) -> np.ndarray:
     the largest divisor of every period that leaves :data:`COARSE_STEPS_PER_DAY` buckets a
     day) and interpolated back to the steps."""
     plist = sorted(periods.values())
-    day = periods.get("daily") or plist[0]
-    k = max(1, day // COARSE_STEPS_PER_DAY)
-    while k > 1 and any(p % k for p in plist):
-        k -= 1
+    k = coarse_bucket(periods)
     if k == 1:
         return decompose(x, plist).trend
     n = len(x)
@@ -162,6 +159,18 @@ def coarse_trend(x: np.ndarray, periods: dict[str, int]) -> np.ndarray:
         centres[-1] = (whole + n - 1) / 2.0
     coarse = decompose(means, [p // k for p in plist]).trend
     return np.interp(np.arange(n), centres, coarse)
+
+
+def coarse_bucket(periods: dict[str, int]) -> int:
+    """Steps per bucket of :func:`coarse_trend` (1: it decomposes the steps themselves)."""
+    plist = sorted(periods.values())
+    if not plist:
+        return 1
+    day = periods.get("daily") or plist[0]
+    k = max(1, day // COARSE_STEPS_PER_DAY)
+    while k > 1 and any(p % k for p in plist):
+        k -= 1
+    return k
 
 
 def _joined(old: np.ndarray, new: np.ndarray, window: int) -> np.ndarray:

@@ -29,11 +29,12 @@ history is.
 A refit given the last fit (``fit(history, previous=...)``, what the forecast feed does) is
 incremental where :func:`~forecasting.refit.decide_refit` allows: the offset, periods, day
 types, recency, geometry, the level model's penalty and the networks' normalisation are kept;
-the decomposition is extended over the new steps instead of recomputed; the level model is
-solved again; each network is fine-tuned from its weights on the windows it never trained
-on, with old ones replayed, and keeps the new weights only if they do better on the new
-held-out tail; the band is calibrated again. Otherwise (drift, a gap, the age limit, …) it
-is a full fit. Either way ``fit_summary["refit"]`` says which and why.
+the decomposition is extended over the new steps instead of recomputed (at 10 minutes and
+coarser, where extending costs about as much, the history is cleaned again as a full fit
+cleans it); the level model is solved again; each network is fine-tuned from its weights
+on the windows it never trained on, with old ones replayed, and keeps the new weights only
+if they do better on the new held-out tail; the band is calibrated again. Otherwise (drift,
+a gap, the age limit, …) it is a full fit. Either way ``fit_summary["refit"]`` says which and why.
 
 Saving keeps what predicting needs: the geometry, the profile table, the backbone's
 weights, the log offset and scales, the kept share and band factors, and the networks'

@@ -123,6 +123,7 @@ def prepare_refit(
         shift=shift,
         day_start=midnight,
         held=windows.held,
+        hour=round(3600.0 / interval) if 3600.0 % interval == 0 else 0,
     )
     season = clean.profile.at(steps)
     return FitData(

@@ -13,6 +13,8 @@ import pytest
 
 from forecasting.base import Forecaster
 from forecasting.decomposition import SeasonalProfile
+from forecasting.decomposition.history import clean_history, extend_history
+from forecasting.decomposition.trend import coarse_bucket, robust_trend
 from forecasting.refit import (
     FULL_FIT_MAX_AGE,
     RefitBasis,
@@ -291,3 +293,29 @@ def test_an_incremental_refit_keeps_no_more_of_the_correction_than_the_full_fit(
     assert third.fit_summary["refit"]["mode"] == "incremental"
     assert third.alpha == 0.0
     assert set(third.fit_summary["val_mae_by_kept_share"]) == {0.0}
+
+
+@pytest.mark.parametrize("day", [DAY, 3 * DAY])
+def test_an_incremental_refit_cleans_a_coarse_history_again_and_extends_a_fine_one(day):
+    """At 15 minutes (a day of 96 steps) extending the trend costs about what cleaning the
+    whole history does, so the refit cleans it as a full fit would; at 5 minutes the old
+    steps keep their cleaned values."""
+    rng = np.random.default_rng(7)
+    n = 10 * day
+    steps = np.arange(n)
+    z = np.log(200 + 150 * np.sin(2 * np.pi * steps / day)) + rng.normal(0, 0.03, n)
+    z[8 * day + day // 3 : 8 * day + day // 2] -= 1.5  # an outage on the last old day
+    periods = {"daily": day}
+    old = clean_history(
+        z[: 9 * day], periods, day_start=0, hour=day // 24, held=np.zeros(9 * day, bool)
+    )
+    new = extend_history(
+        old, z[day:], periods, shift=day, day_start=0, held=np.zeros(9 * day, bool), hour=day // 24
+    )
+    if coarse_bucket(periods) == 1:
+        again = robust_trend(z[day:], periods, day_start=0, hour=day // 24)
+        np.testing.assert_allclose(new.z, again.filled)
+        np.testing.assert_allclose(new.trend, again.trend)
+    else:
+        np.testing.assert_array_equal(new.z[: 8 * day], old.z[day:])
+        np.testing.assert_array_equal(new.outliers[: 8 * day], old.outliers[day:])

@@ -123,7 +123,7 @@ def prepare_refit(
         shift=shift,
         day_start=midnight,
         held=windows.held,
-        hour=round(3600.0 / interval) if 3600.0 % interval == 0 else 0,
+        hour=steps_per_hour(interval),
     )
     season = clean.profile.at(steps)
     return FitData(
@@ -165,7 +165,7 @@ def prepare(y: np.ndarray, t0: pd.Timestamp | None, interval: float, p: dict[str
     windows = plan_windows(n, geom, float(p["val_fraction"]))
     started = time.perf_counter()
     midnight = midnight_step(t0, interval, day)
-    hour = round(3600.0 / interval) if 3600.0 % interval == 0 else 0
+    hour = steps_per_hour(interval)
     clean = clean_history(
         z_raw,
         report.detected,
@@ -191,3 +191,9 @@ def prepare(y: np.ndarray, t0: pd.Timestamp | None, interval: float, p: dict[str
         d=clean.z - season[:n],
         rng=np.random.default_rng(p["seed"]),
     )
+
+
+def steps_per_hour(interval: float) -> int:
+    """Steps in an hour at ``interval`` seconds (0 where the interval does not divide an
+    hour: then no clock changes are looked for)."""
+    return round(3600.0 / interval) if 3600.0 % interval == 0 else 0

@@ -16,34 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from autoscaler.job.loading import load_job
-from autoscaler.policy.kale import KalePolicy, KaleSettings, oracle_policy
-from autoscaler.policy.sizing import sizing_for
-from autoscaler.sim.engine import lower_bound_gpu_hours, simulate
+from autoscaler.policy.kale import KalePolicy, oracle_policy
+from autoscaler.sim.engine import simulate
 from autoscaler.sim.forecasting import default_cache_dir, source_factory
-from autoscaler.sim.optimal import OptimalSettings, optimal
-from autoscaler.sim.planners import settings_for
-from autoscaler.sim.runner import scale_to_peak
-from autoscaler.sim.tracegen import generate_trace
-from autoscaler.sim.traces import load_trace
-from benchmarks.paths import ROOT, nasa_trace
-from throughput.model import ThroughputModel
-
-WARMUP = 7 * 1440
-
-
-def _value(text: str, like: Any) -> Any:
-    if isinstance(like, bool):
-        return text.lower() in ("1", "true", "yes", "on")
-    if isinstance(like, int):
-        return int(text)
-    if isinstance(like, float) or like is None:
-        return float(text)
-    return text
+from experiments.noisy_setup import WARMUP, judged, setup, traces
 
 
 def main() -> None:
@@ -61,40 +40,20 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="append the rows (JSON lines) here")
     args = ap.parse_args()
 
-    loaded = load_job(str(ROOT / "examples" / "ctr-sync.yaml"))
-    model = ThroughputModel.load(loaded.throughput_model_path)
-    sizing = sizing_for(loaded, model, rescale_s=300, slo_s=600, interval_s=60)
-    fc = loaded.job.spec.forecast
-    base = settings_for(sizing, loaded.job)
-    kinds = {f.name: getattr(base, f.name) for f in fields(KaleSettings)}
-    changes = {}
-    for item in args.set:
-        k, v = item.split("=", 1)
-        changes[k] = _value(v, kinds[k])
-    settings = replace(base, **changes)
-    traces: list[tuple[str, Any]] = []
-    for s in [int(x) for x in args.seeds.split(",") if x]:
-        traces.append((f"gen{s}", generate_trace(days=args.days, interval_s=60, seed=s)))
-    for s in [int(x) for x in args.noisy.split(",") if x]:
-        noisy = generate_trace(days=args.days, interval_s=60, seed=s, noise=args.noise)
-        traces.append((f"noisy{s}", noisy))
-    if args.nasa:
-        series = load_trace(str(nasa_trace(None))).series
-        skip = round(args.nasa_offset_days * 1440)
-        traces.append(
-            (f"nasa+{args.nasa_offset_days:g}", series.iloc[skip : skip + round(args.days * 1440)])
-        )
-    cache_path = Path(args.cache)
-    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
-    for name, series in traces:
-        values, _ = scale_to_peak(series.to_numpy(dtype=float), 0.8, sizing.peak_throughput)
-        lb = lower_bound_gpu_hours(sizing, values[WARMUP:])
-        key = f"{name}/{args.days:g}/{args.noise:g}"
-        if key not in cache:
-            best = optimal(sizing, values, warmup_steps=WARMUP, settings=OptimalSettings())
-            cache[key] = best.result.gpu_hours
-            cache_path.write_text(json.dumps(cache))
-        opt = cache[key]
+    job = setup(args.set)
+    sizing, settings, changes = job.sizing, job.settings, job.changes
+    fc = job.loaded.job.spec.forecast
+    found = traces(
+        args.days,
+        args.seeds,
+        args.noisy,
+        args.noise,
+        nasa=args.nasa,
+        nasa_offset_days=args.nasa_offset_days,
+    )
+    for name, series in found:
+        seen = judged(sizing, name, series, args.days, args.noise, Path(args.cache))
+        values, lb, opt = seen.values, seen.lower_bound_gpu_hours, seen.optimal_gpu_hours
         runs: list[tuple[str, Any]] = []
         if not args.no_oracle:
             runs.append(("oracle", oracle_policy(sizing, values, settings=settings)))

@@ -319,3 +319,45 @@ def test_an_incremental_refit_cleans_a_coarse_history_again_and_extends_a_fine_o
     else:
         np.testing.assert_array_equal(new.z[: 8 * day], old.z[day:])
         np.testing.assert_array_equal(new.outliers[: 8 * day], old.outliers[day:])
+
+
+def _evening_peak(days: int, day: int, moves_on: int | None) -> np.ndarray:
+    """Log traffic with a sharp 19:00 peak (users' clock) that comes an hour later in UTC
+    from midnight of ``moves_on`` (a daylight-saving change in a UTC trace)."""
+    rng = np.random.default_rng(8)
+    hours = np.arange(days * day) * 24.0 / day
+    if moves_on is not None:
+        hours = hours - 1.0 * (hours >= 24 * moves_on)
+    peak = 400 * np.exp(-0.5 * ((np.mod(hours, 24) - 19) / 1.5) ** 2)
+    return np.log((50 + peak) * rng.lognormal(0, 0.03, len(hours)))
+
+
+@pytest.mark.parametrize("day", [DAY, 3 * DAY])
+def test_a_coarse_refit_finds_a_clock_change_in_its_new_days_and_a_fine_one_leaves_it(day):
+    """A clock change that happens after the last fit: at 15 minutes the refit, cleaning the
+    whole history again, finds it where a full fit would (the new days' peaks an hour
+    later); at 5 minutes the extended history keeps the clock changes it had (none here),
+    and a change shows up as drift for a full fit to judge."""
+    hour = day // 24
+    z = _evening_peak(16, day, moves_on=12)
+    old = clean_history(
+        z[: 12 * day], {"daily": day}, day_start=0, hour=hour, held=np.zeros(12 * day, bool)
+    )
+    assert old.clocks == ()
+    new = extend_history(
+        old,
+        z[2 * day :],
+        {"daily": day},
+        shift=2 * day,
+        day_start=0,
+        held=np.zeros(14 * day, bool),
+        hour=hour,
+    )
+    full = clean_history(
+        z[2 * day :], {"daily": day}, day_start=0, hour=hour, held=np.zeros(14 * day, bool)
+    )
+    if coarse_bucket({"daily": day}) == 1:
+        assert [(c.at, c.shift) for c in new.clocks] == [(10 * day, hour)]
+        assert [(c.at, c.shift) for c in full.clocks] == [(10 * day, hour)]
+    else:
+        assert new.clocks == ()

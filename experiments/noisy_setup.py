@@ -29,6 +29,7 @@ from autoscaler.sim.runner import scale_to_peak
 from autoscaler.sim.tracegen import generate_trace
 from autoscaler.sim.traces import load_trace
 from benchmarks.paths import ROOT, nasa_trace
+from benchmarks.simulate import overrides_of
 from throughput.model import ThroughputModel
 
 WARMUP = 7 * 1440
@@ -54,23 +55,8 @@ def setup(overrides: list[str]) -> Setup:
     model = ThroughputModel.load(loaded.throughput_model_path)
     sizing = sizing_for(loaded, model, rescale_s=300, slo_s=600, interval_s=60)
     base = settings_for(sizing, loaded.job)
-    changes = {}
-    for item in overrides:
-        key, sep, text = item.partition("=")
-        if not sep or not hasattr(base, key):
-            raise SystemExit(f"--set: expected FIELD=VALUE with a KaleSettings field, got {item!r}")
-        changes[key] = _value(text, getattr(base, key))
+    changes = overrides_of(overrides)
     return Setup(loaded, sizing, replace(base, **changes), changes)
-
-
-def _value(text: str, like: Any) -> Any:
-    if isinstance(like, bool):
-        return text.lower() in ("1", "true", "yes", "on")
-    if isinstance(like, int):
-        return int(text)
-    if isinstance(like, float) or like is None:
-        return float(text)
-    return text
 
 
 def traces(

@@ -43,7 +43,7 @@ the oracle is this planner fed the true future.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
@@ -577,25 +577,16 @@ class KalePolicy:
         short = min(3, total)
         tail = past[-w:].tolist()
         back = len(tail) - step
-        # The sums run from the newest step back, the short window's first: two plain loops
-        # (every job, every tick) instead of one that asks at every step whether to judge.
+        # The sums run from the newest step back, the short window's first, then on over the
+        # rest: no step asks whether to judge (every job, every tick).
         newest = reversed(usable)
-        obs = low = med = high = 0.0
-        for s, lo, me, hi in islice(newest, short):
-            obs += tail[back + s]
-            low += lo
-            med += me
-            high += hi
-        o, m, up, down = _window_band(short, obs, low, med, high, nz)
+        sums = _add_steps(islice(newest, short), tail, back, (0.0, 0.0, 0.0, 0.0))
+        o, m, up, down = _window_band(short, *sums, nz)
         if o > m + 2 * up + down:
             fired = max(fired, o)
         if total > short:
-            for s, lo, me, hi in newest:
-                obs += tail[back + s]
-                low += lo
-                med += me
-                high += hi
-            o, m, up, down = _window_band(total, obs, low, med, high, nz)
+            sums = _add_steps(newest, tail, back, sums)
+            o, m, up, down = _window_band(total, *sums, nz)
             if o > m + 2 * up + down:
                 fired = max(fired, o)
         in_band = m - down <= o <= m + up
@@ -639,6 +630,23 @@ class KalePolicy:
         scale = self._band_scale(state) + s.calibration_rate * step_by
         scale = min(max(scale, s.band_scale_min), s.band_scale_max)
         state["band_scale"] = [int(step), float(scale)]
+
+
+def _add_steps(
+    entries: Iterable[list[Any]],
+    tail: list[float],
+    back: int,
+    sums: tuple[float, float, float, float],
+) -> tuple[float, float, float, float]:
+    """``sums`` (observed, low, median, high) with each book entry's step added, in the
+    order given: the observed rate from ``tail`` (index ``back`` + the entry's step)."""
+    obs, low, med, high = sums
+    for s, lo, me, hi in entries:
+        obs += tail[back + s]
+        low += lo
+        med += me
+        high += hi
+    return obs, low, med, high
 
 
 def _window_band(
